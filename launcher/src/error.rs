@@ -1,0 +1,105 @@
+//! Failures of the launcher itself. Each exits 125 (nothing ran) with one
+//! `stockade: ` line.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use stockade_policy::Mode;
+use stockade_policy::guarantees::{Feature, Guarantee};
+use stockade_policy::policy::PolicyError;
+use stockade_policy::request::{EncodeError, ValidationError};
+
+/// Executors look for this code to tell "cannot confine here" from other failures.
+pub const SANDBOX_UNAVAILABLE: &str = "SANDBOX_UNAVAILABLE";
+
+#[derive(Debug)]
+pub enum LauncherError {
+    Policy(PolicyError),
+    /// The mode cannot be confined on this kernel.
+    Unavailable {
+        mode: Mode,
+        missing: Vec<(Guarantee, Feature)>,
+    },
+    /// The runner binary is not where it was looked for.
+    RunnerMissing {
+        path: PathBuf,
+        hint: &'static str,
+    },
+    /// The directory that holds request files is unusable.
+    PrivateDir {
+        path: PathBuf,
+        reason: String,
+    },
+    /// A request file could not be written.
+    WriteRequest {
+        path: PathBuf,
+        source: io::Error,
+    },
+    Encode(EncodeError),
+    /// The command or environment cannot be passed to `execve`.
+    Invalid(ValidationError),
+    /// A path or argument that must appear in JSON is not valid UTF-8.
+    NotUtf8 {
+        what: &'static str,
+    },
+    /// The command could not be started.
+    Spawn {
+        program: String,
+        source: io::Error,
+    },
+    /// Waiting for the command failed.
+    Wait(io::Error),
+    CurrentDir(io::Error),
+}
+
+impl fmt::Display for LauncherError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LauncherError::Policy(e) => e.fmt(f),
+            LauncherError::Unavailable { mode, missing } => {
+                write!(
+                    f,
+                    "{SANDBOX_UNAVAILABLE}: {mode} mode cannot be confined on this kernel: it lacks"
+                )?;
+                for (i, (g, feature)) in missing.iter().enumerate() {
+                    let sep = if i == 0 { " " } else { ", " };
+                    write!(f, "{sep}{feature} (needed for {})", g.name())?;
+                }
+                f.write_str("; the command was not run")
+            }
+            LauncherError::RunnerMissing { path, hint } => {
+                write!(f, "stockade-runner not found at {}: {hint}", path.display())
+            }
+            LauncherError::PrivateDir { path, reason } => write!(
+                f,
+                "private request directory {} is unusable: {reason}",
+                path.display()
+            ),
+            LauncherError::WriteRequest { path, source } => write!(
+                f,
+                "cannot write launch request {}: {source}",
+                path.display()
+            ),
+            LauncherError::Encode(e) => e.fmt(f),
+            LauncherError::Invalid(e) => e.fmt(f),
+            LauncherError::NotUtf8 { what } => {
+                write!(f, "{what} is not valid UTF-8 and cannot be put in JSON")
+            }
+            LauncherError::Spawn { program, source } => {
+                write!(f, "cannot start {program}: {source}")
+            }
+            LauncherError::Wait(e) => write!(f, "cannot wait for the command: {e}"),
+            LauncherError::CurrentDir(e) => {
+                write!(f, "cannot determine the current directory: {e}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for LauncherError {}
+
+impl From<PolicyError> for LauncherError {
+    fn from(e: PolicyError) -> Self {
+        LauncherError::Policy(e)
+    }
+}

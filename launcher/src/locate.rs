@@ -1,0 +1,42 @@
+//! Finding `stockade-runner`: `$STOCKADE_RUNNER` when set, else next to this executable
+//! (so `cargo build` output works without installing), else the distro's libexec path.
+
+use crate::error::LauncherError;
+use std::path::{Path, PathBuf};
+
+/// The environment variable naming the runner explicitly.
+pub const RUNNER_ENV: &str = "STOCKADE_RUNNER";
+pub const RUNNER_NAME: &str = "stockade-runner";
+/// Where distro packages install the runner (see packaging/).
+pub const LIBEXEC_RUNNER: &str = "/usr/libexec/stockade/stockade-runner";
+
+/// The absolute, canonical path of the runner to put in ConfinedArgv.
+pub fn runner() -> Result<PathBuf, LauncherError> {
+    if let Some(explicit) = std::env::var_os(RUNNER_ENV).filter(|v| !v.is_empty()) {
+        return executable(Path::new(&explicit), "check $STOCKADE_RUNNER");
+    }
+    let sibling = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join(RUNNER_NAME)));
+    if let Some(sibling) = sibling.filter(|p| p.exists()) {
+        return executable(&sibling, "reinstall stockade or set $STOCKADE_RUNNER");
+    }
+    executable(
+        Path::new(LIBEXEC_RUNNER),
+        "install it next to stockade or set $STOCKADE_RUNNER to its path",
+    )
+}
+
+fn executable(path: &Path, hint: &'static str) -> Result<PathBuf, LauncherError> {
+    use std::os::unix::fs::PermissionsExt;
+    let missing = || LauncherError::RunnerMissing {
+        path: path.to_path_buf(),
+        hint,
+    };
+    let canonical = path.canonicalize().map_err(|_| missing())?;
+    let meta = canonical.metadata().map_err(|_| missing())?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return Err(missing());
+    }
+    Ok(canonical)
+}

@@ -1,0 +1,73 @@
+//! `stockade`: the executor-facing side of the sandbox.
+//!
+//! - `confine` writes a launch request and prints the ConfinedArgv JSON;
+//! - `run` confines, spawns and waits, passing the command's streams through.
+//!
+//! Every failure of stockade itself prints one `stockade: ` line and exits 125.
+
+mod cli;
+mod confine;
+mod env;
+mod error;
+mod locate;
+mod probe;
+mod request_file;
+mod run;
+mod supervise;
+mod tail;
+
+use clap::Parser;
+use cli::{Cli, Command, ConfineArgs};
+use error::LauncherError;
+use std::io::Write;
+use std::process::ExitCode;
+use stockade_policy::exit;
+
+fn confine_command(args: &ConfineArgs) -> Result<i32, LauncherError> {
+    let confinement = confine::confine(
+        &args.policy.to_request(),
+        &args.command.command,
+        env::target_env(),
+    )?;
+    // Serialising a plain struct of strings cannot fail.
+    let json = serde_json::to_string(&confinement.confined).unwrap_or_default();
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{json}").and_then(|_| out.flush()).is_err() {
+        // Nobody will ever spawn a request we could not hand over.
+        if let Some(dir) = confinement.private_dir {
+            dir.remove();
+        }
+        return Ok(exit::RUNNER_FAILURE);
+    }
+    Ok(0)
+}
+
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(exit::RUNNER_FAILURE as u8))
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            let code = match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
+                _ => exit::RUNNER_FAILURE,
+            };
+            let _ = e.print();
+            return exit_code(code);
+        }
+    };
+    let result = match &cli.command {
+        Command::Confine(args) => confine_command(args),
+        Command::Run(args) => run::run(args),
+    };
+    match result {
+        Ok(code) => exit_code(code),
+        Err(e) => {
+            eprintln!("stockade: {e}");
+            exit_code(exit::RUNNER_FAILURE)
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! ConfinedArgv: what `stockade confine` hands an executor, field for field the shape in
+//! the harness's wire contract (`../shared/CONTEXT.md`, section 1).
+
+use crate::exit;
+use crate::guarantees::Enforcement;
+use crate::mode::Mode;
+use serde::{Deserialize, Serialize};
+
+/// The denial dialect of a Landlock-confined process: what `EACCES` reads as.
+pub const PERMISSION_DENIED: &str = "permission denied";
+
+/// A rule recognising the runner's own failure in a settled process's facts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunnerFailureRule {
+    /// Nonzero exit codes the rule may match; `None` means any nonzero code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_exit_codes: Option<Vec<i32>>,
+    /// Case-insensitive substrings, matched within one stderr line.
+    pub fatal_signatures: Vec<String>,
+    /// Lines removed before matching, by case-insensitive exact full-line equality.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub informational_lines: Option<Vec<String>>,
+}
+
+/// The wrapped command and how to interpret its outcome.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfinedArgv {
+    /// What the executor spawns.
+    pub argv: Vec<String>,
+    /// How completely the mode is enforced; absent for `danger-full-access`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforcement: Option<Enforcement>,
+    /// This backend's denial dialect: lower-case substrings of stderr.
+    pub denial_signatures: Vec<String>,
+    pub runner_failure_rules: Vec<RunnerFailureRule>,
+    pub mode: Mode,
+}
+
+/// The denial signatures a command confined under `mode` can produce.
+pub fn denial_signatures(mode: Mode) -> Vec<String> {
+    if mode.is_confined() {
+        vec![PERMISSION_DENIED.to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The rules that recognise a failure of `stockade-runner` itself: exit 125 with a line
+/// carrying the runner prefix. Exit 126/127 (target not executable / not found) carry the
+/// same prefix but are the command's failure, not the sandbox's, so they do not match.
+pub fn runner_failure_rules(mode: Mode) -> Vec<RunnerFailureRule> {
+    if !mode.is_confined() {
+        return Vec::new();
+    }
+    vec![RunnerFailureRule {
+        allowed_exit_codes: Some(vec![exit::RUNNER_FAILURE]),
+        fatal_signatures: vec![exit::RUNNER_PREFIX.to_string()],
+        informational_lines: None,
+    }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_uses_the_wire_field_names() {
+        let c = ConfinedArgv {
+            argv: vec!["/usr/bin/stockade-runner".into()],
+            enforcement: Some(Enforcement::Full),
+            denial_signatures: denial_signatures(Mode::ReadOnly),
+            runner_failure_rules: runner_failure_rules(Mode::ReadOnly),
+            mode: Mode::ReadOnly,
+        };
+        let v: serde_json::Value = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["enforcement"], "full");
+        assert_eq!(v["mode"], "read-only");
+        assert_eq!(v["denialSignatures"][0], "permission denied");
+        assert_eq!(v["runnerFailureRules"][0]["allowedExitCodes"][0], 125);
+        assert_eq!(
+            v["runnerFailureRules"][0]["fatalSignatures"][0],
+            "stockade-runner: "
+        );
+        assert!(
+            v["runnerFailureRules"][0]
+                .get("informationalLines")
+                .is_none()
+        );
+        let back: ConfinedArgv = serde_json::from_value(v).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn danger_full_access_has_no_dialect() {
+        assert!(denial_signatures(Mode::DangerFullAccess).is_empty());
+        assert!(runner_failure_rules(Mode::DangerFullAccess).is_empty());
+    }
+}

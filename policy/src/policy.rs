@@ -1,0 +1,257 @@
+//! Policies: what the caller asks for ([`PolicyRequest`]) and the resolved form every
+//! later step works from ([`Policy`]).
+//!
+//! [`PolicyRequest::resolve`] is the single place where defaults are filled in and paths
+//! are made absolute and canonical. Nothing downstream applies a default of its own.
+
+use crate::mode::Mode;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The shared scratch directory granted to `workspace-write` commands.
+pub const SHARED_TMP: &str = "/tmp";
+
+/// A policy as the caller states it, before resolution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyRequest {
+    pub mode: Mode,
+    /// The workspace root; `None` means the caller's current directory.
+    pub workspace: Option<PathBuf>,
+    /// Extra writable roots (`--writable`), used in `workspace-write`.
+    pub writable: Vec<PathBuf>,
+}
+
+/// A resolved policy: every path absolute, canonical and known to exist as a directory
+/// at resolution time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    pub mode: Mode,
+    /// The canonical workspace root.
+    pub workspace: PathBuf,
+    /// The canonical extra writable roots, in the order given.
+    pub writable_roots: Vec<PathBuf>,
+    /// The canonical `$TMPDIR` of the target's environment, when it names an existing
+    /// directory (`workspace-write` grants it).
+    pub tmpdir: Option<PathBuf>,
+}
+
+/// Why a policy could not be resolved. Each names the path at fault.
+#[derive(Debug)]
+pub enum PolicyError {
+    /// The current directory (the default workspace) could not be determined.
+    CurrentDir(io::Error),
+    /// The workspace root does not exist or cannot be opened.
+    Workspace { path: PathBuf, source: io::Error },
+    /// The workspace root exists but is not a directory.
+    WorkspaceNotDirectory { path: PathBuf },
+    /// A writable root does not exist or cannot be opened.
+    WritableRoot { path: PathBuf, source: io::Error },
+    /// A writable root exists but is not a directory.
+    WritableRootNotDirectory { path: PathBuf },
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyError::CurrentDir(e) => write!(
+                f,
+                "cannot determine the current directory to use as the workspace: {e}; pass --workspace DIR"
+            ),
+            PolicyError::Workspace { path, source } => write!(
+                f,
+                "workspace root {} cannot be opened: {source}",
+                path.display()
+            ),
+            PolicyError::WorkspaceNotDirectory { path } => {
+                write!(f, "workspace root {} is not a directory", path.display())
+            }
+            PolicyError::WritableRoot { path, source } => write!(
+                f,
+                "writable root {} cannot be opened: {source}",
+                path.display()
+            ),
+            PolicyError::WritableRootNotDirectory { path } => {
+                write!(f, "writable root {} is not a directory", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+impl PolicyRequest {
+    /// A request for `mode` with every other choice left to its default.
+    pub fn new(mode: Mode) -> Self {
+        PolicyRequest {
+            mode,
+            workspace: None,
+            writable: Vec::new(),
+        }
+    }
+
+    /// Fills in defaults and canonicalises every path.
+    ///
+    /// - `cwd` is the caller's current directory: the default workspace, and the base
+    ///   that relative paths are taken from.
+    /// - `tmpdir` is `$TMPDIR` of the *target's* environment. It is granted only when it
+    ///   names an existing directory; otherwise it is ignored (it is the target's
+    ///   preference, not something the caller asked to be writable).
+    ///
+    /// A workspace or writable root that does not exist or is not a directory is an error
+    /// naming it: a root is never skipped silently.
+    pub fn resolve(&self, cwd: &Path, tmpdir: Option<&Path>) -> Result<Policy, PolicyError> {
+        let workspace_in = match &self.workspace {
+            Some(p) => cwd.join(p),
+            None => cwd.to_path_buf(),
+        };
+        let workspace = canonical_dir(&workspace_in).map_err(|e| match e {
+            DirError::Io(source) => PolicyError::Workspace {
+                path: workspace_in.clone(),
+                source,
+            },
+            DirError::NotDirectory => PolicyError::WorkspaceNotDirectory {
+                path: workspace_in.clone(),
+            },
+        })?;
+        let mut writable_roots = Vec::with_capacity(self.writable.len());
+        for root in &self.writable {
+            let path = cwd.join(root);
+            let canonical = canonical_dir(&path).map_err(|e| match e {
+                DirError::Io(source) => PolicyError::WritableRoot {
+                    path: path.clone(),
+                    source,
+                },
+                DirError::NotDirectory => {
+                    PolicyError::WritableRootNotDirectory { path: path.clone() }
+                }
+            })?;
+            if !writable_roots.contains(&canonical) {
+                writable_roots.push(canonical);
+            }
+        }
+        let tmpdir = tmpdir
+            .filter(|p| p.is_absolute())
+            .and_then(|p| canonical_dir(p).ok());
+        Ok(Policy {
+            mode: self.mode,
+            workspace,
+            writable_roots,
+            tmpdir,
+        })
+    }
+}
+
+enum DirError {
+    Io(io::Error),
+    NotDirectory,
+}
+
+fn canonical_dir(path: &Path) -> Result<PathBuf, DirError> {
+    let canonical = path.canonicalize().map_err(DirError::Io)?;
+    if canonical.is_dir() {
+        Ok(canonical)
+    } else {
+        Err(DirError::NotDirectory)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tempdir() -> PathBuf {
+        let base = std::env::temp_dir().join(format!(
+            "stockade-policy-test-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        std::fs::create_dir_all(&base).unwrap();
+        base.canonicalize().unwrap()
+    }
+
+    fn rand_suffix() -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        N.fetch_add(1, Ordering::Relaxed)
+    }
+
+    #[test]
+    fn workspace_defaults_to_cwd() {
+        let dir = tempdir();
+        let policy = PolicyRequest::new(Mode::WorkspaceWrite)
+            .resolve(&dir, None)
+            .unwrap();
+        assert_eq!(policy.workspace, dir);
+        assert!(policy.writable_roots.is_empty());
+        assert_eq!(policy.tmpdir, None);
+    }
+
+    #[test]
+    fn relative_paths_are_taken_from_cwd_and_canonicalised() {
+        let dir = tempdir();
+        std::fs::create_dir(dir.join("ws")).unwrap();
+        std::fs::create_dir(dir.join("extra")).unwrap();
+        let req = PolicyRequest {
+            mode: Mode::WorkspaceWrite,
+            workspace: Some("ws/../ws".into()),
+            writable: vec!["extra".into(), "./extra".into()],
+        };
+        let policy = req.resolve(&dir, Some(&dir)).unwrap();
+        assert_eq!(policy.workspace, dir.join("ws"));
+        assert_eq!(policy.writable_roots, vec![dir.join("extra")]);
+        assert_eq!(policy.tmpdir, Some(dir.clone()));
+    }
+
+    #[test]
+    fn missing_workspace_is_named() {
+        let dir = tempdir();
+        let req = PolicyRequest {
+            workspace: Some(dir.join("absent")),
+            ..PolicyRequest::new(Mode::ReadOnly)
+        };
+        let err = req.resolve(&dir, None).unwrap_err();
+        assert!(matches!(err, PolicyError::Workspace { .. }));
+        assert!(err.to_string().contains("absent"), "{err}");
+    }
+
+    #[test]
+    fn workspace_that_is_a_file_is_refused() {
+        let dir = tempdir();
+        std::fs::write(dir.join("f"), b"").unwrap();
+        let req = PolicyRequest {
+            workspace: Some(dir.join("f")),
+            ..PolicyRequest::new(Mode::ReadOnly)
+        };
+        let err = req.resolve(&dir, None).unwrap_err();
+        assert!(
+            matches!(err, PolicyError::WorkspaceNotDirectory { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_writable_root_is_named() {
+        let dir = tempdir();
+        let req = PolicyRequest {
+            writable: vec![dir.join("nope")],
+            ..PolicyRequest::new(Mode::WorkspaceWrite)
+        };
+        let err = req.resolve(&dir, None).unwrap_err();
+        assert!(matches!(err, PolicyError::WritableRoot { .. }));
+        assert!(err.to_string().contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn tmpdir_that_does_not_exist_is_ignored() {
+        let dir = tempdir();
+        let policy = PolicyRequest::new(Mode::WorkspaceWrite)
+            .resolve(&dir, Some(&dir.join("missing")))
+            .unwrap();
+        assert_eq!(policy.tmpdir, None);
+        let policy = PolicyRequest::new(Mode::WorkspaceWrite)
+            .resolve(&dir, Some(Path::new("relative")))
+            .unwrap();
+        assert_eq!(policy.tmpdir, None);
+    }
+}

@@ -1,0 +1,523 @@
+//! The launch request: everything the runner needs to start one confined command, and
+//! its file format.
+//!
+//! # File format
+//!
+//! ```text
+//! offset  size  field
+//! 0       8     magic  b"STKDREQ\n"
+//! 8       2     format version, little endian (currently 1)
+//! 10      4     body length N, little endian
+//! 14      N     body: bincode 2 (standard config) encoding of the request
+//! ```
+//!
+//! A file is rejected, with a distinct [`DecodeError`], when it is larger than
+//! [`MAX_REQUEST_BYTES`], when the magic or version differ, when it is shorter than its
+//! header says (truncated), when bytes follow the body, or when the body does not decode.
+//! Paths, arguments and environment entries are carried as raw bytes: Linux allows any
+//! byte but NUL in them, and the format must not lose what the caller passed.
+
+use crate::guarantees::Enforcement;
+use crate::mode::Mode;
+use crate::policy::Policy;
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::fmt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+
+/// The first bytes of every launch request file.
+pub const MAGIC: [u8; 8] = *b"STKDREQ\n";
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u16 = 1;
+/// Magic, version and body length.
+pub const HEADER_LEN: usize = 8 + 2 + 4;
+/// The largest request file accepted (4 MiB): larger than any argv + environment the
+/// kernel would accept for `execve`, small enough that reading it is harmless.
+pub const MAX_REQUEST_BYTES: usize = 4 << 20;
+
+/// Everything needed to start one confined command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchRequest {
+    /// The target's argv; `argv[0]` is resolved like `execvp` over the request's `PATH`.
+    pub argv: Vec<OsString>,
+    /// The directory the target starts in (absolute).
+    pub cwd: PathBuf,
+    /// The target's complete environment, in order.
+    pub env: Vec<(OsString, OsString)>,
+    /// The resolved policy to enforce.
+    pub policy: Policy,
+    /// The enforcement the launcher reported to the executor. The runner refuses to
+    /// start the target when the kernel gives less, so the report is never a lie.
+    pub enforcement: Enforcement,
+}
+
+/// Why request bytes could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Larger than [`MAX_REQUEST_BYTES`].
+    TooLarge { len: usize },
+    /// Shorter than the header, or than the body length the header announces.
+    Truncated { expected: usize, actual: usize },
+    /// The file does not start with [`MAGIC`]: not a stockade launch request.
+    BadMagic,
+    /// Written by a stockade with another format version.
+    UnsupportedVersion { found: u16 },
+    /// Bytes follow the body the header announced.
+    TrailingBytes { extra: usize },
+    /// The body is not a valid encoding of a request.
+    Corrupt { reason: String },
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::TooLarge { len } => write!(
+                f,
+                "request file is too large ({len} bytes; the limit is {MAX_REQUEST_BYTES})"
+            ),
+            DecodeError::Truncated { expected, actual } => write!(
+                f,
+                "request file is truncated ({actual} of {expected} bytes)"
+            ),
+            DecodeError::BadMagic => {
+                f.write_str("request file has a bad magic header: not a stockade launch request")
+            }
+            DecodeError::UnsupportedVersion { found } => write!(
+                f,
+                "request file has format version {found}, this runner reads version {FORMAT_VERSION}: launcher and runner come from different stockade builds"
+            ),
+            DecodeError::TrailingBytes { extra } => {
+                write!(
+                    f,
+                    "request file has {extra} trailing bytes after the request"
+                )
+            }
+            DecodeError::Corrupt { reason } => write!(f, "request file is corrupt: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// Why a request could not be encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EncodeError {
+    /// The argv and environment together exceed [`MAX_REQUEST_BYTES`].
+    TooLarge { len: usize },
+    /// The encoder refused the body.
+    Bincode(String),
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EncodeError::TooLarge { len } => write!(
+                f,
+                "the launch request would be {len} bytes, over the {MAX_REQUEST_BYTES}-byte limit: the command line or environment is too large"
+            ),
+            EncodeError::Bincode(e) => write!(f, "cannot encode the launch request: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EncodeError {}
+
+/// Why a decoded request is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValidationError {
+    EmptyArgv,
+    NulInArgv { index: usize },
+    RelativeCwd { cwd: PathBuf },
+    NulInCwd,
+    EmptyEnvName { index: usize },
+    EqualsInEnvName { name: String },
+    NulInEnv { name: String },
+    RelativePolicyPath { path: PathBuf },
+    NulInPolicyPath,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValidationError::EmptyArgv => {
+                f.write_str("request has an empty argv: no program to run")
+            }
+            ValidationError::NulInArgv { index } => {
+                write!(f, "request argv[{index}] contains a NUL byte")
+            }
+            ValidationError::RelativeCwd { cwd } => {
+                write!(f, "request cwd {} is not an absolute path", cwd.display())
+            }
+            ValidationError::NulInCwd => f.write_str("request cwd contains a NUL byte"),
+            ValidationError::EmptyEnvName { index } => {
+                write!(f, "request environment entry {index} has an empty name")
+            }
+            ValidationError::EqualsInEnvName { name } => {
+                write!(f, "request environment name {name:?} contains '='")
+            }
+            ValidationError::NulInEnv { name } => {
+                write!(f, "request environment entry {name:?} contains a NUL byte")
+            }
+            ValidationError::RelativePolicyPath { path } => {
+                write!(f, "request policy path {} is not absolute", path.display())
+            }
+            ValidationError::NulInPolicyPath => {
+                f.write_str("request policy path contains a NUL byte")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ValidationError {}
+
+/// The body as it is encoded: bytes for everything the OS treats as bytes.
+#[derive(Serialize, Deserialize)]
+struct Body {
+    argv: Vec<Vec<u8>>,
+    cwd: Vec<u8>,
+    env: Vec<(Vec<u8>, Vec<u8>)>,
+    mode: Mode,
+    workspace: Vec<u8>,
+    writable_roots: Vec<Vec<u8>>,
+    tmpdir: Option<Vec<u8>>,
+    enforcement: Enforcement,
+}
+
+fn bytes(p: &std::path::Path) -> Vec<u8> {
+    p.as_os_str().as_bytes().to_vec()
+}
+
+fn path(b: Vec<u8>) -> PathBuf {
+    PathBuf::from(OsString::from_vec(b))
+}
+
+fn config() -> impl bincode::config::Config {
+    bincode::config::standard().with_limit::<MAX_REQUEST_BYTES>()
+}
+
+impl LaunchRequest {
+    /// Encodes the request into the file format described in the module docs. A request
+    /// that would exceed [`MAX_REQUEST_BYTES`] is refused here, so the launcher never
+    /// writes a file the runner would reject.
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        let body = Body {
+            argv: self.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
+            cwd: bytes(&self.cwd),
+            env: self
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                .collect(),
+            mode: self.policy.mode,
+            workspace: bytes(&self.policy.workspace),
+            writable_roots: self
+                .policy
+                .writable_roots
+                .iter()
+                .map(|p| bytes(p))
+                .collect(),
+            tmpdir: self.policy.tmpdir.as_deref().map(bytes),
+            enforcement: self.enforcement,
+        };
+        let encoded = bincode::serde::encode_to_vec(&body, bincode::config::standard())
+            .map_err(|e| EncodeError::Bincode(e.to_string()))?;
+        let len = HEADER_LEN + encoded.len();
+        if len > MAX_REQUEST_BYTES {
+            return Err(EncodeError::TooLarge { len });
+        }
+        let mut out = Vec::with_capacity(HEADER_LEN + encoded.len());
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&(encoded.len() as u32).to_le_bytes());
+        out.extend_from_slice(&encoded);
+        Ok(out)
+    }
+
+    /// Decodes request bytes. Does not validate: see [`LaunchRequest::validate`].
+    pub fn decode(bytes: &[u8]) -> Result<LaunchRequest, DecodeError> {
+        if bytes.len() > MAX_REQUEST_BYTES {
+            return Err(DecodeError::TooLarge { len: bytes.len() });
+        }
+        // Check the magic on whatever prefix we have, so that a short foreign file is
+        // reported as foreign rather than as truncated.
+        let magic_len = bytes.len().min(MAGIC.len());
+        if bytes[..magic_len] != MAGIC[..magic_len] {
+            return Err(DecodeError::BadMagic);
+        }
+        if bytes.len() < HEADER_LEN {
+            return Err(DecodeError::Truncated {
+                expected: HEADER_LEN,
+                actual: bytes.len(),
+            });
+        }
+        let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+        if version != FORMAT_VERSION {
+            return Err(DecodeError::UnsupportedVersion { found: version });
+        }
+        let body_len = u32::from_le_bytes([bytes[10], bytes[11], bytes[12], bytes[13]]) as usize;
+        let expected = HEADER_LEN.saturating_add(body_len);
+        if bytes.len() < expected {
+            return Err(DecodeError::Truncated {
+                expected,
+                actual: bytes.len(),
+            });
+        }
+        if bytes.len() > expected {
+            return Err(DecodeError::TrailingBytes {
+                extra: bytes.len() - expected,
+            });
+        }
+        let (body, used): (Body, usize) =
+            bincode::serde::decode_from_slice(&bytes[HEADER_LEN..], config()).map_err(|e| {
+                DecodeError::Corrupt {
+                    reason: e.to_string(),
+                }
+            })?;
+        if used != body_len {
+            return Err(DecodeError::Corrupt {
+                reason: format!("the body is {body_len} bytes but the request ends after {used}"),
+            });
+        }
+        Ok(LaunchRequest {
+            argv: body.argv.into_iter().map(OsString::from_vec).collect(),
+            cwd: path(body.cwd),
+            env: body
+                .env
+                .into_iter()
+                .map(|(k, v)| (OsString::from_vec(k), OsString::from_vec(v)))
+                .collect(),
+            policy: Policy {
+                mode: body.mode,
+                workspace: path(body.workspace),
+                writable_roots: body.writable_roots.into_iter().map(path).collect(),
+                tmpdir: body.tmpdir.map(path),
+            },
+            enforcement: body.enforcement,
+        })
+    }
+
+    /// Checks what the format cannot express: each violation is its own error.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        if self.argv.is_empty() {
+            return Err(ValidationError::EmptyArgv);
+        }
+        if let Some(index) = self.argv.iter().position(|a| a.as_bytes().contains(&0)) {
+            return Err(ValidationError::NulInArgv { index });
+        }
+        if self.cwd.as_os_str().as_bytes().contains(&0) {
+            return Err(ValidationError::NulInCwd);
+        }
+        if !self.cwd.is_absolute() {
+            return Err(ValidationError::RelativeCwd {
+                cwd: self.cwd.clone(),
+            });
+        }
+        for (index, (name, value)) in self.env.iter().enumerate() {
+            let shown = name.to_string_lossy().into_owned();
+            if name.is_empty() {
+                return Err(ValidationError::EmptyEnvName { index });
+            }
+            if name.as_bytes().contains(&0) || value.as_bytes().contains(&0) {
+                return Err(ValidationError::NulInEnv { name: shown });
+            }
+            if name.as_bytes().contains(&b'=') {
+                return Err(ValidationError::EqualsInEnvName { name: shown });
+            }
+        }
+        let p = &self.policy;
+        for path in std::iter::once(&p.workspace)
+            .chain(&p.writable_roots)
+            .chain(&p.tmpdir)
+        {
+            if path.as_os_str().as_bytes().contains(&0) {
+                return Err(ValidationError::NulInPolicyPath);
+            }
+            if !path.is_absolute() {
+                return Err(ValidationError::RelativePolicyPath { path: path.clone() });
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of `name` in the request's environment (the last one wins, as for
+    /// `execve`'s consumers).
+    pub fn env_var(&self, name: &str) -> Option<&OsString> {
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k.as_bytes() == name.as_bytes())
+            .map(|(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> LaunchRequest {
+        LaunchRequest {
+            argv: vec![
+                "bash".into(),
+                "-c".into(),
+                OsString::from_vec(b"echo \xff".to_vec()),
+            ],
+            cwd: "/work/ws".into(),
+            env: vec![
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                ("EMPTY".into(), "".into()),
+            ],
+            policy: Policy {
+                mode: Mode::WorkspaceWrite,
+                workspace: "/work/ws".into(),
+                writable_roots: vec!["/srv/a".into()],
+                tmpdir: Some("/var/tmp".into()),
+            },
+            enforcement: Enforcement::Full,
+        }
+    }
+
+    #[test]
+    fn round_trip_keeps_every_byte() {
+        let req = sample();
+        let bytes = req.encode().unwrap();
+        assert_eq!(&bytes[..8], &MAGIC);
+        assert_eq!(LaunchRequest::decode(&bytes).unwrap(), req);
+        req.validate().unwrap();
+    }
+
+    #[test]
+    fn every_truncation_is_reported_as_truncated() {
+        let bytes = sample().encode().unwrap();
+        for len in 0..bytes.len() {
+            let err = LaunchRequest::decode(&bytes[..len]).unwrap_err();
+            assert!(
+                matches!(err, DecodeError::Truncated { .. }),
+                "len {len}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn oversized_request_is_refused_when_encoding() {
+        let mut req = sample();
+        req.env
+            .push(("BIG".into(), "x".repeat(MAX_REQUEST_BYTES).into()));
+        assert!(matches!(req.encode(), Err(EncodeError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn trailing_bytes_are_refused() {
+        let mut bytes = sample().encode().unwrap();
+        bytes.push(0);
+        assert_eq!(
+            LaunchRequest::decode(&bytes),
+            Err(DecodeError::TrailingBytes { extra: 1 })
+        );
+    }
+
+    #[test]
+    fn bad_magic_and_version_are_distinct() {
+        let mut bytes = sample().encode().unwrap();
+        bytes[0] = b'X';
+        assert_eq!(LaunchRequest::decode(&bytes), Err(DecodeError::BadMagic));
+        assert_eq!(
+            LaunchRequest::decode(b"#!/bin/sh\n"),
+            Err(DecodeError::BadMagic)
+        );
+        let mut bytes = sample().encode().unwrap();
+        bytes[8] = 9;
+        assert_eq!(
+            LaunchRequest::decode(&bytes),
+            Err(DecodeError::UnsupportedVersion { found: 9 })
+        );
+    }
+
+    #[test]
+    fn oversized_is_refused_before_parsing() {
+        let bytes = vec![0u8; MAX_REQUEST_BYTES + 1];
+        assert_eq!(
+            LaunchRequest::decode(&bytes),
+            Err(DecodeError::TooLarge {
+                len: MAX_REQUEST_BYTES + 1
+            })
+        );
+    }
+
+    #[test]
+    fn corrupt_body_is_named() {
+        let mut bytes = sample().encode().unwrap();
+        // The mode is encoded as a variant index; an impossible one is corrupt.
+        let body = HEADER_LEN;
+        for b in &mut bytes[body..] {
+            *b = 0xff;
+        }
+        assert!(matches!(
+            LaunchRequest::decode(&bytes),
+            Err(DecodeError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn short_body_inside_announced_length_is_corrupt() {
+        let req = sample();
+        let mut bytes = req.encode().unwrap();
+        // Announce one byte more and append it: the body decodes before its end.
+        let len = u32::from_le_bytes(bytes[10..14].try_into().unwrap()) + 1;
+        bytes[10..14].copy_from_slice(&len.to_le_bytes());
+        bytes.push(0);
+        assert!(matches!(
+            LaunchRequest::decode(&bytes),
+            Err(DecodeError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn each_validation_error_is_its_own() {
+        let check = |f: &dyn Fn(&mut LaunchRequest), want: ValidationError| {
+            let mut r = sample();
+            f(&mut r);
+            assert_eq!(r.validate(), Err(want));
+        };
+        check(&|r| r.argv.clear(), ValidationError::EmptyArgv);
+        check(
+            &|r| r.argv[1] = OsString::from_vec(b"a\0b".to_vec()),
+            ValidationError::NulInArgv { index: 1 },
+        );
+        check(
+            &|r| r.cwd = "rel".into(),
+            ValidationError::RelativeCwd { cwd: "rel".into() },
+        );
+        check(
+            &|r| r.cwd = PathBuf::from(OsString::from_vec(b"/a\0".to_vec())),
+            ValidationError::NulInCwd,
+        );
+        check(
+            &|r| r.env.push(("A=B".into(), "c".into())),
+            ValidationError::EqualsInEnvName { name: "A=B".into() },
+        );
+        check(
+            &|r| {
+                r.env
+                    .push(("A".into(), OsString::from_vec(b"x\0".to_vec())))
+            },
+            ValidationError::NulInEnv { name: "A".into() },
+        );
+        check(
+            &|r| r.env.push(("".into(), "x".into())),
+            ValidationError::EmptyEnvName { index: 2 },
+        );
+        check(
+            &|r| r.policy.writable_roots.push("rel".into()),
+            ValidationError::RelativePolicyPath { path: "rel".into() },
+        );
+    }
+
+    #[test]
+    fn env_var_takes_the_last_entry() {
+        let mut r = sample();
+        r.env.push(("PATH".into(), "/opt/bin".into()));
+        assert_eq!(r.env_var("PATH").unwrap(), "/opt/bin");
+        assert_eq!(r.env_var("NOPE"), None);
+    }
+}

@@ -1,0 +1,203 @@
+//! Everything that can stop the runner before the target starts, with the exit code of
+//! each (see `stockade_policy::exit`) and a message a user can act on.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use stockade_policy::exit;
+use stockade_policy::guarantees::{Enforcement, Feature, Guarantee};
+use stockade_policy::request::{DecodeError, ValidationError};
+
+#[derive(Debug)]
+pub enum RunnerError {
+    /// The command line is not one the runner understands.
+    Usage(String),
+    /// The request file does not exist: never written, or consumed already.
+    RequestMissing {
+        path: PathBuf,
+    },
+    /// The request path is a symbolic link (never followed).
+    RequestSymlink {
+        path: PathBuf,
+    },
+    /// The request path cannot be opened or read.
+    RequestIo {
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// The request path is not a regular file.
+    RequestNotRegular {
+        path: PathBuf,
+    },
+    /// The request file belongs to another user.
+    RequestForeignOwner {
+        path: PathBuf,
+        owner: u32,
+        euid: u32,
+    },
+    /// The request file is readable or writable by group or others.
+    RequestTooOpen {
+        path: PathBuf,
+        mode: u32,
+    },
+    /// The request path was replaced while it was being consumed.
+    RequestReplaced {
+        path: PathBuf,
+    },
+    /// The request file could not be removed, so it could be replayed.
+    RequestUnlink {
+        path: PathBuf,
+        source: io::Error,
+    },
+    Decode(DecodeError),
+    Invalid(ValidationError),
+    /// `danger-full-access` is never run by the runner: it would run unconfined.
+    Unconfined,
+    /// The working directory cannot be entered.
+    Chdir {
+        cwd: PathBuf,
+        source: io::Error,
+    },
+    NoNewPrivs(io::Error),
+    /// A path the policy grants cannot be opened (for example a deleted workspace).
+    GrantPath {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// A directory grant names something that is not a directory.
+    GrantNotDirectory {
+        what: &'static str,
+        path: PathBuf,
+    },
+    /// The kernel cannot give a guarantee the mode requires.
+    Unavailable {
+        missing: Vec<(Guarantee, Feature)>,
+    },
+    /// The kernel gives less than the launcher reported to the executor.
+    LessThanReported {
+        reported: Enforcement,
+    },
+    /// Landlock refused the ruleset.
+    Landlock(String),
+    /// The target does not exist (exit 127).
+    NotFound {
+        program: OsString,
+    },
+    /// The target exists but cannot be executed (exit 126).
+    CannotExecute {
+        program: OsString,
+        source: io::Error,
+    },
+}
+
+impl RunnerError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RunnerError::NotFound { .. } => exit::NOT_FOUND,
+            RunnerError::CannotExecute { .. } => exit::CANNOT_EXECUTE,
+            _ => exit::RUNNER_FAILURE,
+        }
+    }
+}
+
+/// Describes an errno without the words "permission denied": a target that is merely not
+/// executable must not read as a sandbox denial to the executor's classifier.
+fn errno_name(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EACCES) => {
+            "EACCES (no execute permission on the file or a directory on its path)".into()
+        }
+        Some(libc::EPERM) => "EPERM (execution not allowed)".into(),
+        Some(code) => format!("{} ({})", io::Error::from_raw_os_error(code), code),
+        None => e.to_string(),
+    }
+}
+
+impl fmt::Display for RunnerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunnerError::Usage(msg) => write!(
+                f,
+                "{msg}; usage: stockade-runner --request FILE | --explain FILE | --version"
+            ),
+            RunnerError::RequestMissing { path } => write!(
+                f,
+                "request file {} does not exist (a request is consumed by its first run and cannot be replayed)",
+                path.display()
+            ),
+            RunnerError::RequestSymlink { path } => write!(
+                f,
+                "request file {} is a symbolic link; refusing to follow it",
+                path.display()
+            ),
+            RunnerError::RequestIo { path, source } => {
+                write!(f, "cannot read request file {}: {source}", path.display())
+            }
+            RunnerError::RequestNotRegular { path } => {
+                write!(f, "request file {} is not a regular file", path.display())
+            }
+            RunnerError::RequestForeignOwner { path, owner, euid } => write!(
+                f,
+                "request file {} is owned by uid {owner}, not by the runner's uid {euid}",
+                path.display()
+            ),
+            RunnerError::RequestTooOpen { path, mode } => write!(
+                f,
+                "request file {} has mode {mode:04o}; it must not be readable or writable by group or others",
+                path.display()
+            ),
+            RunnerError::RequestReplaced { path } => write!(
+                f,
+                "request file {} was replaced while it was being read",
+                path.display()
+            ),
+            RunnerError::RequestUnlink { path, source } => write!(
+                f,
+                "cannot remove request file {} after opening it, so it could be replayed: {source}",
+                path.display()
+            ),
+            RunnerError::Decode(e) => e.fmt(f),
+            RunnerError::Invalid(e) => write!(f, "invalid request: {e}"),
+            RunnerError::Unconfined => f.write_str(
+                "the request asks for danger-full-access; the runner only runs confined modes",
+            ),
+            RunnerError::Chdir { cwd, source } => write!(
+                f,
+                "cannot enter working directory {}: {source}",
+                cwd.display()
+            ),
+            RunnerError::NoNewPrivs(e) => write!(f, "cannot set no_new_privs: {e}"),
+            RunnerError::GrantPath { what, path, source } => {
+                write!(f, "{what} {} cannot be opened: {source}", path.display())
+            }
+            RunnerError::GrantNotDirectory { what, path } => {
+                write!(f, "{what} {} is not a directory", path.display())
+            }
+            RunnerError::Unavailable { missing } => {
+                f.write_str("sandbox unavailable: the kernel lacks")?;
+                for (i, (g, feature)) in missing.iter().enumerate() {
+                    let sep = if i == 0 { " " } else { ", " };
+                    write!(f, "{sep}{feature} (needed for {})", g.name())?;
+                }
+                Ok(())
+            }
+            RunnerError::LessThanReported { reported } => write!(
+                f,
+                "the kernel enforces less than the {} enforcement reported for this request; refusing to run",
+                reported.as_str()
+            ),
+            RunnerError::Landlock(e) => write!(f, "landlock: {e}"),
+            RunnerError::NotFound { program } => {
+                write!(f, "{}: command not found", program.to_string_lossy())
+            }
+            RunnerError::CannotExecute { program, source } => write!(
+                f,
+                "cannot execute {}: {}",
+                program.to_string_lossy(),
+                errno_name(source)
+            ),
+        }
+    }
+}

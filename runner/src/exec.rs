@@ -1,0 +1,103 @@
+//! Starting the target: `execve` with exactly the request's environment, resolving a bare
+//! program name like `execvp` does, but over the *request's* `PATH`.
+
+use crate::error::RunnerError;
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use stockade_policy::LaunchRequest;
+
+/// The search path used when the request's environment has no `PATH`.
+pub const DEFAULT_PATH: &str = "/usr/bin:/bin";
+/// The interpreter for a file the kernel will not execute itself (`ENOEXEC`).
+const SHELL: &str = "/bin/sh";
+
+fn cstring(bytes: &[u8]) -> CString {
+    // The request was validated: no NUL bytes anywhere in argv or the environment.
+    CString::new(bytes).unwrap_or_default()
+}
+
+/// Execs the target. Returns only on failure.
+pub fn exec(request: &LaunchRequest) -> RunnerError {
+    let argv: Vec<CString> = request.argv.iter().map(|a| cstring(a.as_bytes())).collect();
+    let envp: Vec<CString> = request
+        .env
+        .iter()
+        .map(|(k, v)| {
+            let mut kv = Vec::with_capacity(k.len() + 1 + v.len());
+            kv.extend_from_slice(k.as_bytes());
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            cstring(&kv)
+        })
+        .collect();
+    let program = request.argv[0].as_os_str();
+
+    if program.as_bytes().contains(&b'/') {
+        let err = try_exec(&argv[0], &argv, &envp);
+        return failure(program, err);
+    }
+
+    let search = request
+        .env_var("PATH")
+        .map(|p| p.as_os_str())
+        .unwrap_or(OsStr::new(DEFAULT_PATH));
+    let mut saw_eacces = false;
+    for dir in search.as_bytes().split(|&b| b == b':') {
+        // An empty entry means the current directory, as for execvp.
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let mut candidate = Vec::with_capacity(dir.len() + 1 + program.len());
+        candidate.extend_from_slice(dir);
+        candidate.push(b'/');
+        candidate.extend_from_slice(program.as_bytes());
+        let err = try_exec(&cstring(&candidate), &argv, &envp);
+        match err.raw_os_error() {
+            // Not here: keep looking.
+            Some(libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT) => {}
+            // Here but not executable: remember it, a later entry may still work.
+            Some(libc::EACCES) => saw_eacces = true,
+            _ => return failure(program, err),
+        }
+    }
+    if saw_eacces {
+        return RunnerError::CannotExecute {
+            program: program.to_os_string(),
+            source: io::Error::from_raw_os_error(libc::EACCES),
+        };
+    }
+    RunnerError::NotFound {
+        program: program.to_os_string(),
+    }
+}
+
+/// One `execve`, retried as `/bin/sh FILE ARGS` when the kernel does not recognise the
+/// file's format. Returns the error that stopped it.
+fn try_exec(path: &CString, argv: &[CString], envp: &[CString]) -> io::Error {
+    let err = match nix::unistd::execve(path, argv, envp) {
+        Err(e) => io::Error::from(e),
+        Ok(never) => match never {},
+    };
+    if err.raw_os_error() != Some(libc::ENOEXEC) {
+        return err;
+    }
+    let mut sh_argv = Vec::with_capacity(argv.len() + 1);
+    sh_argv.push(cstring(SHELL.as_bytes()));
+    sh_argv.push(path.clone());
+    sh_argv.extend(argv.iter().skip(1).cloned());
+    match nix::unistd::execve(&sh_argv[0], &sh_argv, envp) {
+        Err(e) => io::Error::from(e),
+        Ok(never) => match never {},
+    }
+}
+
+fn failure(program: &OsStr, err: io::Error) -> RunnerError {
+    let program: OsString = program.to_os_string();
+    if err.raw_os_error() == Some(libc::ENOENT) {
+        RunnerError::NotFound { program }
+    } else {
+        RunnerError::CannotExecute {
+            program,
+            source: err,
+        }
+    }
+}

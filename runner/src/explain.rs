@@ -1,0 +1,72 @@
+//! `stockade-runner --explain FILE`: shows what a request would do, for debugging by
+//! hand. The file is neither consumed nor run.
+
+use crate::error::RunnerError;
+use crate::request_file;
+use std::fmt::Write as _;
+use std::path::Path;
+use stockade_policy::LaunchRequest;
+use stockade_policy::grants::{self, Access};
+use stockade_policy::request::FORMAT_VERSION;
+
+pub fn explain(path: &Path) -> Result<String, RunnerError> {
+    let (file, meta) = request_file::open(path)?;
+    // An untrusted file is still shown, with the reason the runner would refuse it.
+    let trust = request_file::check_trust(path, &meta);
+    if matches!(trust, Err(RunnerError::RequestNotRegular { .. })) {
+        return Err(trust.unwrap_err());
+    }
+    let bytes = request_file::read_capped(path, file)?;
+    let request = LaunchRequest::decode(&bytes).map_err(RunnerError::Decode)?;
+
+    let mut out = String::new();
+    let w = &mut out;
+    let _ = writeln!(
+        w,
+        "request:     {} (format version {FORMAT_VERSION}, {} bytes)",
+        path.display(),
+        bytes.len()
+    );
+    match (&trust, request.validate()) {
+        (Ok(()), Ok(())) => {
+            let _ = writeln!(w, "verdict:     the runner would accept this request");
+        }
+        (Err(e), _) => {
+            let _ = writeln!(w, "verdict:     the runner would refuse this file: {e}");
+        }
+        (_, Err(e)) => {
+            let _ = writeln!(w, "verdict:     the runner would refuse this request: {e}");
+        }
+    }
+    let _ = writeln!(w, "mode:        {}", request.policy.mode);
+    let _ = writeln!(
+        w,
+        "enforcement: {} (as reported to the executor)",
+        request.enforcement.as_str()
+    );
+    let _ = writeln!(w, "cwd:         {}", request.cwd.display());
+    let _ = writeln!(w, "argv:");
+    for (i, a) in request.argv.iter().enumerate() {
+        let _ = writeln!(w, "  [{i}] {a:?}");
+    }
+    let _ = writeln!(w, "env ({} entries):", request.env.len());
+    for (k, v) in &request.env {
+        let _ = writeln!(w, "  {}={:?}", k.to_string_lossy(), v);
+    }
+    let _ = writeln!(w, "grants:");
+    for g in grants::grants(&request.policy) {
+        let access = match g.access {
+            Access::ReadExecute => "read+execute beneath",
+            Access::ReadWriteFile => "read+write file    ",
+            Access::Full => "full access beneath ",
+        };
+        let _ = writeln!(
+            w,
+            "  {access} {}  ({})",
+            g.path.display(),
+            g.reason.describe()
+        );
+    }
+    let _ = writeln!(w, "everything else: denied");
+    Ok(out)
+}

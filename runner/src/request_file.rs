@@ -1,0 +1,99 @@
+//! Taking a launch request from its file: opened without following links, checked for
+//! ownership and permissions, unlinked *before* it is decoded (a request is consumed
+//! exactly once, whatever happens next), then decoded and validated.
+
+use crate::error::RunnerError;
+use std::fs::{File, Metadata};
+use std::io::{ErrorKind, Read};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use stockade_policy::LaunchRequest;
+use stockade_policy::request::MAX_REQUEST_BYTES;
+
+/// Opens the request file without following a symlink and without blocking on a FIFO.
+pub fn open(path: &Path) -> Result<(File, Metadata), RunnerError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|source| match source.raw_os_error() {
+            Some(libc::ENOENT) => RunnerError::RequestMissing { path: path.into() },
+            Some(libc::ELOOP) => RunnerError::RequestSymlink { path: path.into() },
+            _ => RunnerError::RequestIo {
+                path: path.into(),
+                source,
+            },
+        })?;
+    let meta = file.metadata().map_err(|source| RunnerError::RequestIo {
+        path: path.into(),
+        source,
+    })?;
+    Ok((file, meta))
+}
+
+/// Refuses a file that another user could have written or read.
+pub fn check_trust(path: &Path, meta: &Metadata) -> Result<(), RunnerError> {
+    if !meta.file_type().is_file() {
+        return Err(RunnerError::RequestNotRegular { path: path.into() });
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if meta.uid() != euid {
+        return Err(RunnerError::RequestForeignOwner {
+            path: path.into(),
+            owner: meta.uid(),
+            euid,
+        });
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(RunnerError::RequestTooOpen {
+            path: path.into(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+/// Reads at most one byte more than the size cap, so an oversized file is recognised
+/// without reading all of it.
+pub fn read_capped(path: &Path, file: File) -> Result<Vec<u8>, RunnerError> {
+    let mut bytes = Vec::new();
+    file.take(MAX_REQUEST_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| RunnerError::RequestIo {
+            path: path.into(),
+            source,
+        })?;
+    Ok(bytes)
+}
+
+/// Consumes the request at `path`: after this returns, successfully or not, the file no
+/// longer exists (unless it was refused as untrusted, in which case it is not ours to
+/// remove).
+pub fn consume(path: &Path) -> Result<LaunchRequest, RunnerError> {
+    let (file, meta) = open(path)?;
+    check_trust(path, &meta)?;
+    // The same inode must still be at the path, or we would unlink someone else's file
+    // and leave ours to be replayed.
+    match std::fs::symlink_metadata(path) {
+        Ok(now) if now.dev() == meta.dev() && now.ino() == meta.ino() => {}
+        Ok(_) => return Err(RunnerError::RequestReplaced { path: path.into() }),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(RunnerError::RequestMissing { path: path.into() });
+        }
+        Err(source) => {
+            return Err(RunnerError::RequestIo {
+                path: path.into(),
+                source,
+            });
+        }
+    }
+    std::fs::remove_file(path).map_err(|source| RunnerError::RequestUnlink {
+        path: path.into(),
+        source,
+    })?;
+    let bytes = read_capped(path, file)?;
+    let request = LaunchRequest::decode(&bytes).map_err(RunnerError::Decode)?;
+    request.validate().map_err(RunnerError::Invalid)?;
+    Ok(request)
+}
