@@ -16,7 +16,7 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     if matches!(trust, Err(RunnerError::RequestNotRegular { .. })) {
         return Err(trust.unwrap_err());
     }
-    let bytes = request_file::read_capped(path, file)?;
+    let bytes = request_file::read_capped(path, file, meta.len())?;
     let request = LaunchRequest::decode(&bytes).map_err(RunnerError::Decode)?;
 
     let mut out = String::new();

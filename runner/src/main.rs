@@ -6,6 +6,15 @@
 //! line beginning `stockade-runner: ` and exits 125; a target that is not found exits
 //! 127, one that cannot be executed 126, each with one such line. On success the runner
 //! writes nothing at all: the target owns stdout and stderr.
+//!
+//! Entry point: the C `main`, not Rust's `fn main`. std's start-up would otherwise set
+//! SIGPIPE to "ignored" (which `execve` passes on, so `yes | head` in a confined command
+//! would fail with EPIPE instead of ending quietly), read `/proc/self/maps` and install
+//! signal stacks on every run; the target must inherit the caller's signal dispositions
+//! unchanged, and the runner is on the path of every command. `std::env::args_os` still
+//! works (glibc hands argv to std's initialiser).
+// The unit-test harness brings its own `main`.
+#![cfg_attr(not(test), no_main)]
 
 mod error;
 mod exec;
@@ -17,7 +26,6 @@ use error::RunnerError;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use stockade_policy::exit::RUNNER_PREFIX;
 use stockade_policy::grants;
 use stockade_policy::guarantees::{self, Enforcement, Verdict};
@@ -114,15 +122,34 @@ fn report(err: &RunnerError) {
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
-/// Writes to stdout without `println!`, which panics on a closed pipe.
-fn print(text: &str) -> ExitCode {
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(_) => ExitCode::from(stockade_policy::exit::RUNNER_FAILURE as u8),
+/// Writes to stdout without `println!`, which panics on a closed pipe, and flushes: with
+/// the C entry point nothing flushes std's buffer at exit.
+fn print(text: &str) -> i32 {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(_) => stockade_policy::exit::RUNNER_FAILURE,
     }
 }
 
-fn main() -> ExitCode {
+/// The process entry point (see the module comment for why it is the C one).
+// SAFETY: `main` is the one C entry symbol of this binary; nothing else defines it.
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    runner_main()
+}
+
+/// Unit-test builds bring the harness's own entry point; this keeps the code reachable.
+#[cfg(test)]
+fn main() {
+    std::process::exit(runner_main())
+}
+
+fn runner_main() -> i32 {
     let err = match parse_args(std::env::args_os().skip(1)) {
         Ok(Command::Run(path)) => run(&path),
         Ok(Command::Explain(path)) => match explain::explain(&path) {
@@ -136,5 +163,5 @@ fn main() -> ExitCode {
         Err(e) => e,
     };
     report(&err);
-    ExitCode::from(err.exit_code() as u8)
+    err.exit_code()
 }
