@@ -8,8 +8,9 @@ use crate::probe;
 use crate::request_file::PrivateDir;
 use std::ffi::OsString;
 use std::path::Path;
-use stockade_policy::confined::ConfinedArgv;
+use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{denial_signatures, runner_failure_rules};
+use stockade_policy::grants;
 use stockade_policy::guarantees::{self, Verdict};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
@@ -42,11 +43,14 @@ pub fn confine(
             .collect::<Result<_, _>>()?;
         return Ok(Confinement {
             confined: ConfinedArgv {
+                contract: CONTRACT_VERSION,
                 argv,
                 enforcement: None,
                 denial_signatures: denial_signatures(mode),
                 runner_failure_rules: runner_failure_rules(mode),
                 mode,
+                status_path: None,
+                status_channel: None,
             },
             private_dir: None,
         });
@@ -65,19 +69,23 @@ pub fn confine(
     let runner = locate::runner()?;
     let runner = utf8(runner.as_os_str(), "the runner path")?;
 
+    let dir = PrivateDir::create(&grants::writable_roots(&resolved))?;
+    let status_path = dir.status_path();
     let request = LaunchRequest {
         argv: command.to_vec(),
         cwd,
         env,
         policy: resolved,
         enforcement,
+        status_path: Some(status_path.clone()),
     };
-    request.validate().map_err(LauncherError::Invalid)?;
-    let dir = PrivateDir::create()?;
-    let written = dir
-        .write_request(&request)
-        .and_then(|p| utf8(p.as_os_str(), "the request path"));
-    let request_path = match written {
+    let written = request
+        .validate()
+        .map_err(LauncherError::Invalid)
+        .and_then(|()| dir.write_request(&request))
+        .and_then(|p| utf8(p.as_os_str(), "the request path"))
+        .and_then(|r| Ok((r, utf8(status_path.as_os_str(), "the status path")?)));
+    let (request_path, status_path) = match written {
         Ok(p) => p,
         Err(e) => {
             dir.remove();
@@ -86,11 +94,14 @@ pub fn confine(
     };
     Ok(Confinement {
         confined: ConfinedArgv {
+            contract: CONTRACT_VERSION,
             argv: vec![runner, "--request".to_string(), request_path],
             enforcement: Some(enforcement),
             denial_signatures: denial_signatures(mode),
             runner_failure_rules: runner_failure_rules(mode),
             mode,
+            status_path: Some(status_path),
+            status_channel: Some(dir.channel()),
         },
         private_dir: Some(dir),
     })
