@@ -76,9 +76,8 @@ pub fn consume(confined: &ConfinedArgv) {
         && dir
             .file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with(PRIVATE_PREFIX))
-        && std::fs::symlink_metadata(dir).is_ok_and(|m| {
-            m.file_type().is_dir() && m.uid() == nix::unistd::geteuid().as_raw()
-        });
+        && std::fs::symlink_metadata(dir)
+            .is_ok_and(|m| m.file_type().is_dir() && m.uid() == nix::unistd::geteuid().as_raw());
     if ours {
         let _ = std::fs::remove_dir_all(dir);
     }

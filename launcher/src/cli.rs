@@ -130,7 +130,11 @@ mod tests {
     #[test]
     fn classify_takes_exactly_one_of_exit_code_and_signal() {
         let parse = |args: &[&str]| {
-            Cli::try_parse_from(["stockade", "classify", "--confined", "-"].iter().chain(args))
+            Cli::try_parse_from(
+                ["stockade", "classify", "--confined", "-"]
+                    .iter()
+                    .chain(args),
+            )
         };
         assert!(parse(&["--exit-code", "3"]).is_ok());
         assert!(parse(&["--signal", "SIGKILL", "--stderr", "f"]).is_ok());

@@ -105,7 +105,11 @@ impl fmt::Display for LauncherError {
                 write!(f, "cannot determine the current directory: {e}")
             }
             LauncherError::ReadInput { what, path, source } => {
-                write!(f, "cannot read the {what} from {}: {source}", path.display())
+                write!(
+                    f,
+                    "cannot read the {what} from {}: {source}",
+                    path.display()
+                )
             }
             LauncherError::BadConfined(e) => write!(f, "--confined: {e}"),
             LauncherError::BadSignal(s) => write!(

@@ -126,9 +126,16 @@ fn ensure_base(base: &Path) -> Result<(), LauncherError> {
 /// Picks the base directory for a policy with `writable_roots`: the first usable
 /// candidate outside all of them (out-of-band), else the first usable one (in-band).
 fn choose_base(writable_roots: &[PathBuf]) -> Result<(PathBuf, StatusChannel), LauncherError> {
+    choose_base_from(base_candidates(), writable_roots)
+}
+
+fn choose_base_from(
+    candidates: Vec<PathBuf>,
+    writable_roots: &[PathBuf],
+) -> Result<(PathBuf, StatusChannel), LauncherError> {
     let mut first_usable = None;
     let mut last_error = None;
-    for base in base_candidates() {
+    for base in candidates {
         let outside = !beneath_any(&base, writable_roots);
         if !outside && first_usable.is_some() {
             continue;
@@ -167,8 +174,7 @@ pub fn remove_stale(base: &Path) {
             .modified()
             .ok()
             .and_then(|m| now.duration_since(m).ok());
-        if meta.file_type().is_dir() && meta.uid() == euid && age.is_some_and(|a| a > STALE_AFTER)
-        {
+        if meta.file_type().is_dir() && meta.uid() == euid && age.is_some_and(|a| a > STALE_AFTER) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -261,5 +267,33 @@ mod tests {
         assert!(!beneath_any(&root.join("wsx/stockade"), &roots));
         assert!(!beneath_any(&root.join("other"), &roots));
         assert!(beneath_any(&root.join("other"), &[PathBuf::from("/")]));
+    }
+
+    #[test]
+    fn the_first_usable_candidate_outside_the_writable_roots_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ws = root.join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let inside = ws.join("stockade");
+        let outside = root.join("run");
+        let blocked = root.join("file");
+        std::fs::write(&blocked, "").unwrap();
+        let roots = vec![ws.clone()];
+        let pick = |c: &[&PathBuf]| {
+            choose_base_from(c.iter().map(|p| p.to_path_buf()).collect(), &roots)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            pick(&[&inside, &blocked, &outside]).unwrap(),
+            (outside.clone(), StatusChannel::OutOfBand)
+        );
+        // Nothing usable outside: the first usable one, in band.
+        assert_eq!(
+            pick(&[&blocked, &inside]).unwrap(),
+            (inside.clone(), StatusChannel::InBand)
+        );
+        // Nothing usable at all: the error names the last candidate tried.
+        assert!(pick(&[&blocked]).unwrap_err().contains("file"));
     }
 }

@@ -1,12 +1,12 @@
 //! `stockade run`: confine, spawn, wait, then report what happened in the wrapper
 //! conventions users know.
 
+use crate::classify;
 use crate::cli::RunArgs;
 use crate::confine;
 use crate::env;
 use crate::error::LauncherError;
 use crate::supervise;
-use crate::classify;
 use nix::sys::signal::Signal;
 use stockade_policy::exit;
 

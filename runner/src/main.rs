@@ -17,10 +17,10 @@ mod ruleset;
 mod status;
 
 use error::RunnerError;
+use status::StatusFile;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
-use status::StatusFile;
 use std::process::ExitCode;
 use stockade_policy::exit::RUNNER_PREFIX;
 use stockade_policy::grants;
