@@ -11,7 +11,8 @@ use std::path::Path;
 use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{denial_signatures, runner_failure_rules};
 use stockade_policy::grants;
-use stockade_policy::guarantees::{self, Verdict};
+use stockade_policy::confined::StatusChannel;
+use stockade_policy::guarantees::{self, Guarantee, KernelFacts, Verdict};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
@@ -26,6 +27,17 @@ fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError
     s.to_str()
         .map(str::to_string)
         .ok_or(LauncherError::NotUtf8 { what })
+}
+
+/// The channel actually offered. Below Landlock ABI 3 truncation is not confined, so a
+/// command could empty the status file by path and pass a failed exit off as a runner
+/// that never started: the file is then not trustworthy, and the channel is in-band.
+fn status_channel(placed: StatusChannel, facts: &KernelFacts) -> StatusChannel {
+    if Guarantee::Truncate.needs().available(facts) {
+        placed
+    } else {
+        StatusChannel::InBand
+    }
 }
 
 /// Prepares `command` to run under `policy` with environment `env`.
@@ -59,7 +71,8 @@ pub fn confine(
     let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
     let tmpdir = env::get(&env, "TMPDIR").map(Path::new);
     let resolved = policy.resolve(&cwd, tmpdir)?;
-    let enforcement = match guarantees::verdict(mode, &probe::kernel_facts()) {
+    let facts = probe::kernel_facts();
+    let enforcement = match guarantees::verdict(mode, &facts) {
         Verdict::Confined(e) => e,
         Verdict::Unavailable { missing } => {
             return Err(LauncherError::Unavailable { mode, missing });
@@ -101,8 +114,34 @@ pub fn confine(
             runner_failure_rules: runner_failure_rules(mode),
             mode,
             status_path: Some(status_path),
-            status_channel: Some(dir.channel()),
+            status_channel: Some(status_channel(dir.channel(), &facts)),
         },
         private_dir: Some(dir),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_channel_is_in_band_where_truncation_is_not_confined() {
+        let abi = |n| KernelFacts { landlock_abi: n };
+        for n in [1, 2] {
+            assert_eq!(
+                status_channel(StatusChannel::OutOfBand, &abi(n)),
+                StatusChannel::InBand
+            );
+        }
+        for n in [3, 5, 7] {
+            assert_eq!(
+                status_channel(StatusChannel::OutOfBand, &abi(n)),
+                StatusChannel::OutOfBand
+            );
+            assert_eq!(
+                status_channel(StatusChannel::InBand, &abi(n)),
+                StatusChannel::InBand
+            );
+        }
+    }
 }

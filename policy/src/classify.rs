@@ -364,13 +364,15 @@ mod tests {
         })))
     }
 
+    /// (mode, exit code, stderr, outcome, denied, runner failed)
+    type Case<'a> = (Mode, Option<i32>, &'a str, Outcome, bool, bool);
+
     /// Every harness case of CONTEXT.md section 1, with no status channel: the verdict
     /// must be the harness's answer.
     #[test]
     fn without_a_status_record_the_verdict_is_the_harness_algorithm() {
         use Outcome::*;
-        let cases: &[(Mode, Option<i32>, &str, Outcome, bool, bool)] = &[
-            // (mode, exit code, stderr, outcome, denied, runner failed)
+        let cases: &[Case] = &[
             // Exit code null (signal) or 0: never a runner failure, never a denial.
             (Mode::WorkspaceWrite, None, FORGED, Signaled, false, false),
             (Mode::WorkspaceWrite, Some(0), FORGED, Ok, false, false),

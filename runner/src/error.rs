@@ -238,3 +238,81 @@ impl fmt::Display for RunnerError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_kinds_are_distinct_status_record_identifiers() {
+        let io = || io::Error::from_raw_os_error(libc::ENOENT);
+        let p = || PathBuf::from("/p");
+        let all = [
+            RunnerError::Usage(String::new()),
+            RunnerError::RequestMissing { path: p() },
+            RunnerError::RequestSymlink { path: p() },
+            RunnerError::RequestIo {
+                path: p(),
+                source: io(),
+            },
+            RunnerError::RequestNotRegular { path: p() },
+            RunnerError::RequestForeignOwner {
+                path: p(),
+                owner: 1,
+                euid: 0,
+            },
+            RunnerError::RequestTooOpen {
+                path: p(),
+                mode: 0o644,
+            },
+            RunnerError::RequestReplaced { path: p() },
+            RunnerError::RequestUnlink {
+                path: p(),
+                source: io(),
+            },
+            RunnerError::Decode(DecodeError::BadMagic),
+            RunnerError::Invalid(ValidationError::EmptyArgv),
+            RunnerError::Unconfined,
+            RunnerError::Chdir {
+                cwd: p(),
+                source: io(),
+            },
+            RunnerError::NoNewPrivs(io()),
+            RunnerError::GrantPath {
+                what: "workspace root",
+                path: p(),
+                source: io(),
+            },
+            RunnerError::GrantNotDirectory {
+                what: "workspace root",
+                path: p(),
+            },
+            RunnerError::Unavailable { missing: vec![] },
+            RunnerError::LessThanReported {
+                reported: Enforcement::Full,
+            },
+            RunnerError::Landlock(String::new()),
+            RunnerError::Status {
+                path: p(),
+                reason: String::new(),
+            },
+            RunnerError::NotFound {
+                program: "x".into(),
+            },
+            RunnerError::CannotExecute {
+                program: "x".into(),
+                source: io(),
+            },
+        ];
+        let mut kinds: Vec<&str> = all.iter().map(RunnerError::kind).collect();
+        for kind in &kinds {
+            assert!(
+                kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
+                "{kind}"
+            );
+        }
+        kinds.sort();
+        kinds.dedup();
+        assert_eq!(kinds.len(), all.len());
+    }
+}
