@@ -8,10 +8,10 @@ use crate::probe;
 use crate::request_file::PrivateDir;
 use std::ffi::OsString;
 use std::path::Path;
+use stockade_policy::confined::StatusChannel;
 use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{denial_signatures, runner_failure_rules};
 use stockade_policy::grants;
-use stockade_policy::confined::StatusChannel;
 use stockade_policy::guarantees::{self, Guarantee, KernelFacts, Verdict};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
