@@ -36,6 +36,8 @@ impl StatusFile {
             .open(path)
             .map_err(|e| match e.raw_os_error() {
                 Some(libc::ELOOP) => err("it is a symbolic link; refusing to follow it".into()),
+                // A directory, or a FIFO nobody reads (O_NONBLOCK makes that fail, not hang).
+                Some(libc::EISDIR | libc::ENXIO) => err("it is not a regular file".into()),
                 _ => err(e.to_string()),
             })?;
         let meta = file.metadata().map_err(|e| err(e.to_string()))?;

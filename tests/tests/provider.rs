@@ -429,3 +429,68 @@ fn classify_refuses_bad_input_with_one_line_and_exit_125() {
         0o700
     );
 }
+
+#[test]
+fn the_runner_opens_only_an_empty_private_regular_status_file_and_never_follows_links() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    let script = format!("touch {}", marker.display());
+    let new_file = |path: &Path, mode: u32, content: &str| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(path)
+            .unwrap();
+        f.write_all(content.as_bytes()).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let victim = fx.outside.join("victim");
+    new_file(&victim, 0o600, "");
+    let link = fx.runtime.join("link");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let used = fx.runtime.join("used");
+    new_file(&used, 0o600, "stockade-status 1 confined full\n");
+    let open = fx.runtime.join("open");
+    new_file(&open, 0o644, "");
+    let dir = fx.runtime.join("dir");
+    std::fs::create_dir(&dir).unwrap();
+    let cases: [(&Path, &str); 5] = [
+        (&link, "symbolic link"),
+        (&used, "not empty"),
+        (&open, "mode 0644"),
+        (&dir, "not a regular file"),
+        (&fx.runtime.join("missing"), "No such file"),
+    ];
+    for (i, (status, want)) in cases.into_iter().enumerate() {
+        let mut req = request_for(&fx, &script);
+        req.status_path = Some(status.to_path_buf());
+        let path = write_request_bytes(&fx, &format!("req-{i}"), &req.encode().unwrap());
+        let out = run_request(&path);
+        assert_code(&out, 125);
+        let line = runner_failure_line(&out);
+        assert!(
+            line.contains("status file") && line.contains(want),
+            "{line}"
+        );
+        assert!(!marker.exists(), "the target ran despite {line}");
+    }
+    // Nothing was written through the link.
+    assert_eq!(std::fs::read(&victim).unwrap(), b"");
+
+    // Positive control: an empty private regular file is accepted and gets the record.
+    let good = fx.runtime.join("good");
+    new_file(&good, 0o600, "");
+    let mut req = request_for(&fx, &script);
+    req.status_path = Some(good.clone());
+    let path = write_request_bytes(&fx, "req-good", &req.encode().unwrap());
+    let out = run_request(&path);
+    assert_code(&out, 0);
+    assert!(marker.exists());
+    assert_eq!(
+        std::fs::read_to_string(&good).unwrap(),
+        "stockade-status 1 confined full\n"
+    );
+}
