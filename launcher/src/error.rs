@@ -4,10 +4,10 @@
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
-use stockade_policy::Mode;
 use stockade_policy::guarantees::{Feature, Guarantee};
 use stockade_policy::policy::PolicyError;
 use stockade_policy::request::{EncodeError, ValidationError};
+use stockade_policy::{Mode, exit};
 
 /// Executors look for this code to tell "cannot confine here" from other failures.
 pub const SANDBOX_UNAVAILABLE: &str = "SANDBOX_UNAVAILABLE";
@@ -50,6 +50,18 @@ pub enum LauncherError {
     /// Waiting for the command failed.
     Wait(io::Error),
     CurrentDir(io::Error),
+    /// An input of `classify` cannot be read.
+    ReadInput {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// The ConfinedArgv given to `classify` is not usable.
+    BadConfined(String),
+    /// `--signal` names no signal.
+    BadSignal(String),
+    /// Our own stdout is gone.
+    WriteOutput(io::Error),
 }
 
 impl fmt::Display for LauncherError {
@@ -92,11 +104,39 @@ impl fmt::Display for LauncherError {
             LauncherError::CurrentDir(e) => {
                 write!(f, "cannot determine the current directory: {e}")
             }
+            LauncherError::ReadInput { what, path, source } => {
+                write!(
+                    f,
+                    "cannot read the {what} from {}: {source}",
+                    path.display()
+                )
+            }
+            LauncherError::BadConfined(e) => write!(f, "--confined: {e}"),
+            LauncherError::BadSignal(s) => write!(
+                f,
+                "--signal {s:?} is not a signal name (like SIGKILL or KILL) or number"
+            ),
+            LauncherError::WriteOutput(e) => write!(f, "cannot write to stdout: {e}"),
         }
     }
 }
 
 impl std::error::Error for LauncherError {}
+
+impl LauncherError {
+    /// The exit code `stockade` exits with: a program that could not be started follows
+    /// the wrapper conventions (127 not found, 126 not executable); everything else means
+    /// stockade itself failed and nothing ran (125).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            LauncherError::Spawn { source, .. } => match source.kind() {
+                io::ErrorKind::NotFound => exit::NOT_FOUND,
+                _ => exit::CANNOT_EXECUTE,
+            },
+            _ => exit::RUNNER_FAILURE,
+        }
+    }
+}
 
 impl From<PolicyError> for LauncherError {
     fn from(e: PolicyError) -> Self {
