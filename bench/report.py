@@ -255,4 +255,30 @@ w("| runner overhead with and without the seccomp layer | "
      else "without: the rows above; with: the layer is not in this build")
   + " | partly measured |")
 w("")
+
+w("## What bounds the numbers")
+w("")
+c_ro = overhead[("C landlock-run (static)", "read-only")]
+ours_ro = overhead[("stockade-runner (static)", "read-only")]
+w(f"- Runner overhead. On this machine even the static C runner costs {signed_ms(c_ro)} "
+  "(median, read-only) over bare exec: most of any runner's cost is one more `execve` "
+  "(glibc's start-up runs `cpuid`, which traps to the hypervisor in a VM) plus the Landlock "
+  f"system calls, which both pay. The stockade runner's remaining {signed_ms(ours_ro - c_ro)} "
+  "is the work the C runner does not do at all: taking the request from a file (open "
+  "without following links, two `stat`s to check owner, mode and inode, `unlink`, one "
+  "`read`, decoding and validating it), `chdir` to the request's working directory, opening and "
+  "writing the out-of-band status record, and about ten more page faults for a larger "
+  "binary. Each of these is a check the sandbox relies on; none is skipped for speed. "
+  "Linking statically saves "
+  f"{ms(overhead[('stockade-runner (dynamic)', 'read-only')] - ours_ro)} against the "
+  "dynamic build. `opt-level = \"s\"` and a non-PIE build were considered: the first "
+  "shrank the runner by 3% and its page faults by about one, not measurable in time; "
+  "the second would give up ASLR for "
+  "the runner, so it is not used.")
+w("- End to end, `stockade run` adds the launcher's own start (a second static binary), "
+  "writing the request, spawning and waiting; bubblewrap's cost is namespace and mount "
+  "set-up, which grows with `--unshare-all`.")
+w("- The medians move by tenths of a millisecond between runs on this shared 2-core "
+  "machine (load average above); the \"min over bare\" columns are the steadier view.")
+w("")
 print("\n".join(out))
