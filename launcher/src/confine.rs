@@ -10,7 +10,8 @@ use std::ffi::OsString;
 use std::path::Path;
 use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::confined::{denial_signatures, runner_failure_rules};
-use stockade_policy::guarantees::{self, Verdict};
+use std::collections::BTreeMap;
+use stockade_policy::guarantees::{self, Asks, Verdict};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
@@ -47,6 +48,7 @@ pub fn confine(
                 denial_signatures: denial_signatures(mode),
                 runner_failure_rules: runner_failure_rules(mode),
                 mode,
+                guarantees: BTreeMap::new(),
             },
             private_dir: None,
         });
@@ -55,7 +57,9 @@ pub fn confine(
     let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
     let tmpdir = env::get(&env, "TMPDIR").map(Path::new);
     let resolved = policy.resolve(&cwd, tmpdir)?;
-    let enforcement = match guarantees::verdict(mode, &probe::kernel_facts()) {
+    let asks = Asks::of(&resolved);
+    let facts = probe::kernel_facts();
+    let enforcement = match guarantees::verdict(&asks, &facts) {
         Verdict::Confined(e) => e,
         Verdict::Unavailable { missing } => {
             return Err(LauncherError::Unavailable { mode, missing });
@@ -71,6 +75,7 @@ pub fn confine(
         env,
         policy: resolved,
         enforcement,
+        guarantees: guarantees::enforced(&asks, &facts),
     };
     request.validate().map_err(LauncherError::Invalid)?;
     let dir = PrivateDir::create()?;
@@ -91,6 +96,7 @@ pub fn confine(
             denial_signatures: denial_signatures(mode),
             runner_failure_rules: runner_failure_rules(mode),
             mode,
+            guarantees: guarantees::report(&asks, &facts),
         },
         private_dir: Some(dir),
     })

@@ -1,7 +1,8 @@
 //! `stockade`: the executor-facing side of the sandbox.
 //!
 //! - `confine` writes a launch request and prints the ConfinedArgv JSON;
-//! - `run` confines, spawns and waits, passing the command's streams through.
+//! - `run` confines, spawns and waits, passing the command's streams through;
+//! - `probe` shows the kernel facts and which guarantees each mode would get here.
 //!
 //! Every failure of stockade itself prints one `stockade: ` line and exits 125.
 
@@ -62,6 +63,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Confine(args) => confine_command(args),
         Command::Run(args) => run::run(args),
+        Command::Probe(args) => probe::probe_command(args.json),
     };
     match result {
         Ok(code) => exit_code(code),

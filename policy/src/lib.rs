@@ -31,5 +31,5 @@ pub mod policy;
 pub mod request;
 
 pub use mode::Mode;
-pub use policy::{Policy, PolicyRequest};
+pub use policy::{Network, Policy, PolicyRequest};
 pub use request::LaunchRequest;

@@ -1,17 +1,23 @@
 //! `stockade-runner`: consumes one launch request, confines itself, and execs the target.
 //!
-//! Order: consume request -> chdir(cwd) -> no_new_privs -> Landlock -> execve.
+//! Order: consume request -> chdir(cwd) -> new session (stdin a terminal, not a group
+//! leader) -> no_new_privs -> Landlock -> drop capabilities -> inherited fds marked
+//! close-on-exec -> seccomp (last: it filters what the steps before use) -> execve.
 //!
 //! Failure contract: every failure before the target starts prints exactly one stderr
 //! line beginning `stockade-runner: ` and exits 125; a target that is not found exits
 //! 127, one that cannot be executed 126, each with one such line. On success the runner
 //! writes nothing at all: the target owns stdout and stderr.
 
+mod caps;
 mod error;
 mod exec;
 mod explain;
+mod fds;
 mod request_file;
 mod ruleset;
+mod seccomp;
+mod session;
 
 use error::RunnerError;
 use std::ffi::OsString;
@@ -20,7 +26,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use stockade_policy::exit::RUNNER_PREFIX;
 use stockade_policy::grants;
-use stockade_policy::guarantees::{self, Enforcement, Verdict};
+use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, Verdict};
 use stockade_policy::{LaunchRequest, Mode};
 
 const USAGE: &str = "usage: stockade-runner --request FILE | --explain FILE | --version";
@@ -68,27 +74,47 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, Runne
 /// Applies the request's confinement to this process. After this returns, everything
 /// this process and its descendants do is confined.
 fn confine(request: &LaunchRequest) -> Result<(), RunnerError> {
-    if request.policy.mode == Mode::DangerFullAccess {
+    let policy = &request.policy;
+    if policy.mode == Mode::DangerFullAccess {
         return Err(RunnerError::Unconfined);
     }
+    let programs = seccomp::programs(policy)?;
     std::env::set_current_dir(&request.cwd).map_err(|source| RunnerError::Chdir {
         cwd: request.cwd.clone(),
         source,
     })?;
+    session::detach_from_terminal()?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
-    let applied = ruleset::restrict(&grants::grants(&request.policy))?;
+    let applied = ruleset::restrict(&grants::grants(policy), policy)?;
+    if !applied.enforced {
+        return Err(RunnerError::Landlock(
+            "the kernel did not enforce the ruleset (Landlock unsupported or disabled)".into(),
+        ));
+    }
+    caps::drop_all()?;
+    fds::restrict(&policy.keep_fds)?;
+    seccomp::install(&programs)?;
     // Judge what the kernel actually gave, with the same rules the launcher used to
-    // report enforcement to the executor.
-    let achieved = match guarantees::verdict(request.policy.mode, &applied.facts) {
-        Verdict::Confined(e) if applied.enforced => e,
-        Verdict::Unavailable { missing } => return Err(RunnerError::Unavailable { missing }),
-        _ => {
-            return Err(RunnerError::Landlock(
-                "the kernel did not enforce the ruleset (Landlock unsupported or disabled)".into(),
-            ));
-        }
+    // report enforcement to the executor. Reaching here means the filter is installed.
+    let achieved = KernelFacts {
+        landlock_abi: applied.landlock_abi,
+        seccomp: true,
     };
-    if achieved == Enforcement::Partial && request.enforcement == Enforcement::Full {
+    judge(&Asks::of(policy), &achieved, request)
+}
+
+/// Refuses to start the target when it would get less than the executor was told.
+fn judge(asks: &Asks, achieved: &KernelFacts, request: &LaunchRequest) -> Result<(), RunnerError> {
+    let enforcement = match guarantees::verdict(asks, achieved) {
+        Verdict::Confined(e) => e,
+        Verdict::Unavailable { missing } => return Err(RunnerError::Unavailable { missing }),
+        Verdict::Unconfined => return Err(RunnerError::Unconfined),
+    };
+    let given = guarantees::enforced(asks, achieved);
+    if let Some(&guarantee) = request.guarantees.iter().find(|g| !given.contains(g)) {
+        return Err(RunnerError::NotAchieved { guarantee });
+    }
+    if enforcement == Enforcement::Partial && request.enforcement == Enforcement::Full {
         return Err(RunnerError::LessThanReported {
             reported: request.enforcement,
         });
