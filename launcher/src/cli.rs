@@ -166,6 +166,9 @@ mod tests {
         assert!(req.allow_unix_sockets);
         assert_eq!(req.keep_fds, vec![5]);
         let cli = Cli::try_parse_from(["stockade", "probe", "--json"]).unwrap();
-        assert!(matches!(cli.command, Command::Probe(ProbeArgs { json: true })));
+        assert!(matches!(
+            cli.command,
+            Command::Probe(ProbeArgs { json: true })
+        ));
     }
 }

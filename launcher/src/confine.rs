@@ -6,11 +6,11 @@ use crate::error::LauncherError;
 use crate::locate;
 use crate::probe;
 use crate::request_file::PrivateDir;
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
 use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::confined::{denial_signatures, runner_failure_rules};
-use std::collections::BTreeMap;
 use stockade_policy::guarantees::{self, Asks, Verdict};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 

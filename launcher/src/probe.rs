@@ -8,8 +8,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use stockade_policy::Mode;
 use stockade_policy::guarantees::{
-    self, Asks, Enforcement, Guarantee, GuaranteeReport, KernelFacts, TESTED_LANDLOCK_ABI,
-    Verdict,
+    self, Asks, Enforcement, Guarantee, GuaranteeReport, KernelFacts, TESTED_LANDLOCK_ABI, Verdict,
 };
 
 /// `LANDLOCK_CREATE_RULESET_VERSION`: ask for the ABI version instead of a ruleset.
@@ -157,7 +156,11 @@ fn table(p: &Probe) -> String {
         k.landlock_abi, p.tested_landlock_abi
     );
     let _ = writeln!(o, "seccomp filters  {}", yes_no(k.seccomp));
-    let _ = writeln!(o, "user namespaces  {} (not needed)", yes_no(k.user_namespaces));
+    let _ = writeln!(
+        o,
+        "user namespaces  {} (not needed)",
+        yes_no(k.user_namespaces)
+    );
     let tiocsti = match k.legacy_tiocsti {
         Some(true) => "on (stockade filters TIOCSTI)",
         Some(false) => "off",

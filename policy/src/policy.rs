@@ -7,9 +7,9 @@
 use crate::mode::Mode;
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::str::FromStr;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 /// The shared scratch directory granted to `workspace-write` commands.
 pub const SHARED_TMP: &str = "/tmp";

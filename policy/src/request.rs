@@ -130,16 +130,30 @@ impl std::error::Error for EncodeError {}
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ValidationError {
     EmptyArgv,
-    NulInArgv { index: usize },
-    RelativeCwd { cwd: PathBuf },
+    NulInArgv {
+        index: usize,
+    },
+    RelativeCwd {
+        cwd: PathBuf,
+    },
     NulInCwd,
-    EmptyEnvName { index: usize },
-    EqualsInEnvName { name: String },
-    NulInEnv { name: String },
-    RelativePolicyPath { path: PathBuf },
+    EmptyEnvName {
+        index: usize,
+    },
+    EqualsInEnvName {
+        name: String,
+    },
+    NulInEnv {
+        name: String,
+    },
+    RelativePolicyPath {
+        path: PathBuf,
+    },
     NulInPolicyPath,
     /// A descriptor to keep that is 0, 1, 2 or negative.
-    BadKeepFd { fd: i32 },
+    BadKeepFd {
+        fd: i32,
+    },
     /// Port 0 among the allowed TCP ports.
     TcpPortZero,
 }

@@ -212,7 +212,9 @@ impl fmt::Display for RunnerError {
             RunnerError::Landlock(e) => write!(f, "landlock: {e}"),
             RunnerError::Seccomp(e) => write!(f, "seccomp filter: {e}"),
             RunnerError::Capabilities(e) => write!(f, "capabilities: {e}"),
-            RunnerError::Fds(e) => write!(f, "cannot keep inherited descriptors from the target: {e}"),
+            RunnerError::Fds(e) => {
+                write!(f, "cannot keep inherited descriptors from the target: {e}")
+            }
             RunnerError::KeepFdNotOpen { fd } => write!(
                 f,
                 "descriptor {fd} is to be kept for the command but is not open"

@@ -40,10 +40,22 @@ mod arch {
 }
 
 // Classic BPF opcodes (linux/filter.h) and seccomp return values (linux/seccomp.h).
-const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
-const BPF_JMP_JEQ_K: u16 = 0x05 | 0x10;
-const BPF_JMP_JSET_K: u16 = 0x05 | 0x40;
-const BPF_RET_K: u16 = 0x06;
+const BPF_LD: u16 = 0x00;
+const BPF_W: u16 = 0x00;
+const BPF_ABS: u16 = 0x20;
+const BPF_JMP: u16 = 0x05;
+const BPF_JEQ: u16 = 0x10;
+const BPF_JSET: u16 = 0x40;
+const BPF_K: u16 = 0x00;
+const BPF_RET: u16 = 0x06;
+#[allow(clippy::identity_op, clippy::eq_op)] // Spelled as in linux/filter.h.
+const BPF_LD_W_ABS: u16 = BPF_LD | BPF_W | BPF_ABS;
+#[allow(clippy::identity_op)]
+const BPF_JMP_JEQ_K: u16 = BPF_JMP | BPF_JEQ | BPF_K;
+#[allow(clippy::identity_op)]
+const BPF_JMP_JSET_K: u16 = BPF_JMP | BPF_JSET | BPF_K;
+#[allow(clippy::identity_op)]
+const BPF_RET_K: u16 = BPF_RET | BPF_K;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_ERRNO: u32 = 0x0005_0000;
 const RET_ALLOW: u32 = 0x7fff_0000;
@@ -313,10 +325,10 @@ mod tests {
             let i = &program[pc];
             pc += 1;
             match i.code {
-                0x20 => a = load(c, i.k),                        // ld [k]
-                0x54 => a &= i.k,                                // and #k
-                0x05 => pc += i.k as usize,                      // ja
-                0x06 => return i.k,                              // ret #k
+                0x20 => a = load(c, i.k),   // ld [k]
+                0x54 => a &= i.k,           // and #k
+                0x05 => pc += i.k as usize, // ja
+                0x06 => return i.k,         // ret #k
                 code if code & 0x07 == 0x05 => {
                     let taken = match code & 0xf0 {
                         0x10 => a == i.k,
@@ -394,7 +406,7 @@ mod tests {
         let pers = libc::SYS_personality;
         assert_eq!(verdict(&p, &call(pers, &[0])), RET_ALLOW);
         assert_eq!(verdict(&p, &call(pers, &[0xffff_ffff])), RET_ALLOW);
-        assert_eq!(verdict(&p, &call(pers, &[0x0040_000])), EPERM);
+        assert_eq!(verdict(&p, &call(pers, &[0x0004_0000])), EPERM);
         // High bits of the ioctl command are dropped by the kernel, so here too.
         for cmd in [TIOCSTI, TIOCLINUX, TIOCSTI | 0x1_0000_0000] {
             assert_eq!(verdict(&p, &call(libc::SYS_ioctl, &[0, cmd])), EPERM);
@@ -423,14 +435,20 @@ mod tests {
             assert_eq!(socket(&p, f, t, 0), EACCES);
         }
         let pair = |p: &[BpfProgram], f: i32| {
-            verdict(p, &call(libc::SYS_socketpair, &[f as u64, SOCK_STREAM as u64]))
+            verdict(
+                p,
+                &call(libc::SYS_socketpair, &[f as u64, SOCK_STREAM as u64]),
+            )
         };
         assert_eq!(pair(&p, AF_UNIX), RET_ALLOW);
         assert_eq!(pair(&p, AF_INET), EACCES);
 
         let p = programs(&policy(Network::Deny, &[80], true)).unwrap();
         assert_eq!(socket(&p, AF_INET, stream, 0), RET_ALLOW);
-        assert_eq!(socket(&p, AF_INET6, SOCK_STREAM, libc::IPPROTO_TCP), RET_ALLOW);
+        assert_eq!(
+            socket(&p, AF_INET6, SOCK_STREAM, libc::IPPROTO_TCP),
+            RET_ALLOW
+        );
         assert_eq!(socket(&p, AF_UNIX, SOCK_STREAM, 0), RET_ALLOW);
         assert_eq!(socket(&p, AF_INET, SOCK_DGRAM, 0), EACCES);
         assert_eq!(socket(&p, AF_INET, SOCK_STREAM, mptcp), EACCES);

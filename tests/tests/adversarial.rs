@@ -119,7 +119,10 @@ fn hardlink_of_an_outside_file_into_the_workspace() {
         attack(&fx, WS, &[], &["link", s(&own), s(&fx.ws.join("own2"))]),
         "ok"
     );
-    assert_eq!(attack(&fx, DANGER, &[], &["link", s(&target), s(&link)]), "ok");
+    assert_eq!(
+        attack(&fx, DANGER, &[], &["link", s(&target), s(&link)]),
+        "ok"
+    );
 }
 
 #[test]
@@ -231,7 +234,12 @@ fn udp_is_denied_and_with_network_allow_the_datagram_arrives() {
     denied_everywhere_but_danger(&fx, &[], &["udp-send", &port], "EACCES");
     // The TCP port exception does not open UDP.
     assert_eq!(
-        attack(&fx, WS, &["--allow-tcp-connect", "80"], &["udp-send", &port]),
+        attack(
+            &fx,
+            WS,
+            &["--allow-tcp-connect", "80"],
+            &["udp-send", &port]
+        ),
         "errno EACCES"
     );
     assert_eq!(
@@ -279,7 +287,12 @@ fn a_pathname_unix_socket_served_outside_cannot_be_reached() {
         );
     }
     assert_eq!(
-        attack(&fx, WS, &["--allow-unix-sockets"], &["unix-connect", s(&path)]),
+        attack(
+            &fx,
+            WS,
+            &["--allow-unix-sockets"],
+            &["unix-connect", s(&path)]
+        ),
         "ok"
     );
     assert_eq!(attack(&fx, DANGER, &[], &["unix-connect", s(&path)]), "ok");
@@ -410,10 +423,8 @@ fn pty() -> (std::fs::File, std::fs::File) {
     assert_eq!(unsafe { libc::unlockpt(master) }, 0);
     let mut name = [0 as libc::c_char; 128];
     // SAFETY: the buffer is writable and its length is passed.
-    assert_eq!(
-        unsafe { libc::ptsname_r(master, name.as_mut_ptr(), name.len()) },
-        0
-    );
+    let r = unsafe { libc::ptsname_r(master, name.as_mut_ptr(), name.len()) };
+    assert_eq!(r, 0);
     // SAFETY: ptsname_r wrote a NUL-terminated string into `name`.
     let path = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }
         .to_str()
@@ -626,11 +637,11 @@ fn an_inherited_writable_fd_to_an_outside_file_does_not_reach_the_target() {
         outside_fd_attack(&fx, WS, &["--keep-fd", "5"], &["fd-write", "5"]),
         "ok"
     );
-    assert_eq!(outside_fd_attack(&fx, DANGER, &[], &["fd-write", "5"]), "ok");
     assert_eq!(
-        std::fs::read_to_string(&log).unwrap(),
-        "escaped\nescaped\n"
+        outside_fd_attack(&fx, DANGER, &[], &["fd-write", "5"]),
+        "ok"
     );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "escaped\nescaped\n");
 }
 
 #[test]

@@ -157,7 +157,10 @@ fn open_flags(path: &str, flags: i32) -> i64 {
 }
 
 fn write_path(path: &str) -> ! {
-    let fd = must(open_flags(path, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND));
+    let fd = must(open_flags(
+        path,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
+    ));
     report(unsafe { libc::write(fd as i32, b"escaped\n".as_ptr().cast(), 8) } as i64)
 }
 
@@ -173,7 +176,8 @@ fn proc_mem(pid: i32) -> ! {
 }
 
 fn raw_clone(flags: u64) -> ! {
-    let pid = must(unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) });
+    let pid =
+        must(unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) });
     if pid == 0 {
         unsafe { libc::_exit(0) }
     }
@@ -384,9 +388,7 @@ fn main() {
         "kill-parent" => report(unsafe { libc::kill(libc::getppid(), 0) } as i64),
         "ptrace" => {
             let pid: i32 = num(&args, 1);
-            report(unsafe {
-                libc::ptrace(libc::PTRACE_SEIZE, pid, 0usize, 0usize)
-            } as i64)
+            report(unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0usize, 0usize) } as i64)
         }
         "proc-mem-parent" => proc_mem(unsafe { libc::getppid() }),
         "proc-mem" => proc_mem(num(&args, 1)),
@@ -436,7 +438,7 @@ fn main() {
         "bpf" => bpf_map(),
         "perf" => perf_event(),
         "userfaultfd" => report(unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) }),
-        "personality" => report(unsafe { libc::personality(0x0040000) } as i64),
+        "personality" => report(unsafe { libc::personality(0x0004_0000) } as i64),
         "personality-query" => report(unsafe { libc::personality(0xffff_ffff) } as i64),
         "clone3" => report(unsafe {
             // A null, zero-sized clone_args: EINVAL where clone3 exists.
