@@ -1,5 +1,10 @@
-//! The guarantees a confined mode asks for, the kernel feature each one needs, and so
+//! The guarantees a confined policy asks for, the kernel feature each one needs, and so
 //! whether enforcement on a given kernel is `full`, `partial` or impossible.
+//!
+//! Which guarantees are *required* (their absence refuses to run) and which are only
+//! *desired* (their absence makes enforcement `partial`) depends on the policy: a denied
+//! network is required, so `--allow-tcp-connect` with the network denied needs Landlock
+//! ABI 4 and never degrades to allowing every port.
 //!
 //! The launcher probes the kernel into [`KernelFacts`]; the runner learns the same facts
 //! from the ruleset it actually applied. Both judge them here, so `confine` reports

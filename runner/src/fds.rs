@@ -69,9 +69,13 @@ fn cloexec_range(first: u32, last: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// Lets only `keep` (sorted, all above 2) and 0..=2 survive `execve`.
+/// Lets only `keep` (all above 2, as validated) and 0..=2 survive `execve`.
 pub fn restrict(keep: &[i32]) -> Result<(), RunnerError> {
-    for &fd in keep {
+    // The ranges below are computed in ascending order, whatever order the request used.
+    let mut keep = keep.to_vec();
+    keep.sort_unstable();
+    keep.dedup();
+    for &fd in &keep {
         match flags(fd) {
             Err(e) if e.raw_os_error() == Some(libc::EBADF) => {
                 return Err(RunnerError::KeepFdNotOpen { fd });
@@ -81,7 +85,7 @@ pub fn restrict(keep: &[i32]) -> Result<(), RunnerError> {
         }
     }
     let mut first = 3u32;
-    for &fd in keep {
+    for &fd in &keep {
         let fd = fd as u32;
         if fd > first {
             cloexec_range(first, fd - 1).map_err(|e| fd_error(fd as i32, e))?;

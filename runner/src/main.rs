@@ -164,3 +164,78 @@ fn main() -> ExitCode {
     report(&err);
     ExitCode::from(err.exit_code() as u8)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stockade_policy::Network;
+    use stockade_policy::guarantees::Guarantee;
+
+    fn request(enforcement: Enforcement, guarantees: Vec<Guarantee>) -> LaunchRequest {
+        LaunchRequest {
+            argv: vec!["true".into()],
+            cwd: "/".into(),
+            env: Vec::new(),
+            policy: stockade_policy::Policy {
+                mode: Mode::ReadOnly,
+                workspace: "/".into(),
+                writable_roots: Vec::new(),
+                tmpdir: None,
+                network: Network::Deny,
+                allow_tcp_connect: Vec::new(),
+                allow_unix_sockets: false,
+                keep_fds: Vec::new(),
+            },
+            enforcement,
+            guarantees,
+        }
+    }
+
+    fn achieved(abi: u32) -> KernelFacts {
+        KernelFacts {
+            landlock_abi: abi,
+            seccomp: true,
+        }
+    }
+
+    #[test]
+    fn a_reported_guarantee_the_kernel_did_not_give_is_refused() {
+        let asks = Asks::defaults(Mode::ReadOnly);
+        let all = guarantees::enforced(&asks, &achieved(7));
+        let r = request(Enforcement::Full, all.clone());
+        assert!(judge(&asks, &achieved(7), &r).is_ok());
+        // Scopes missing (ABI 5): the signals guarantee was promised, so refuse.
+        let err = judge(&asks, &achieved(5), &r).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RunnerError::NotAchieved {
+                    guarantee: Guarantee::Signals
+                }
+            ),
+            "{err}"
+        );
+        // Reported partial with what ABI 5 gives: accepted.
+        let partial = request(
+            Enforcement::Partial,
+            guarantees::enforced(&asks, &achieved(5)),
+        );
+        assert!(judge(&asks, &achieved(5), &partial).is_ok());
+        // Reported full without naming guarantees: still refused on less than full.
+        let full = request(Enforcement::Full, Vec::new());
+        assert!(matches!(
+            judge(&asks, &achieved(5), &full),
+            Err(RunnerError::LessThanReported { .. })
+        ));
+    }
+
+    #[test]
+    fn tcp_ports_without_landlock_network_rules_are_unavailable() {
+        let mut r = request(Enforcement::Partial, Vec::new());
+        r.policy.allow_tcp_connect = vec![443];
+        let asks = Asks::of(&r.policy);
+        let err = judge(&asks, &achieved(3), &r).unwrap_err();
+        assert!(matches!(err, RunnerError::Unavailable { .. }), "{err}");
+        assert!(err.to_string().contains("landlock-abi-4"), "{err}");
+    }
+}

@@ -230,6 +230,9 @@ fn tcp_bind_is_denied_even_with_an_allowed_connect_port() {
 fn udp_is_denied_and_with_network_allow_the_datagram_arrives() {
     let fx = Fixture::new();
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // Only a guard against hanging the suite, not a timing assertion.
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
     let port = sock.local_addr().unwrap().port().to_string();
     denied_everywhere_but_danger(&fx, &[], &["udp-send", &port], "EACCES");
     // The TCP port exception does not open UDP.
