@@ -54,7 +54,7 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "allow|deny")]
     pub network: Option<Network>,
     /// With the network denied, still allow outgoing TCP to PORT (repeatable; needs
-    /// Landlock ABI 4, else nothing runs).
+    /// Landlock ABI 4, else nothing runs; ignored with --network allow).
     #[arg(long = "allow-tcp-connect", value_name = "PORT")]
     pub allow_tcp_connect: Vec<u16>,
     /// Allow creating unix sockets, which can reach services outside the sandbox (a
