@@ -9,9 +9,11 @@ use crate::request_file::PrivateDir;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
-use stockade_policy::confined::ConfinedArgv;
+use stockade_policy::confined::StatusChannel;
+use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{denial_signatures, runner_failure_rules};
-use stockade_policy::guarantees::{self, Asks, Verdict};
+use stockade_policy::grants;
+use stockade_policy::guarantees::{self, Asks, Guarantee, KernelFacts, Verdict};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
@@ -26,6 +28,17 @@ fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError
     s.to_str()
         .map(str::to_string)
         .ok_or(LauncherError::NotUtf8 { what })
+}
+
+/// The channel actually offered. Below Landlock ABI 3 truncation is not confined, so a
+/// command could empty the status file by path and pass a failed exit off as a runner
+/// that never started: the file is then not trustworthy, and the channel is in-band.
+fn status_channel(placed: StatusChannel, asks: &Asks, facts: &KernelFacts) -> StatusChannel {
+    if Guarantee::Truncate.needs(asks).available(facts) {
+        placed
+    } else {
+        StatusChannel::InBand
+    }
 }
 
 /// Prepares `command` to run under `policy` with environment `env`.
@@ -43,12 +56,15 @@ pub fn confine(
             .collect::<Result<_, _>>()?;
         return Ok(Confinement {
             confined: ConfinedArgv {
+                contract: CONTRACT_VERSION,
                 argv,
                 enforcement: None,
                 denial_signatures: denial_signatures(mode),
                 runner_failure_rules: runner_failure_rules(mode),
                 mode,
                 guarantees: BTreeMap::new(),
+                status_path: None,
+                status_channel: None,
             },
             private_dir: None,
         });
@@ -69,6 +85,8 @@ pub fn confine(
     let runner = locate::runner()?;
     let runner = utf8(runner.as_os_str(), "the runner path")?;
 
+    let dir = PrivateDir::create(&grants::writable_roots(&resolved))?;
+    let status_path = dir.status_path();
     let request = LaunchRequest {
         argv: command.to_vec(),
         cwd,
@@ -76,13 +94,15 @@ pub fn confine(
         policy: resolved,
         enforcement,
         guarantees: guarantees::enforced(&asks, &facts),
+        status_path: Some(status_path.clone()),
     };
-    request.validate().map_err(LauncherError::Invalid)?;
-    let dir = PrivateDir::create()?;
-    let written = dir
-        .write_request(&request)
-        .and_then(|p| utf8(p.as_os_str(), "the request path"));
-    let request_path = match written {
+    let written = request
+        .validate()
+        .map_err(LauncherError::Invalid)
+        .and_then(|()| dir.write_request(&request))
+        .and_then(|p| utf8(p.as_os_str(), "the request path"))
+        .and_then(|r| Ok((r, utf8(status_path.as_os_str(), "the status path")?)));
+    let (request_path, status_path) = match written {
         Ok(p) => p,
         Err(e) => {
             dir.remove();
@@ -91,13 +111,46 @@ pub fn confine(
     };
     Ok(Confinement {
         confined: ConfinedArgv {
+            contract: CONTRACT_VERSION,
             argv: vec![runner, "--request".to_string(), request_path],
             enforcement: Some(enforcement),
             denial_signatures: denial_signatures(mode),
             runner_failure_rules: runner_failure_rules(mode),
             mode,
             guarantees: guarantees::report(&asks, &facts),
+            status_path: Some(status_path),
+            status_channel: Some(status_channel(dir.channel(), &asks, &facts)),
         },
         private_dir: Some(dir),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_channel_is_in_band_where_truncation_is_not_confined() {
+        let abi = |n| KernelFacts {
+            landlock_abi: n,
+            seccomp: true,
+        };
+        let asks = Asks::defaults(stockade_policy::Mode::WorkspaceWrite);
+        for n in [1, 2] {
+            assert_eq!(
+                status_channel(StatusChannel::OutOfBand, &asks, &abi(n)),
+                StatusChannel::InBand
+            );
+        }
+        for n in [3, 5, 7] {
+            assert_eq!(
+                status_channel(StatusChannel::OutOfBand, &asks, &abi(n)),
+                StatusChannel::OutOfBand
+            );
+            assert_eq!(
+                status_channel(StatusChannel::InBand, &asks, &abi(n)),
+                StatusChannel::InBand
+            );
+        }
+    }
 }

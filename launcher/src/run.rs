@@ -1,12 +1,13 @@
 //! `stockade run`: confine, spawn, wait, then report what happened in the wrapper
 //! conventions users know.
 
+use crate::classify;
 use crate::cli::RunArgs;
 use crate::confine;
 use crate::env;
 use crate::error::LauncherError;
 use crate::supervise;
-use stockade_policy::classify;
+use nix::sys::signal::Signal;
 use stockade_policy::exit;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
@@ -18,15 +19,18 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     )?;
     let c = &confinement.confined;
     let settled = supervise::run(&c.argv, &c.denial_signatures);
+    // The verdict reads the runner's status record, so it comes before the private
+    // directory is removed.
+    let runner_failed = settled.as_ref().is_ok_and(|s| {
+        let signal = s.signal.and_then(|n| Signal::try_from(n).ok());
+        let stderr = String::from_utf8_lossy(&s.stderr_tail);
+        classify::verdict(c, s.exit_code, signal.map(Signal::as_str), &stderr).runner_failed
+    });
     if let Some(dir) = confinement.private_dir {
         dir.remove();
     }
     let settled = settled?;
 
-    let stderr = String::from_utf8_lossy(&settled.stderr_tail);
-    let runner_failed =
-        classify::runner_failure_detail(settled.exit_code, &stderr, &c.runner_failure_rules)
-            .is_some();
     // The same rule as `classify::is_denied`, applied to the whole stream rather than
     // the tail: a failed exit and a signature anywhere in stderr.
     let denied =

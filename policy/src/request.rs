@@ -53,6 +53,9 @@ pub struct LaunchRequest {
     /// The guarantees the launcher reported as enforced. The runner refuses to start the
     /// target unless it achieved every one of them.
     pub guarantees: Vec<Guarantee>,
+    /// The status file the runner reports to (see [`crate::status`]), absolute; `None`
+    /// when the launcher provides no status channel.
+    pub status_path: Option<PathBuf>,
 }
 
 /// Why request bytes could not be decoded.
@@ -156,6 +159,10 @@ pub enum ValidationError {
     },
     /// Port 0 among the allowed TCP ports.
     TcpPortZero,
+    RelativeStatusPath {
+        path: PathBuf,
+    },
+    NulInStatusPath,
 }
 
 impl fmt::Display for ValidationError {
@@ -193,6 +200,12 @@ impl fmt::Display for ValidationError {
             ValidationError::TcpPortZero => {
                 f.write_str("request allows TCP port 0, which cannot be connected to")
             }
+            ValidationError::RelativeStatusPath { path } => {
+                write!(f, "request status path {} is not absolute", path.display())
+            }
+            ValidationError::NulInStatusPath => {
+                f.write_str("request status path contains a NUL byte")
+            }
         }
     }
 }
@@ -215,6 +228,7 @@ struct Body {
     keep_fds: Vec<i32>,
     enforcement: Enforcement,
     guarantees: Vec<Guarantee>,
+    status_path: Option<Vec<u8>>,
 }
 
 fn bytes(p: &std::path::Path) -> Vec<u8> {
@@ -257,6 +271,7 @@ impl LaunchRequest {
             keep_fds: self.policy.keep_fds.clone(),
             enforcement: self.enforcement,
             guarantees: self.guarantees.clone(),
+            status_path: self.status_path.as_deref().map(bytes),
         };
         let encoded = bincode::serde::encode_to_vec(&body, bincode::config::standard())
             .map_err(|e| EncodeError::Bincode(e.to_string()))?;
@@ -337,6 +352,7 @@ impl LaunchRequest {
             },
             enforcement: body.enforcement,
             guarantees: body.guarantees,
+            status_path: body.status_path.map(path),
         })
     }
 
@@ -386,6 +402,16 @@ impl LaunchRequest {
         if p.allow_tcp_connect.contains(&0) {
             return Err(ValidationError::TcpPortZero);
         }
+        if let Some(status) = &self.status_path {
+            if status.as_os_str().as_bytes().contains(&0) {
+                return Err(ValidationError::NulInStatusPath);
+            }
+            if !status.is_absolute() {
+                return Err(ValidationError::RelativeStatusPath {
+                    path: status.clone(),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -428,6 +454,7 @@ mod tests {
             },
             enforcement: Enforcement::Full,
             guarantees: vec![Guarantee::FilesystemWrites, Guarantee::Fds],
+            status_path: Some("/run/user/0/stockade/req-1/status".into()),
         }
     }
 
@@ -572,6 +599,16 @@ mod tests {
         check(
             &|r| r.policy.allow_tcp_connect.push(0),
             ValidationError::TcpPortZero,
+        );
+        check(
+            &|r| r.status_path = Some("status".into()),
+            ValidationError::RelativeStatusPath {
+                path: "status".into(),
+            },
+        );
+        check(
+            &|r| r.status_path = Some(PathBuf::from(OsString::from_vec(b"/s\0".to_vec()))),
+            ValidationError::NulInStatusPath,
         );
     }
 

@@ -1,8 +1,11 @@
 //! `stockade-runner`: consumes one launch request, confines itself, and execs the target.
 //!
-//! Order: consume request -> chdir(cwd) -> new session (stdin a terminal, not a group
-//! leader) -> no_new_privs -> Landlock -> drop capabilities -> inherited fds marked
-//! close-on-exec -> seccomp (last: it filters what the steps before use) -> execve.
+//! Order: consume request -> open status file -> chdir(cwd) -> new session (stdin a
+//! terminal, not a group leader) -> no_new_privs -> Landlock -> drop capabilities ->
+//! inherited fds marked close-on-exec -> seccomp (last: it filters what the steps before
+//! use) -> `confined` status record -> execve. A failure after the status file is open
+//! also writes a `failed` record (see status.rs). The status file is close-on-exec, and
+//! written with plain write(2), which the filter lets through.
 //!
 //! Failure contract: every failure before the target starts prints exactly one stderr
 //! line beginning `stockade-runner: ` and exits 125; a target that is not found exits
@@ -18,8 +21,10 @@ mod request_file;
 mod ruleset;
 mod seccomp;
 mod session;
+mod status;
 
 use error::RunnerError;
+use status::StatusFile;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -72,8 +77,8 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, Runne
 }
 
 /// Applies the request's confinement to this process. After this returns, everything
-/// this process and its descendants do is confined.
-fn confine(request: &LaunchRequest) -> Result<(), RunnerError> {
+/// this process and its descendants do is confined, with the returned enforcement.
+fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     let policy = &request.policy;
     if policy.mode == Mode::DangerFullAccess {
         return Err(RunnerError::Unconfined);
@@ -104,7 +109,11 @@ fn confine(request: &LaunchRequest) -> Result<(), RunnerError> {
 }
 
 /// Refuses to start the target when it would get less than the executor was told.
-fn judge(asks: &Asks, achieved: &KernelFacts, request: &LaunchRequest) -> Result<(), RunnerError> {
+fn judge(
+    asks: &Asks,
+    achieved: &KernelFacts,
+    request: &LaunchRequest,
+) -> Result<Enforcement, RunnerError> {
     let enforcement = match guarantees::verdict(asks, achieved) {
         Verdict::Confined(e) => e,
         Verdict::Unavailable { missing } => return Err(RunnerError::Unavailable { missing }),
@@ -119,7 +128,7 @@ fn judge(asks: &Asks, achieved: &KernelFacts, request: &LaunchRequest) -> Result
             reported: request.enforcement,
         });
     }
-    Ok(())
+    Ok(enforcement)
 }
 
 fn run(path: &std::path::Path) -> RunnerError {
@@ -127,7 +136,24 @@ fn run(path: &std::path::Path) -> RunnerError {
         Ok(r) => r,
         Err(e) => return e,
     };
-    if let Err(e) = confine(&request) {
+    let status = match request.status_path.as_deref().map(StatusFile::open) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => return e,
+    };
+    let achieved = match confine(&request) {
+        Ok(achieved) => achieved,
+        Err(e) => {
+            if let Some(status) = status {
+                status.failed(&e);
+            }
+            return e;
+        }
+    };
+    // The last step before execve: from here on the target's exit facts are its own.
+    if let Some(status) = status
+        && let Err(e) = status.confined(achieved)
+    {
         return e;
     }
     exec::exec(&request)
@@ -188,6 +214,7 @@ mod tests {
             },
             enforcement,
             guarantees,
+            status_path: None,
         }
     }
 

@@ -183,6 +183,7 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
         },
         enforcement: Enforcement::Full,
         guarantees: Vec::new(),
+        status_path: None,
     }
 }
 
