@@ -115,6 +115,8 @@ const DENIED: &[i64] = &[
     libc::SYS_ptrace,
     libc::SYS_process_vm_readv,
     libc::SYS_process_vm_writev,
+    // Copying a descriptor out of another process (ptrace access is also checked).
+    libc::SYS_pidfd_getfd,
     // Kernel attack surface rarely needed by commands.
     libc::SYS_bpf,
     libc::SYS_keyctl,
