@@ -91,13 +91,36 @@ for name in groups["read-only"]:
             cells += [ms(m), signed_ms(m - base), f"{m / base:.2f}x", signed_ms(lo)]
     w(f"| {name} | " + " | ".join(cells) + " |")
 w("")
-if seccomp:
-    w("Seccomp layer: **present** in this build, so the stockade-runner rows include it. "
-      "\"Without seccomp\" is not measured: the layer is always on in confined modes and "
-      "has no switch (by design; a switch would be a way to weaken the sandbox).")
+NO_SECCOMP = "stockade-runner without seccomp (bench-only build)"
+NO_CAPS = "stockade-runner without capability drop (bench-only build)"
+FULL = "stockade-runner (static)"
+
+
+def layer_cost(variant):
+    """Median cost of the layer `variant` leaves out, per mode, or None."""
+    if variant not in groups["read-only"]:
+        return None
+    return {mode: med(groups[mode][FULL]) - med(groups[mode][variant])
+            for mode in ("read-only", "workspace-write")}
+
+
+seccomp_cost = layer_cost(NO_SECCOMP)
+caps_cost = layer_cost(NO_CAPS)
+if seccomp and seccomp_cost:
+    w("Seccomp layer: **present**, and always on in confined modes (no switch: a switch "
+      "would be a way to weaken the sandbox). The \"without\" rows are bench-only builds "
+      "made by `bench/run` from a copy of the tree with that one line of "
+      "`runner/src/main.rs` removed; they never ship. The seccomp layer costs "
+      f"{signed_ms(seccomp_cost['read-only'])} (read-only) and "
+      f"{signed_ms(seccomp_cost['workspace-write'])} (workspace-write) in medians"
+      + (f"; the capability drop {signed_ms(caps_cost['read-only'])} and "
+         f"{signed_ms(caps_cost['workspace-write'])}." if caps_cost else "."))
+elif seccomp:
+    w("Seccomp layer: **present**; the bench-only build without it could not be made "
+      "(see bench/run's output), so its cost is not measured.")
 else:
-    w("Seccomp layer: **not in this build** (issue 3 adds it), so the stockade-runner rows "
-      "are Landlock-only and the \"with seccomp\" comparison could not be measured yet.")
+    w("Seccomp layer: **not in this build**, so the stockade-runner rows are "
+      "Landlock-only and the \"with seccomp\" comparison could not be measured.")
 w("")
 
 # 2 and 3. End to end
@@ -250,34 +273,67 @@ clean = (facts["par_statuses"] == "100" and facts["par_failed"] == "0"
 w(f"| 100 commands, 8 at a time: none failed, nothing left behind | "
   f"{facts['par_failed']} failed, {facts['par_leftover_dirs']} directories and "
   f"{facts['par_leftover_procs']} processes left | {verdict(clean)} |")
-w("| runner overhead with and without the seccomp layer | "
-  + ("with: the rows above; without: no switch exists" if seccomp
-     else "without: the rows above; with: the layer is not in this build")
-  + " | partly measured |")
+if seccomp and seccomp_cost:
+    w(f"| runner overhead with and without the seccomp layer | the layer costs "
+      f"{signed_ms(seccomp_cost['read-only'])} / {signed_ms(seccomp_cost['workspace-write'])} "
+      "(read-only / workspace-write) | measured |")
+else:
+    w("| runner overhead with and without the seccomp layer | "
+      + ("with: the rows above; without: not built" if seccomp
+         else "without: the rows above; with: the layer is not in this build")
+      + " | partly measured |")
 w("")
 
 w("## What bounds the numbers")
 w("")
 c_ro = overhead[("C landlock-run (static)", "read-only")]
 ours_ro = overhead[("stockade-runner (static)", "read-only")]
+rest = ours_ro - c_ro
+parts = []
+if seccomp_cost:
+    parts.append(f"the seccomp layer {signed_ms(seccomp_cost['read-only'])}: the kernel "
+                 "translates each of its filters (two or three, as seccompiler builds them: "
+                 "linear chains), JIT-compiles it and emulates it over every system call "
+                 "number to build its allow cache, and every later system call, the "
+                 "target's start-up included, runs through them")
+    rest -= seccomp_cost["read-only"]
+if caps_cost:
+    parts.append(f"the capability drop {signed_ms(caps_cost['read-only'])}: one "
+                 "`PR_CAPBSET_DROP` per capability, each committing new credentials, "
+                 "plus reading every set back")
+    rest -= caps_cost["read-only"]
+parts.append(f"and the remaining {signed_ms(rest)} the rest of what the C runner does not "
+             "do at all: taking the request from a file (open without following links, "
+             "two `stat`s for owner, mode and inode, `unlink`, one `read`, decoding and "
+             "validating), `chdir`, closing inherited descriptors, writing the out-of-band "
+             "status record, and a larger binary to map")
 w(f"- Runner overhead. On this machine even the static C runner costs {signed_ms(c_ro)} "
   "(median, read-only) over bare exec: most of any runner's cost is one more `execve` "
-  "(glibc's start-up runs `cpuid`, which traps to the hypervisor in a VM) plus the Landlock "
-  f"system calls, which both pay. The stockade runner's remaining {signed_ms(ours_ro - c_ro)} "
-  "is the work the C runner does not do at all: taking the request from a file (open "
-  "without following links, two `stat`s to check owner, mode and inode, `unlink`, one "
-  "`read`, decoding and validating it), `chdir` to the request's working directory, opening and "
-  "writing the out-of-band status record, and about ten more page faults for a larger "
-  "binary. Each of these is a check the sandbox relies on; none is skipped for speed. "
+  "(glibc's start-up runs `cpuid`, which traps to the hypervisor in a VM) plus the "
+  f"Landlock system calls. Of the stockade runner's further {signed_ms(ours_ro - c_ro)}, "
+  + "; ".join(parts) + ". Every one of these is a guarantee the sandbox gives and the C "
+  "runner does not; none is skipped for speed. The C reference is Landlock-only, so "
+  "\"no more than the C runner\" can only hold for the Landlock part. "
   "Linking statically saves "
   f"{ms(overhead[('stockade-runner (dynamic)', 'read-only')] - ours_ro)} against the "
-  "dynamic build. `opt-level = \"s\"` and a non-PIE build were considered: the first "
-  "shrank the runner by 3% and its page faults by about one, not measurable in time; "
-  "the second would give up ASLR for "
-  "the runner, so it is not used.")
-w("- End to end, `stockade run` adds the launcher's own start (a second static binary), "
-  "writing the request, spawning and waiting; bubblewrap's cost is namespace and mount "
-  "set-up, which grows with `--unshare-all`.")
+  "dynamic build, and entering at the C `main` skips std's runtime set-up. "
+  "`opt-level = \"s\"` and a non-PIE build were considered: the first shrank the runner "
+  "by 3% and its page faults by about one, not measurable in time; the second would give "
+  "up ASLR for the runner, so it is not used. What would cut the seccomp cost without "
+  "weakening it: one filter instead of two or three, dispatching on the system call "
+  "number by binary search instead of a linear chain (shorter to translate, JIT and "
+  "emulate, and faster on every system call).")
+e2e_note = ("- End to end, `stockade run` adds to the runner the launcher's own start (a "
+            "second static binary), writing the request and status file, spawning and "
+            "waiting; bubblewrap's cost is namespace and mount set-up, which grows with "
+            "`--unshare-all`.")
+if bwrap_ua and seccomp_cost:
+    ours = med(e2e["stockade run (workspace-write)"])
+    e2e_note += (f" Without the seccomp layer's {signed_ms(seccomp_cost['workspace-write'])} "
+                 f"`stockade run` would be {bwrap_ua / (ours - seccomp_cost['workspace-write']):.2f}x "
+                 "faster than `bwrap --unshare-all` here; so the 2x target is bounded by the "
+                 "seccomp layer's cost (see above for how to cut it).")
+w(e2e_note)
 w("- The medians move by tenths of a millisecond between runs on this shared 2-core "
   "machine (load average above); the \"min over bare\" columns are the steadier view.")
 w("")
