@@ -3,6 +3,7 @@
 use clap::{Args, Parser, Subcommand};
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 use stockade_policy::{Mode, PolicyRequest};
 
 #[derive(Parser, Debug)]
@@ -59,18 +60,62 @@ pub struct CommandArgs {
     pub command: Vec<OsString>,
 }
 
+/// The environment flags: the request carries the complete environment, so `confine` and
+/// `run` build it the same way (see `env.rs`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct EnvArgs {
+    /// Set NAME to VALUE in the command's environment (repeatable; applied last).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = crate::env::parse_assignment)]
+    pub env: Vec<(OsString, OsString)>,
+    /// Pass NAME through although it looks like a secret or --clear-env drops it (repeatable).
+    #[arg(long = "keep-env", value_name = "NAME")]
+    pub keep_env: Vec<OsString>,
+    /// Start from nothing but PATH, HOME, LANG, LC_*, TERM and USER.
+    #[arg(long = "clear-env")]
+    pub clear_env: bool,
+}
+
 #[derive(Args, Debug)]
 pub struct ConfineArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
     #[command(flatten)]
+    pub env: EnvArgs,
+    #[command(flatten)]
     pub command: CommandArgs,
+}
+
+/// How `stockade run` supervises the command.
+#[derive(Args, Debug, Clone)]
+pub struct SuperviseArgs {
+    /// End the command (and everything it started) after DURATION: 500ms, 30s, 2m.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+    pub timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when ending the command.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, default_value = "3s")]
+    pub grace: Duration,
+    /// Leave processes that outlive the command running (they are reported, not killed).
+    #[arg(long = "keep-background")]
+    pub keep_background: bool,
+    /// Capture both streams and print one JSON result on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// With --json: bytes of each stream kept in memory (the tail).
+    #[arg(long = "max-output", value_name = "BYTES", default_value_t = 64_000)]
+    pub max_output: usize,
+    /// With --json: bytes of each stream kept in its spill file; past this the file is deleted.
+    #[arg(long = "max-spill", value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_spill: u64,
 }
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub env: EnvArgs,
+    #[command(flatten)]
+    pub supervise: SuperviseArgs,
     #[command(flatten)]
     pub command: CommandArgs,
 }
@@ -100,5 +145,32 @@ mod tests {
         assert!(Cli::try_parse_from(["stockade", "run", "--mode", "x", "--", "ls"]).is_err());
         assert!(Cli::try_parse_from(["stockade", "run"]).is_err());
         assert!(Cli::try_parse_from(["stockade", "run", "ls"]).is_err());
+    }
+
+    #[test]
+    fn run_options_parse_with_their_defaults() {
+        let cli = Cli::try_parse_from(["stockade", "run", "--", "true"]).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!()
+        };
+        assert_eq!(args.supervise.timeout, None);
+        assert_eq!(args.supervise.grace, Duration::from_secs(3));
+        assert_eq!(args.supervise.max_output, 64_000);
+        assert_eq!(args.supervise.max_spill, 64 * 1024 * 1024);
+        let cli = Cli::try_parse_from([
+            "stockade", "run", "--timeout", "500ms", "--env", "A=b=c", "--keep-env", "X",
+            "--clear-env", "--json", "--", "true",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!()
+        };
+        assert_eq!(args.supervise.timeout, Some(Duration::from_millis(500)));
+        assert_eq!(args.env.env, vec![("A".into(), "b=c".into())]);
+        assert!(args.env.clear_env && args.supervise.json);
+        for bad in [["--timeout", "5"], ["--env", "=x"], ["--grace", "1h"]] {
+            let argv = ["stockade", "run", bad[0], bad[1], "--", "true"];
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
+        }
     }
 }
