@@ -1,6 +1,6 @@
 //! The command line of `stockade`. Parsing only: every decision is made elsewhere.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -94,6 +94,10 @@ pub struct SuperviseArgs {
     /// Time between SIGTERM and SIGKILL when ending the command.
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, default_value = "3s")]
     pub grace: Duration,
+    /// How to hold everything the command starts: a cgroup v2 group when one can be
+    /// created (auto), or a subreaper and process group.
+    #[arg(long, value_name = "KIND", value_enum, default_value_t = ContainmentChoice::Auto)]
+    pub containment: ContainmentChoice,
     /// Leave processes that outlive the command running (they are reported, not killed).
     #[arg(long = "keep-background")]
     pub keep_background: bool,
@@ -106,6 +110,17 @@ pub struct SuperviseArgs {
     /// With --json: bytes of each stream kept in its spill file; past this the file is deleted.
     #[arg(long = "max-spill", value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
     pub max_spill: u64,
+}
+
+/// Which containment `stockade run` may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ContainmentChoice {
+    /// A cgroup when one can be created, else a subreaper.
+    Auto,
+    /// A cgroup, or fail (exit 125) without running anything.
+    Cgroup,
+    /// A subreaper and process group, even where a cgroup is available.
+    Subreaper,
 }
 
 #[derive(Args, Debug)]

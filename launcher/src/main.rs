@@ -18,6 +18,7 @@ mod request_file;
 mod run;
 mod supervise;
 mod tail;
+mod terminal;
 
 use clap::Parser;
 use cli::{Cli, Command, ConfineArgs};

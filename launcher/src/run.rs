@@ -30,6 +30,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         timeout: s.timeout,
         grace: s.grace,
         keep_background: s.keep_background,
+        containment: s.containment,
         output: if s.json {
             Output::Capture {
                 max_output: s.max_output,

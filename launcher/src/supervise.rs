@@ -6,9 +6,11 @@
 //! signals that stop the launcher) and the output pipes, so memory and ordering stay
 //! simple and no thread can block the teardown.
 
+use crate::cli::ContainmentChoice;
 use crate::containment::{self, Cgroup, Member, Range};
 use crate::error::LauncherError;
 use crate::output::{Capture, Captured, SpillDir};
+use crate::terminal;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -52,6 +54,7 @@ pub struct Plan<'a> {
     pub timeout: Option<Duration>,
     pub grace: Duration,
     pub keep_background: bool,
+    pub containment: ContainmentChoice,
     pub output: Output,
     pub denial_signatures: &'a [String],
 }
@@ -92,7 +95,7 @@ fn signal_fd() -> Result<SignalFd, LauncherError> {
     SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(err)
 }
 
-fn spawn(plan: &Plan, cgroup: Option<&Cgroup>) -> std::io::Result<Child> {
+fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, foreground: bool) -> std::io::Result<Child> {
     let program = plan.argv.first().map(String::as_str).unwrap_or_default();
     let mut cmd = Command::new(program);
     cmd.args(&plan.argv[1..])
@@ -113,6 +116,9 @@ fn spawn(plan: &Plan, cgroup: Option<&Cgroup>) -> std::io::Result<Child> {
     // descriptor opened before the fork; it allocates nothing and touches no lock.
     unsafe {
         cmd.pre_exec(move || {
+            if foreground {
+                terminal::take_foreground_in_child();
+            }
             // The launcher blocks the signals it reads through its signalfd, and a blocked
             // mask survives exec: give the command a clean one.
             let mut empty: libc::sigset_t = std::mem::zeroed();
@@ -202,19 +208,31 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
     // Orphaned descendants re-parent to us, so they stay visible and get reaped.
     nix::sys::prctl::set_child_subreaper(true)
         .map_err(|e| LauncherError::Supervise(format!("cannot become a subreaper: {e}")))?;
-    let cgroup = Cgroup::create().ok();
-    let (mut child, cgroup) = match spawn(plan, cgroup.as_ref()) {
+    let foreground = terminal::owns_foreground();
+    let cgroup = match plan.containment {
+        ContainmentChoice::Subreaper => None,
+        ContainmentChoice::Auto => Cgroup::create().ok(),
+        ContainmentChoice::Cgroup => Some(Cgroup::create().map_err(|e| {
+            LauncherError::Supervise(format!("cgroup containment is unavailable: {e}"))
+        })?),
+    };
+    let (mut child, cgroup) = match spawn(plan, cgroup.as_ref(), foreground) {
         Ok(child) => (child, cgroup),
         // The command never started (the failure is before exec): try again without the
         // cgroup, which is the one extra step that can fail there.
-        Err(_) if cgroup.is_some() => {
+        Err(_) if cgroup.is_some() && plan.containment == ContainmentChoice::Auto => {
             if let Some(cg) = &cgroup {
                 cg.remove();
             }
-            let child = spawn(plan, None).map_err(|source| spawn_error(plan, source))?;
+            let child = spawn(plan, None, foreground).map_err(|source| spawn_error(plan, source))?;
             (child, None)
         }
-        Err(source) => return Err(spawn_error(plan, source)),
+        Err(source) => {
+            if let Some(cg) = &cgroup {
+                cg.remove();
+            }
+            return Err(spawn_error(plan, source));
+        }
     };
     let start = Instant::now();
     let direct = Pid::from_raw(child.id() as i32);
@@ -339,6 +357,9 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
         }
     }
     let duration = start.elapsed();
+    if foreground {
+        terminal::reclaim_foreground();
+    }
 
     // Take what is still buffered. With the range empty nobody writes any more; with
     // processes deliberately left running, take one pipe's worth and stop.

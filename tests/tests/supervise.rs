@@ -1,0 +1,260 @@
+//! `stockade run` as a supervisor: the managed range (cgroup or subreaper), timeouts,
+//! signals sent to the launcher, and exit codes. After every run that must end the
+//! command, `/proc` is searched for any process still carrying the run's tag.
+
+mod support;
+use std::process::{Command, Stdio};
+use support::*;
+
+const CONTAINMENTS: [&str; 2] = ["cgroup", "subreaper"];
+
+/// A command that leaves every kind of descendant behind: a background job, a `setsid`
+/// daemon, a double-forked orphan, and a process that ignores SIGTERM. Each is a
+/// `sleep` or loop that would outlive any test.
+const SCATTER: &str = "sleep 1000 & \
+    setsid sleep 1000 & \
+    (sleep 1000 &) ; \
+    sh -c 'trap \"\" TERM; while :; do sleep 1; done' & \
+    touch ready; \
+    sleep 1000";
+
+fn tagged_run(fx: &Fixture, tag: &str, args: &[&str], script: &str) -> Command {
+    let mut cmd = fx.stockade(["run"]);
+    cmd.args(args)
+        .args(["--", "bash", "-c", script])
+        .env("E2E_TAG", tag);
+    cmd
+}
+
+#[test]
+fn a_timeout_ends_every_kind_of_descendant_in_both_containments() {
+    for containment in CONTAINMENTS {
+        let fx = Fixture::new();
+        let tag = unique_tag("timeout");
+        let (out, json) = run_json(&mut tagged_run(
+            &fx,
+            &tag,
+            &[
+                "--json",
+                "--timeout",
+                "1s",
+                "--grace",
+                "200ms",
+                "--containment",
+                containment,
+            ],
+            SCATTER,
+        ));
+        assert_code(&out, 124);
+        assert_eq!(json["timedOut"], true, "{containment}");
+        assert_eq!(json["containment"], containment);
+        assert_eq!(json["timeoutMs"], 1000);
+        assert!(fx.ws.join("ready").exists(), "the command never got going");
+        assert_eq!(tagged_processes(&tag), vec![], "{containment}: survivors");
+    }
+}
+
+#[test]
+fn without_a_timeout_background_processes_are_reported_then_ended() {
+    for containment in CONTAINMENTS {
+        let fx = Fixture::new();
+        let tag = unique_tag("left");
+        let (out, json) = run_json(&mut tagged_run(
+            &fx,
+            &tag,
+            &["--json", "--grace", "200ms", "--containment", containment],
+            "setsid sleep 1000 & (sleep 1001 &); sh -c 'trap \"\" TERM; sleep 1002' & \
+             touch ready; exit 3",
+        ));
+        assert_code(&out, 3);
+        assert_eq!(json["timedOut"], false);
+        let left: Vec<&str> = json["leftBehind"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["command"].as_str().unwrap())
+            .collect();
+        // The orphans may not have exec'd `sleep` yet when the shell exits, so only
+        // count them: three processes were still running.
+        assert!(left.len() >= 3, "{containment}: {left:?}");
+        assert_eq!(tagged_processes(&tag), vec![], "{containment}: survivors");
+    }
+}
+
+#[test]
+fn keep_background_reports_and_leaves_them_running() {
+    // Also the positive control for the /proc search the other tests rely on.
+    let fx = Fixture::new();
+    let tag = unique_tag("keep");
+    let (out, json) = run_json(&mut tagged_run(
+        &fx,
+        &tag,
+        &["--json", "--keep-background"],
+        "setsid sleep 1000 >/dev/null 2>&1 & (exec sleep 1001 >/dev/null 2>&1 &); exit 0",
+    ));
+    assert_code(&out, 0);
+    assert!(!json["leftBehind"].as_array().unwrap().is_empty());
+    let alive = tagged_processes(&tag);
+    kill_tagged(&tag);
+    assert_eq!(alive.len(), 2, "{alive:?}");
+}
+
+#[test]
+fn a_command_that_traps_term_and_exits_zero_still_timed_out() {
+    let fx = Fixture::new();
+    let (out, json) = run_json(&mut fx.stockade([
+        "run",
+        "--json",
+        "--timeout",
+        "2s",
+        "--",
+        "bash",
+        "-c",
+        "trap 'echo trapped; exit 0' TERM; while :; do sleep 0.1; done",
+    ]));
+    assert_code(&out, 124);
+    assert_eq!(json["timedOut"], true);
+    assert_eq!(json["exitCode"], 0);
+    assert_eq!(json["signal"], serde_json::Value::Null);
+    assert_eq!(json["stdout"]["text"], "trapped\n");
+}
+
+#[test]
+fn signals_to_the_launcher_tear_the_range_down() {
+    for (sig, name) in [
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let fx = Fixture::new();
+        let tag = unique_tag("signal");
+        let child = tagged_run(&fx, &tag, &["--json", "--grace", "200ms"], SCATTER)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_file(&fx.ws.join("ready"));
+        // SAFETY: kill(2) on the pid of a child we spawned and have not yet waited for.
+        unsafe {
+            libc::kill(child.id() as i32, sig);
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_code(&out, 128 + sig);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["aborted"], name);
+        assert_eq!(json["timedOut"], false);
+        assert_eq!(tagged_processes(&tag), vec![], "{name}: survivors");
+    }
+}
+
+#[test]
+fn exit_codes_follow_the_wrapper_conventions_with_markers_last() {
+    let fx = Fixture::new();
+    let out = fx.run_sh("workspace-write", "exit 7");
+    assert_code(&out, 7);
+    assert_eq!(text(&out.stderr), "");
+
+    let out = fx.run_sh("workspace-write", "echo bye >&2; kill -KILL $$");
+    assert_code(&out, 128 + 9);
+    assert_eq!(text(&out.stderr), "bye\n[killed by signal: SIGKILL]\n");
+
+    let out = fx
+        .stockade(["run", "--timeout", "300ms", "--", "sleep", "1000"])
+        .output()
+        .unwrap();
+    assert_code(&out, 124);
+    assert_eq!(
+        text(&out.stderr),
+        "[timed out after 300ms]\n[killed by signal: SIGTERM]\n"
+    );
+
+    // Denial comes before the signal marker's place; here the command exits itself.
+    let out = fx.run_sh("read-only", "echo x > /etc/stockade-e2e; exit 4");
+    assert_code(&out, 4);
+    assert!(
+        text(&out.stderr).ends_with("Permission denied\n[sandbox: file access denied under read-only mode]\n"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    for mode in ["workspace-write", "danger-full-access"] {
+        let out = fx
+            .stockade(["run", "--mode", mode, "--", "no-such-program-e2e"])
+            .output()
+            .unwrap();
+        assert_code(&out, 127);
+        let out = fx
+            .stockade(["run", "--mode", mode, "--", "/etc/passwd"])
+            .output()
+            .unwrap();
+        assert_code(&out, 126);
+    }
+}
+
+#[test]
+fn a_runner_failure_exits_125_and_is_reported_as_such() {
+    let fx = Fixture::new();
+    // A stand-in runner that fails the way the real one does.
+    let fake = fx.root.join("fake-runner");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'stockade-runner: simulated failure' >&2\nexit 125\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (out, json) = run_json(
+        fx.stockade(["run", "--json", "--", "true"])
+            .env("STOCKADE_RUNNER", &fake),
+    );
+    assert_code(&out, 125);
+    assert_eq!(json["sandbox"]["runnerFailed"], true);
+    assert_eq!(json["exitCode"], 125);
+    // Positive control: the command's own 125, without the runner's line, is not one.
+    let (out, json) = run_json(&mut fx.stockade(["run", "--json", "--", "sh", "-c", "exit 125"]));
+    assert_code(&out, 125);
+    assert_eq!(json["sandbox"]["runnerFailed"], false);
+}
+
+#[test]
+fn auto_containment_uses_a_cgroup_here_and_cleans_it_up() {
+    let fx = Fixture::new();
+    let (out, json) = run_json(&mut fx.stockade([
+        "run",
+        "--json",
+        "--",
+        "cat",
+        "/proc/self/cgroup",
+    ]));
+    assert_code(&out, 0);
+    // This machine runs the suite as root with a cgroup v2 mount (shared/CONTEXT.md).
+    assert_eq!(json["containment"], "cgroup");
+    let text = json["stdout"]["text"].as_str().unwrap();
+    let line = text.lines().find(|l| l.starts_with("0::")).unwrap();
+    let group = line.trim_start_matches("0::");
+    assert!(group.contains("/stockade-"), "{line}");
+    // The group is removed once the range is empty.
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let mount = mounts
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[2] == "cgroup2").then(|| f[1].to_string())
+        })
+        .unwrap();
+    assert!(!std::path::Path::new(&format!("{mount}{group}")).exists());
+}
+
+#[test]
+fn bad_durations_are_refused_and_run_nothing() {
+    let fx = Fixture::new();
+    for bad in ["10", "5h", "-1s", ""] {
+        let out = fx
+            .stockade(["run", &format!("--timeout={bad}"), "--", "touch", "ran"])
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+        assert!(text(&out.stderr).contains("--timeout"), "{}", text(&out.stderr));
+        assert!(!fx.ws.join("ran").exists());
+    }
+}
