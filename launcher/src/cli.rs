@@ -173,8 +173,18 @@ mod tests {
         assert_eq!(args.supervise.max_output, 64_000);
         assert_eq!(args.supervise.max_spill, 64 * 1024 * 1024);
         let cli = Cli::try_parse_from([
-            "stockade", "run", "--timeout", "500ms", "--env", "A=b=c", "--keep-env", "X",
-            "--clear-env", "--json", "--", "true",
+            "stockade",
+            "run",
+            "--timeout",
+            "500ms",
+            "--env",
+            "A=b=c",
+            "--keep-env",
+            "X",
+            "--clear-env",
+            "--json",
+            "--",
+            "true",
         ])
         .unwrap();
         let Command::Run(args) = cli.command else {

@@ -8,19 +8,28 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
     let unit = &text[digits.len()..];
     let n: u64 = digits.parse().map_err(|_| {
-        format!("{text:?} is not a duration: expected a whole number and a unit, like 500ms, 30s or 2m")
+        format!(
+            "{text:?} is not a duration: expected a whole number and a unit, like 500ms, 30s or 2m"
+        )
     })?;
     let ms = match unit {
         "ms" => Some(n),
         "s" => n.checked_mul(1000),
         "m" => n.checked_mul(60_000),
         "" => return Err(format!("{text:?} has no unit: write {n}ms, {n}s or {n}m")),
-        _ => return Err(format!("{text:?} has an unknown unit {unit:?}: use ms, s or m")),
+        _ => {
+            return Err(format!(
+                "{text:?} has an unknown unit {unit:?}: use ms, s or m"
+            ));
+        }
     };
     // Bounded so deadlines never overflow an Instant.
     match ms {
         Some(ms) if ms <= MAX_MS => Ok(Duration::from_millis(ms)),
-        _ => Err(format!("{text:?} is too long: at most {} days", MAX_MS / 86_400_000)),
+        _ => Err(format!(
+            "{text:?} is too long: at most {} days",
+            MAX_MS / 86_400_000
+        )),
     }
 }
 

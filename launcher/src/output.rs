@@ -53,7 +53,10 @@ impl SpillDir {
 enum Spill {
     /// Everything so far fits in the tail.
     None,
-    Writing { path: PathBuf, file: File },
+    Writing {
+        path: PathBuf,
+        file: File,
+    },
     /// Past the cap (or the file failed): deleted, only the tail remains.
     Dropped,
 }

@@ -10,11 +10,11 @@ use crate::output::Captured;
 use crate::supervise::{self, Output, Plan, Settled};
 use serde::Serialize;
 use std::io::Write;
+use stockade_policy::Mode;
 use stockade_policy::classify;
 use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
-use stockade_policy::Mode;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
 pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
@@ -22,7 +22,11 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     let Confinement {
         confined,
         private_dir,
-    } = confine::confine(&args.policy.to_request(), &args.command.command, built.vars.clone())?;
+    } = confine::confine(
+        &args.policy.to_request(),
+        &args.command.command,
+        built.vars.clone(),
+    )?;
     let s = &args.supervise;
     let plan = Plan {
         argv: &confined.argv,

@@ -224,7 +224,8 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
             if let Some(cg) = &cgroup {
                 cg.remove();
             }
-            let child = spawn(plan, None, foreground).map_err(|source| spawn_error(plan, source))?;
+            let child =
+                spawn(plan, None, foreground).map_err(|source| spawn_error(plan, source))?;
             (child, None)
         }
         Err(source) => {
@@ -287,8 +288,7 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
             }
             left_behind = Some(members);
         }
-        if status.is_some() && (termination.is_none() && plan.keep_background || range.is_empty())
-        {
+        if status.is_some() && (termination.is_none() && plan.keep_background || range.is_empty()) {
             break;
         }
         let now = Instant::now();
@@ -314,7 +314,10 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
             PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
         };
         let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
-        let out_fd = out.as_ref().and_then(|s| s.pipe.as_ref()).map(|p| p.as_fd());
+        let out_fd = out
+            .as_ref()
+            .and_then(|s| s.pipe.as_ref())
+            .map(|p| p.as_fd());
         let err_fd = err.pipe.as_ref().map(|p| p.as_fd());
         fds.extend(
             [out_fd, err_fd]
@@ -363,7 +366,11 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
 
     // Take what is still buffered. With the range empty nobody writes any more; with
     // processes deliberately left running, take one pipe's worth and stop.
-    let drain = if range.is_empty() { usize::MAX } else { PUMP_READS };
+    let drain = if range.is_empty() {
+        usize::MAX
+    } else {
+        PUMP_READS
+    };
     if let Some(s) = out.as_mut() {
         s.pump(&mut buf, &mut spill, drain);
     }

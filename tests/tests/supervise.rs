@@ -172,7 +172,8 @@ fn exit_codes_follow_the_wrapper_conventions_with_markers_last() {
     let out = fx.run_sh("read-only", "echo x > /etc/stockade-e2e; exit 4");
     assert_code(&out, 4);
     assert!(
-        text(&out.stderr).ends_with("Permission denied\n[sandbox: file access denied under read-only mode]\n"),
+        text(&out.stderr)
+            .ends_with("Permission denied\n[sandbox: file access denied under read-only mode]\n"),
         "{}",
         text(&out.stderr)
     );
@@ -219,13 +220,8 @@ fn a_runner_failure_exits_125_and_is_reported_as_such() {
 #[test]
 fn auto_containment_uses_a_cgroup_here_and_cleans_it_up() {
     let fx = Fixture::new();
-    let (out, json) = run_json(&mut fx.stockade([
-        "run",
-        "--json",
-        "--",
-        "cat",
-        "/proc/self/cgroup",
-    ]));
+    let (out, json) =
+        run_json(&mut fx.stockade(["run", "--json", "--", "cat", "/proc/self/cgroup"]));
     assert_code(&out, 0);
     // This machine runs the suite as root with a cgroup v2 mount (shared/CONTEXT.md).
     assert_eq!(json["containment"], "cgroup");
@@ -254,7 +250,11 @@ fn bad_durations_are_refused_and_run_nothing() {
             .output()
             .unwrap();
         assert_code(&out, 125);
-        assert!(text(&out.stderr).contains("--timeout"), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("--timeout"),
+            "{}",
+            text(&out.stderr)
+        );
         assert!(!fx.ws.join("ran").exists());
     }
 }

@@ -184,7 +184,11 @@ pub fn tagged_processes(tag: &str) -> Vec<(i32, String)> {
     let contains = |hay: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
             continue;
         };
         let dir = entry.path();
