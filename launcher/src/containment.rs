@@ -287,11 +287,15 @@ mod tests {
     }
 
     #[test]
-    fn stat_parsing_survives_odd_command_names() {
+    fn stat_parsing_finds_our_parent_and_children() {
         let me = std::process::id() as i32;
         let stat = read_stat(me).unwrap();
-        assert_eq!(stat.state, 'R');
-        assert!(stat.ppid > 0);
-        assert!(descendants(me).is_empty() || !descendants(me).contains(&me));
+        assert_eq!(stat.ppid, nix::unistd::getppid().as_raw());
+        let mut child = std::process::Command::new("sleep").arg("100").spawn().unwrap();
+        let found = descendants(me);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found.contains(&(child.id() as i32)), "{found:?}");
+        assert!(!found.contains(&me));
     }
 }
