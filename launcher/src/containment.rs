@@ -291,7 +291,10 @@ mod tests {
         let me = std::process::id() as i32;
         let stat = read_stat(me).unwrap();
         assert_eq!(stat.ppid, nix::unistd::getppid().as_raw());
-        let mut child = std::process::Command::new("sleep").arg("100").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .unwrap();
         let found = descendants(me);
         let _ = child.kill();
         let _ = child.wait();

@@ -4,10 +4,10 @@
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
-use stockade_policy::Mode;
 use stockade_policy::guarantees::{Feature, Guarantee};
 use stockade_policy::policy::PolicyError;
 use stockade_policy::request::{EncodeError, ValidationError};
+use stockade_policy::{Mode, exit};
 
 /// Executors look for this code to tell "cannot confine here" from other failures.
 pub const SANDBOX_UNAVAILABLE: &str = "SANDBOX_UNAVAILABLE";
@@ -97,6 +97,21 @@ impl fmt::Display for LauncherError {
 }
 
 impl std::error::Error for LauncherError {}
+
+impl LauncherError {
+    /// The exit code `stockade` exits with: a program that could not be started follows
+    /// the wrapper conventions (127 not found, 126 not executable); everything else means
+    /// stockade itself failed and nothing ran (125).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            LauncherError::Spawn { source, .. } => match source.kind() {
+                io::ErrorKind::NotFound => exit::NOT_FOUND,
+                _ => exit::CANNOT_EXECUTE,
+            },
+            _ => exit::RUNNER_FAILURE,
+        }
+    }
+}
 
 impl From<PolicyError> for LauncherError {
     fn from(e: PolicyError) -> Self {

@@ -71,7 +71,7 @@ fn main() -> ExitCode {
         Ok(code) => exit_code(code),
         Err(e) => {
             eprintln!("stockade: {e}");
-            exit_code(exit::RUNNER_FAILURE)
+            exit_code(e.exit_code())
         }
     }
 }

@@ -49,21 +49,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     if let Some(dir) = private_dir {
         dir.remove();
     }
-    let settled = match settled {
-        Ok(settled) => settled,
-        // Only a raw (danger-full-access) argv can fail to start here: the runner's own
-        // not-found and cannot-execute follow the same conventions.
-        Err(LauncherError::Spawn { program, source }) if confined.enforcement.is_none() => {
-            let code = match source.kind() {
-                std::io::ErrorKind::NotFound => exit::NOT_FOUND,
-                std::io::ErrorKind::PermissionDenied => exit::CANNOT_EXECUTE,
-                _ => exit::RUNNER_FAILURE,
-            };
-            eprintln!("stockade: cannot start {program}: {source}");
-            return Ok(code);
-        }
-        Err(e) => return Err(e),
-    };
+    let settled = settled?;
     let verdict = judge(&settled, &confined);
     let code = exit_code(&settled, &verdict);
     if s.json {

@@ -243,3 +243,47 @@ pub fn run_json(cmd: &mut Command) -> (Output, serde_json::Value) {
     });
     (out, json)
 }
+
+/// A valid read-only request running `sh -c SCRIPT` in the fixture's workspace, with a
+/// minimal environment.
+pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest {
+    use stockade_policy::guarantees::Enforcement;
+    use stockade_policy::{Mode, Policy};
+    stockade_policy::LaunchRequest {
+        argv: vec!["sh".into(), "-c".into(), script.into()],
+        cwd: fx.ws.clone(),
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        policy: Policy {
+            mode: Mode::WorkspaceWrite,
+            workspace: fx.ws.clone(),
+            writable_roots: Vec::new(),
+            tmpdir: None,
+        },
+        enforcement: Enforcement::Full,
+    }
+}
+
+/// Writes raw request bytes as a private (0600) file in the fixture and returns its path.
+pub fn write_request_bytes(fx: &Fixture, name: &str, bytes: &[u8]) -> PathBuf {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = fx.root.join(name);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+    path
+}
+
+/// Runs `stockade-runner --request PATH` directly, as an executor would.
+pub fn run_request(path: &Path) -> Output {
+    Command::new(runner_bin())
+        .arg("--request")
+        .arg(path)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}

@@ -1,0 +1,216 @@
+//! `stockade confine` and `stockade run` as an executor sees them.
+
+mod support;
+use support::*;
+
+#[test]
+fn confine_prints_the_contract_and_its_argv_runs_later_in_another_process() {
+    let fx = Fixture::new();
+    let v = fx.confine(&[
+        "--mode",
+        "workspace-write",
+        "--",
+        "sh",
+        "-c",
+        "echo hi > made; echo done",
+    ]);
+    assert_eq!(v["mode"], "workspace-write");
+    assert_eq!(v["enforcement"], "full");
+    assert_eq!(v["denialSignatures"][0], "permission denied");
+    assert_eq!(
+        v["runnerFailureRules"][0]["allowedExitCodes"],
+        serde_json::json!([125])
+    );
+    assert_eq!(
+        v["runnerFailureRules"][0]["fatalSignatures"],
+        serde_json::json!(["stockade-runner: "])
+    );
+    let argv = v["argv"].as_array().unwrap();
+    assert_eq!(argv.len(), 3);
+    assert_eq!(
+        argv[0],
+        runner_bin().canonicalize().unwrap().to_str().unwrap()
+    );
+    assert_eq!(argv[1], "--request");
+    let request = std::path::PathBuf::from(argv[2].as_str().unwrap());
+    assert!(request.starts_with(fx.runtime.join("stockade")));
+    // The request file is private.
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(request.metadata().unwrap().mode() & 0o777, 0o600);
+    assert_eq!(
+        request.parent().unwrap().metadata().unwrap().mode() & 0o777,
+        0o700
+    );
+    // Nothing has run yet.
+    assert!(!fx.ws.join("made").exists());
+    let out = spawn_argv(&v);
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "done\n");
+    assert!(fx.ws.join("made").exists());
+    // And it is confined: the same argv shape denies outside writes.
+    let target = fx.outside.join("x");
+    let v = fx.confine(&["--", "sh", "-c", &format!("echo > {}", target.display())]);
+    let out = spawn_argv(&v);
+    assert_code(&out, 2);
+    assert!(text(&out.stderr).contains("Permission denied"));
+    assert!(!target.exists());
+}
+
+#[test]
+fn danger_full_access_confine_returns_the_raw_command_and_writes_nothing() {
+    let fx = Fixture::new();
+    let v = fx.confine(&["--mode", "danger-full-access", "--", "echo", "raw"]);
+    assert_eq!(v["argv"], serde_json::json!(["echo", "raw"]));
+    assert!(v.get("enforcement").is_none());
+    assert_eq!(v["denialSignatures"], serde_json::json!([]));
+    assert!(fx.leftover_requests().is_empty());
+}
+
+#[test]
+fn a_missing_workspace_fails_with_125_names_it_and_runs_nothing() {
+    let fx = Fixture::new();
+    let marker = fx.outside.join("ran");
+    let missing = fx.root.join("no-such-ws");
+    for sub in ["run", "confine"] {
+        let out = fx
+            .stockade([sub, "--workspace"])
+            .arg(&missing)
+            .args(["--", "sh", "-c", &format!("touch {}", marker.display())])
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+        assert!(
+            text(&out.stderr).contains("no-such-ws"),
+            "{}",
+            text(&out.stderr)
+        );
+        assert!(out.stdout.is_empty());
+        assert!(!marker.exists());
+    }
+    assert!(fx.leftover_requests().is_empty());
+    // Likewise a --writable root that does not exist.
+    let out = fx
+        .stockade(["run", "--writable"])
+        .arg(fx.root.join("nope"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(text(&out.stderr).contains("writable root"));
+}
+
+/// `stockade ARGS` with Landlock masked from the kernel (see `no-landlock`).
+fn without_landlock(fx: &Fixture, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(bin("no-landlock"))
+        .arg(stockade_bin())
+        .args(args)
+        .current_dir(&fx.ws)
+        .env("STOCKADE_RUNNER", runner_bin())
+        .env("XDG_RUNTIME_DIR", &fx.runtime)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn without_landlock_confined_modes_are_refused_and_nothing_runs() {
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    let touch = format!("touch {}", marker.display());
+    // Positive control: with Landlock, the same command runs.
+    assert_code(&fx.run_sh("workspace-write", &touch), 0);
+    assert!(marker.exists());
+    std::fs::remove_file(&marker).unwrap();
+
+    for mode in ["read-only", "workspace-write"] {
+        for sub in ["confine", "run"] {
+            let out = without_landlock(&fx, &[sub, "--mode", mode, "--", "sh", "-c", &touch]);
+            assert_code(&out, 125);
+            let err = text(&out.stderr);
+            assert!(err.contains("SANDBOX_UNAVAILABLE"), "{err}");
+            assert!(err.contains(mode), "{err}");
+            assert!(out.stdout.is_empty());
+            assert!(!marker.exists(), "{sub} {mode} ran unconfined");
+        }
+    }
+    assert!(
+        fx.leftover_requests().is_empty(),
+        "a refused confine wrote a request"
+    );
+    // danger-full-access needs no Landlock.
+    let out = without_landlock(
+        &fx,
+        &[
+            "run",
+            "--mode",
+            "danger-full-access",
+            "--",
+            "sh",
+            "-c",
+            &touch,
+        ],
+    );
+    assert_code(&out, 0);
+    assert!(marker.exists());
+}
+
+#[test]
+fn the_runner_refuses_a_request_when_the_kernel_cannot_confine() {
+    let fx = Fixture::new();
+    let marker = fx.outside.join("ran");
+    let v = fx.confine(&[
+        "--mode",
+        "read-only",
+        "--",
+        "sh",
+        "-c",
+        &format!("touch {}", marker.display()),
+    ]);
+    let argv: Vec<String> = v["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().into())
+        .collect();
+    let out = std::process::Command::new(bin("no-landlock"))
+        .args(&argv)
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    let line = runner_failure_line(&out);
+    assert!(
+        line.contains("unavailable") || line.contains("landlock"),
+        "{line}"
+    );
+    assert!(!marker.exists());
+}
+
+#[test]
+fn run_exits_with_the_commands_code_or_128_plus_signal() {
+    let fx = Fixture::new();
+    for mode in ["read-only", "workspace-write", "danger-full-access"] {
+        assert_code(&fx.run_sh(mode, "exit 3"), 3);
+        assert_code(&fx.run_sh(mode, "kill -TERM $$"), 128 + 15);
+        let out = fx
+            .stockade(["run", "--mode", mode, "--", "no-such-program-xyz"])
+            .output()
+            .unwrap();
+        assert_code(&out, 127);
+    }
+    // An ordinary failure is not reported as a denial.
+    let out = fx.run_sh("read-only", "ls /no/such/path");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!text(&out.stderr).contains("sandbox denied"));
+}
+
+#[test]
+fn run_leaves_no_request_directories_behind() {
+    let fx = Fixture::new();
+    assert_code(&fx.run_sh("workspace-write", "true"), 0);
+    assert_code(&fx.run_sh("read-only", "exit 4"), 4);
+    assert!(
+        fx.leftover_requests().is_empty(),
+        "{:?}",
+        fx.leftover_requests()
+    );
+}

@@ -1,0 +1,196 @@
+//! How the runner takes a launch request: every decode and trust failure is named, exits
+//! 125 with one `stockade-runner: ` line, and runs nothing; a request runs at most once.
+
+mod support;
+use std::os::unix::fs::PermissionsExt;
+use stockade_policy::request::{FORMAT_VERSION, MAX_REQUEST_BYTES};
+use support::*;
+
+/// A request whose command leaves a marker in the workspace, so "ran nothing" is
+/// checkable.
+fn marked(fx: &Fixture) -> (Vec<u8>, std::path::PathBuf) {
+    let marker = fx.ws.join("ran");
+    let req = request_for(fx, &format!("echo once >> {}", marker.display()));
+    (req.encode().unwrap(), marker)
+}
+
+#[track_caller]
+fn refused(fx: &Fixture, path: &std::path::Path, marker: &std::path::Path, needle: &str) {
+    let out = run_request(path);
+    assert_code(&out, 125);
+    let line = runner_failure_line(&out);
+    assert!(line.contains(needle), "expected {needle:?} in {line:?}");
+    assert!(out.stdout.is_empty());
+    assert!(!marker.exists(), "a refused request ran its command");
+    let _ = fx;
+}
+
+#[test]
+fn a_valid_request_runs_once_and_cannot_be_replayed() {
+    let fx = Fixture::new();
+    let (bytes, marker) = marked(&fx);
+    let path = write_request_bytes(&fx, "req", &bytes);
+    let out = run_request(&path);
+    assert_code(&out, 0);
+    assert!(out.stderr.is_empty() && out.stdout.is_empty());
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "once\n");
+    assert!(!path.exists(), "the request was not consumed");
+    // Replay: refused, and the command did not run a second time.
+    let out = run_request(&path);
+    assert_code(&out, 125);
+    assert!(runner_failure_line(&out).contains("cannot be replayed"));
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "once\n");
+}
+
+#[test]
+fn each_decode_error_is_named_and_runs_nothing() {
+    let fx = Fixture::new();
+    let (good, marker) = marked(&fx);
+
+    let mut bad_magic = good.clone();
+    bad_magic[0] ^= 0xff;
+    let mut bad_version = good.clone();
+    bad_version[8..10].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    let truncated = good[..good.len() - 3].to_vec();
+    let mut trailing = good.clone();
+    trailing.extend_from_slice(b"extra");
+    let mut corrupt = good.clone();
+    for b in &mut corrupt[14..] {
+        *b = 0xff;
+    }
+    let oversized = vec![0u8; MAX_REQUEST_BYTES + 10];
+
+    let cases: [(&str, Vec<u8>, &str); 7] = [
+        ("magic", bad_magic, "bad magic"),
+        ("version", bad_version, "format version"),
+        ("truncated", truncated, "truncated"),
+        ("trailing", trailing, "trailing bytes"),
+        ("corrupt", corrupt, "corrupt"),
+        ("oversized", oversized, "too large"),
+        ("empty", Vec::new(), "truncated"),
+    ];
+    for (name, bytes, needle) in cases {
+        let path = write_request_bytes(&fx, name, &bytes);
+        refused(&fx, &path, &marker, needle);
+        assert!(
+            !path.exists(),
+            "{name}: an undecodable request must still be consumed"
+        );
+    }
+}
+
+#[test]
+fn each_validation_error_is_named_and_runs_nothing() {
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    let script = format!("echo once >> {}", marker.display());
+    type Edit = fn(&mut stockade_policy::LaunchRequest);
+    let cases: [(&str, Edit, &str); 5] = [
+        ("argv", |r| r.argv.clear(), "empty argv"),
+        (
+            "cwd",
+            |r| r.cwd = "relative/dir".into(),
+            "not an absolute path",
+        ),
+        (
+            "envname",
+            |r| r.env.push(("A=B".into(), "x".into())),
+            "contains '='",
+        ),
+        ("envnul", |r| r.env.push(("A".into(), "x\0y".into())), "NUL"),
+        (
+            "argnul",
+            |r| r.argv.push("a\0b".into()),
+            "argv[3] contains a NUL",
+        ),
+    ];
+    for (name, edit, needle) in cases {
+        let mut req = request_for(&fx, &script);
+        edit(&mut req);
+        let path = write_request_bytes(&fx, name, &req.encode().unwrap());
+        refused(&fx, &path, &marker, needle);
+    }
+}
+
+#[test]
+fn untrusted_files_are_refused() {
+    let fx = Fixture::new();
+    let (good, marker) = marked(&fx);
+
+    // Readable by group.
+    let open = write_request_bytes(&fx, "open", &good);
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o640)).unwrap();
+    refused(&fx, &open, &marker, "mode 0640");
+
+    // Owned by another user (we are root in CI; chown needs it).
+    let foreign = write_request_bytes(&fx, "foreign", &good);
+    let c = std::ffi::CString::new(foreign.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    let rc = unsafe { libc::chown(c.as_ptr(), 65534, 65534) };
+    assert_eq!(rc, 0, "these tests run as root (CI does)");
+    refused(&fx, &foreign, &marker, "owned by uid 65534");
+    assert!(foreign.exists(), "a foreign file is not ours to remove");
+
+    // A symlink to a valid request is not followed.
+    let target = write_request_bytes(&fx, "target", &good);
+    let link = fx.root.join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    refused(&fx, &link, &marker, "symbolic link");
+    assert!(target.exists());
+
+    // A directory and a FIFO are not regular files (and the FIFO must not hang).
+    let dir = fx.root.join("dir");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    refused(&fx, &dir, &marker, "not a regular file");
+    let fifo = fx.root.join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    refused(&fx, &fifo, &marker, "not a regular file");
+
+    // Missing.
+    refused(&fx, &fx.root.join("absent"), &marker, "does not exist");
+
+    // Positive control: the same bytes in a private file we own run.
+    let ok = write_request_bytes(&fx, "ok", &good);
+    assert_code(&run_request(&ok), 0);
+    assert!(marker.exists());
+}
+
+#[test]
+fn explain_shows_a_request_without_consuming_it() {
+    let fx = Fixture::new();
+    let (good, marker) = marked(&fx);
+    let path = write_request_bytes(&fx, "req", &good);
+    let out = std::process::Command::new(runner_bin())
+        .arg("--explain")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let shown = text(&out.stdout);
+    assert!(
+        shown.contains("the runner would accept this request"),
+        "{shown}"
+    );
+    assert!(shown.contains("mode:        workspace-write"), "{shown}");
+    assert!(shown.contains("full access beneath"), "{shown}");
+    assert!(shown.contains(&fx.ws.display().to_string()), "{shown}");
+    assert!(path.exists(), "--explain consumed the request");
+    assert!(!marker.exists(), "--explain ran the command");
+    // And the request still runs afterwards.
+    assert_code(&run_request(&path), 0);
+    assert!(marker.exists());
+
+    // An untrusted file is shown with the reason it would be refused.
+    let open = write_request_bytes(&fx, "open", &good);
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = std::process::Command::new(runner_bin())
+        .arg("--explain")
+        .arg(&open)
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(text(&out.stdout).contains("would refuse this file"));
+}
