@@ -156,11 +156,25 @@ impl Range {
         }
     }
 
-    /// Removes what the containment created. Only meaningful once the range is empty.
+    /// Removes what the containment created. Processes still in the range (kept with
+    /// `--keep-background`) are handed back to the launcher's own group first, so no
+    /// group of ours is left behind.
     pub fn release(&self) {
-        if let Some(cg) = &self.cgroup
-            && self.is_empty()
-        {
+        let Some(cg) = &self.cgroup else {
+            return;
+        };
+        if let Some(parent) = cg.dir.parent() {
+            // A member may fork while it is moved: a few rounds catch its children.
+            for _ in 0..10 {
+                if self.is_empty() {
+                    break;
+                }
+                for pid in read_pids(&cg.dir.join("cgroup.procs")) {
+                    let _ = write_file(&parent.join("cgroup.procs"), pid.to_string().as_bytes());
+                }
+            }
+        }
+        if self.is_empty() {
             cg.remove();
         }
     }

@@ -375,9 +375,7 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
         s.pump(&mut buf, &mut spill, drain);
     }
     err.pump(&mut buf, &mut spill, drain);
-    if range.is_empty() {
-        range.release();
-    }
+    range.release();
     let denial_seen = err.capture.signature_seen();
     let stdout = out.map(|s| s.capture.finish());
     let stderr = err.capture.finish();

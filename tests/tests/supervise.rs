@@ -95,8 +95,28 @@ fn keep_background_reports_and_leaves_them_running() {
     assert_code(&out, 0);
     assert!(!json["leftBehind"].as_array().unwrap().is_empty());
     let alive = tagged_processes(&tag);
+    // They are handed back out of the run's cgroup, which is removed.
+    let groups: Vec<String> = alive
+        .iter()
+        .map(|(pid, _)| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default())
+        .collect();
     kill_tagged(&tag);
+    assert!(
+        groups.iter().all(|g| !g.contains("/stockade-")),
+        "{groups:?}"
+    );
     assert_eq!(alive.len(), 2, "{alive:?}");
+}
+
+fn cgroup2_mount() -> String {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    mounts
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[2] == "cgroup2").then(|| f[1].to_string())
+        })
+        .unwrap()
 }
 
 #[test]
@@ -230,15 +250,7 @@ fn auto_containment_uses_a_cgroup_here_and_cleans_it_up() {
     let group = line.trim_start_matches("0::");
     assert!(group.contains("/stockade-"), "{line}");
     // The group is removed once the range is empty.
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    let mount = mounts
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            (f[2] == "cgroup2").then(|| f[1].to_string())
-        })
-        .unwrap();
-    assert!(!std::path::Path::new(&format!("{mount}{group}")).exists());
+    assert!(!std::path::Path::new(&format!("{}{group}", cgroup2_mount())).exists());
 }
 
 #[test]
