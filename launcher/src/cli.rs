@@ -11,7 +11,7 @@ use stockade_policy::{Mode, PolicyRequest};
     name = "stockade",
     version,
     about = "Run commands confined by Landlock: stockade confine | run",
-    after_help = "Exit codes: the command's own code; 125 stockade or its runner failed (nothing ran); \
+    after_help = "Exit codes: the command's own code; 124 timed out; 125 stockade or its runner failed (nothing ran); \
 126 the program could not be executed; 127 the program was not found; 128+N killed by signal N.\n\
 The runner is looked up in $STOCKADE_RUNNER, then next to this executable."
 )]
@@ -24,7 +24,8 @@ pub struct Cli {
 pub enum Command {
     /// Write a launch request for CMD and print the ConfinedArgv JSON an executor spawns.
     Confine(ConfineArgs),
-    /// Run CMD confined, passing stdin, stdout and stderr straight through.
+    /// Run CMD confined and supervised: everything it starts is ended with it; output
+    /// passes through (or is captured with --json).
     Run(RunArgs),
 }
 

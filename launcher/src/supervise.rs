@@ -274,6 +274,8 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
     let mut buf = vec![0u8; 64 * 1024];
     let terminate = |range: &Range| {
         range.signal(Signal::SIGTERM);
+        // A stopped process would only see SIGTERM once continued (as `timeout` does).
+        range.signal(Signal::SIGCONT);
         Some(Termination {
             kill_at: Instant::now() + plan.grace,
         })

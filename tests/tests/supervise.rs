@@ -270,3 +270,82 @@ fn bad_durations_are_refused_and_run_nothing() {
         assert!(!fx.ws.join("ran").exists());
     }
 }
+
+#[test]
+fn a_command_reading_the_terminal_gets_its_foreground() {
+    // The command leads its own process group; if it were left in the background of
+    // the launcher's terminal, reading it would stop the command (SIGTTIN) and only the
+    // timeout would end it.
+    let fx = Fixture::new();
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the integers we pass; the name,
+    // termios and window size pointers are null, which it accepts.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: both descriptors were just created by openpty and are owned only here.
+    let (mut master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    };
+    master.write_all(b"hello\n").unwrap();
+    let mut cmd = fx.stockade([
+        "run",
+        "--timeout",
+        "30s",
+        "--grace",
+        "100ms",
+        "--",
+        "sh",
+        "-c",
+        "read line; echo got:$line",
+    ]);
+    cmd.stdin(Stdio::from(slave));
+    // SAFETY: runs in the forked child before exec; setsid and ioctl are
+    // async-signal-safe system calls that touch no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            // A new session whose controlling terminal is the pty on stdin, with the
+            // launcher's group in the foreground, as a login shell would set it up.
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "got:hello\n");
+}
+
+#[test]
+fn a_stopped_command_is_continued_so_it_sees_sigterm() {
+    let fx = Fixture::new();
+    let (out, json) = run_json(&mut fx.stockade([
+        "run",
+        "--json",
+        "--timeout",
+        "300ms",
+        "--grace",
+        "60s",
+        "--",
+        "bash",
+        "-c",
+        "kill -STOP $$; echo resumed",
+    ]));
+    assert_code(&out, 124);
+    // SIGTERM did its job: no SIGKILL was needed after the grace period.
+    assert_eq!(json["signal"], "SIGTERM");
+}
