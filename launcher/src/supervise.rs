@@ -290,7 +290,10 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
             }
             left_behind = Some(members);
         }
-        if status.is_some() && (termination.is_none() && plan.keep_background || range.is_empty()) {
+        // Settled: the direct child exited and the range is empty, or what is left was
+        // deliberately kept (and nobody asked to end it).
+        let kept = plan.keep_background && termination.is_none();
+        if status.is_some() && (kept || range.is_empty()) {
             break;
         }
         let now = Instant::now();
