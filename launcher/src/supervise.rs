@@ -139,18 +139,31 @@ fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, foreground: bool) -> std::io::Res
 }
 
 /// Reaps every exited child (orphans re-parent to us), keeping the direct child's status.
-fn reap(direct: Pid, status: &mut Option<WaitStatus>) {
+/// Returns whether the direct child was seen to stop (job control).
+fn reap(direct: Pid, status: &mut Option<WaitStatus>) -> bool {
+    let mut stopped = false;
     loop {
-        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) | Err(_) => return,
+        match waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
+            Ok(WaitStatus::StillAlive) | Err(_) => return stopped,
             Ok(s @ (WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _))) => {
                 if pid == direct {
                     *status = Some(s);
                 }
             }
+            Ok(WaitStatus::Stopped(pid, _)) => stopped |= pid == direct,
             Ok(_) => {}
         }
     }
+}
+
+/// The command was stopped from its terminal (Ctrl-Z): stop the launcher too, so the
+/// user's shell sees its job stopped, and when the shell continues us (`fg`), give the
+/// terminal back to the command and continue it.
+fn follow_job_stop(direct: Pid) {
+    terminal::reclaim_foreground();
+    let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+    terminal::give_foreground(direct);
+    let _ = nix::sys::signal::killpg(direct, Signal::SIGCONT);
 }
 
 fn set_nonblocking(fd: &impl AsRawFd) {
@@ -282,7 +295,9 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
     };
 
     loop {
-        reap(direct, &mut status);
+        if reap(direct, &mut status) && foreground && status.is_none() && termination.is_none() {
+            follow_job_stop(direct);
+        }
         if status.is_some() && left_behind.is_none() {
             let members = range.members();
             if !members.is_empty() && !plan.keep_background && termination.is_none() {

@@ -6,7 +6,7 @@
 //! as a shell does for a job, and taken back afterwards.
 
 use nix::sys::signal::{SigSet, Signal};
-use nix::unistd::{getpgrp, isatty, tcgetpgrp, tcsetpgrp};
+use nix::unistd::{Pid, getpgrp, isatty, tcgetpgrp, tcsetpgrp};
 use std::io::stdin;
 
 /// Whether stdin is a terminal whose foreground process group is the launcher's.
@@ -34,9 +34,21 @@ pub unsafe fn take_foreground_in_child() {
 
 /// Takes the terminal's foreground back for the launcher's group.
 pub fn reclaim_foreground() {
+    block_ttou();
+    let _ = tcsetpgrp(stdin(), getpgrp());
+}
+
+/// Gives the terminal's foreground to the command's group `pgid` again (after the
+/// launcher was continued).
+pub fn give_foreground(pgid: Pid) {
+    block_ttou();
+    let _ = tcsetpgrp(stdin(), pgid);
+}
+
+/// A background group changing the foreground gets SIGTTOU unless it blocks it. Blocked
+/// for good: the launcher never reads the terminal and writes to it only its markers.
+fn block_ttou() {
     let mut ttou = SigSet::empty();
     ttou.add(Signal::SIGTTOU);
-    // Blocked for good: the launcher only writes its markers and exits after this.
     let _ = ttou.thread_block();
-    let _ = tcsetpgrp(stdin(), getpgrp());
 }

@@ -271,12 +271,13 @@ fn bad_durations_are_refused_and_run_nothing() {
     }
 }
 
-#[test]
-fn a_command_reading_the_terminal_gets_its_foreground() {
-    // The command leads its own process group; if it were left in the background of
-    // the launcher's terminal, reading it would stop the command (SIGTTIN) and only the
-    // timeout would end it.
-    let fx = Fixture::new();
+/// Makes a new pty the controlling terminal and stdin of `cmd`, with `cmd` leading the
+/// foreground process group, as a login shell would set it up; `input` is already typed.
+/// Returns the pty's master side, which must stay open while `cmd` runs.
+fn on_a_terminal(cmd: &mut Command, input: &[u8]) -> std::fs::File {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    use std::os::unix::process::CommandExt;
     let (mut master, mut slave) = (-1, -1);
     // SAFETY: openpty writes two descriptors into the integers we pass; the name,
     // termios and window size pointers are null, which it accepts.
@@ -290,9 +291,6 @@ fn a_command_reading_the_terminal_gets_its_foreground() {
         )
     };
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    use std::io::Write;
-    use std::os::fd::FromRawFd;
-    use std::os::unix::process::CommandExt;
     // SAFETY: both descriptors were just created by openpty and are owned only here.
     let (mut master, slave) = unsafe {
         (
@@ -300,7 +298,27 @@ fn a_command_reading_the_terminal_gets_its_foreground() {
             std::os::fd::OwnedFd::from_raw_fd(slave),
         )
     };
-    master.write_all(b"hello\n").unwrap();
+    master.write_all(input).unwrap();
+    cmd.stdin(Stdio::from(slave));
+    // SAFETY: runs in the forked child before exec; setsid and ioctl are
+    // async-signal-safe system calls that touch no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    master
+}
+
+#[test]
+fn a_command_reading_the_terminal_gets_its_foreground() {
+    // The command leads its own process group; if it were left in the background of
+    // the launcher's terminal, reading it would stop the command (SIGTTIN) and only the
+    // timeout would end it.
+    let fx = Fixture::new();
     let mut cmd = fx.stockade([
         "run",
         "--timeout",
@@ -312,22 +330,50 @@ fn a_command_reading_the_terminal_gets_its_foreground() {
         "-c",
         "read line; echo got:$line",
     ]);
-    cmd.stdin(Stdio::from(slave));
-    // SAFETY: runs in the forked child before exec; setsid and ioctl are
-    // async-signal-safe system calls that touch no memory of ours.
-    unsafe {
-        cmd.pre_exec(|| {
-            // A new session whose controlling terminal is the pty on stdin, with the
-            // launcher's group in the foreground, as a login shell would set it up.
-            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    let _master = on_a_terminal(&mut cmd, b"hello\n");
     let out = cmd.output().unwrap();
     assert_code(&out, 0);
     assert_eq!(text(&out.stdout), "got:hello\n");
+}
+
+#[test]
+fn a_command_stopped_from_its_terminal_stops_the_launcher_until_continued() {
+    // Ctrl-Z stops the terminal's foreground group, which is the command's: the
+    // launcher follows, so the user's shell sees its job stopped, and `fg` resumes both.
+    let fx = Fixture::new();
+    let mut cmd = fx.stockade([
+        "run",
+        "--timeout",
+        "60s",
+        "--grace",
+        "100ms",
+        "--",
+        "sh",
+        "-c",
+        "kill -TSTP $$; echo resumed",
+    ]);
+    let _master = on_a_terminal(&mut cmd, b"");
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut status = 0;
+    // SAFETY: waitpid on our own child, writing into a local integer.
+    let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+    assert_eq!(rc, pid);
+    assert!(
+        libc::WIFSTOPPED(status),
+        "stockade was not stopped: {status:#x}"
+    );
+    // SAFETY: kill(2) on our own (stopped) child.
+    unsafe {
+        libc::kill(pid, libc::SIGCONT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "resumed\n");
 }
 
 #[test]
