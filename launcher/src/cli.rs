@@ -10,7 +10,7 @@ use stockade_policy::{Mode, PolicyRequest};
 #[command(
     name = "stockade",
     version,
-    about = "Run commands confined by Landlock: stockade confine | run",
+    about = "Run commands confined by Landlock: stockade confine | run | classify",
     after_help = "Exit codes: the command's own code; 124 timed out; 125 stockade or its runner failed (nothing ran); \
 126 the program could not be executed; 127 the program was not found; 128+N killed by signal N.\n\
 The runner is looked up in $STOCKADE_RUNNER, then next to this executable."
@@ -27,6 +27,9 @@ pub enum Command {
     /// Run CMD confined and supervised: everything it starts is ended with it; output
     /// passes through (or is captured with --json).
     Run(RunArgs),
+    /// Classify a settled process spawned from a ConfinedArgv: print one JSON verdict and
+    /// remove the private directory (see docs/provider-contract.md).
+    Classify(ClassifyArgs),
 }
 
 /// The policy flags every subcommand that takes a policy shares.
@@ -136,6 +139,28 @@ pub struct RunArgs {
     pub command: CommandArgs,
 }
 
+#[derive(Args, Debug)]
+pub struct ClassifyArgs {
+    /// The ConfinedArgv JSON `stockade confine` printed (a file, or - for stdin).
+    #[arg(long, value_name = "FILE|-")]
+    pub confined: PathBuf,
+    /// The process's exit code.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(i32).range(0..=255),
+        required_unless_present = "signal",
+        conflicts_with = "signal"
+    )]
+    pub exit_code: Option<i32>,
+    /// The signal that killed the process (SIGKILL, KILL or 9).
+    #[arg(long, value_name = "NAME")]
+    pub signal: Option<String>,
+    /// The process's collected stderr (a file, or - for stdin) [default: empty].
+    #[arg(long, value_name = "FILE|-")]
+    pub stderr: Option<PathBuf>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +223,22 @@ mod tests {
             let argv = ["stockade", "run", bad[0], bad[1], "--", "true"];
             assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn classify_takes_exactly_one_of_exit_code_and_signal() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(
+                ["stockade", "classify", "--confined", "-"]
+                    .iter()
+                    .chain(args),
+            )
+        };
+        assert!(parse(&["--exit-code", "3"]).is_ok());
+        assert!(parse(&["--signal", "SIGKILL", "--stderr", "f"]).is_ok());
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["--exit-code", "3", "--signal", "KILL"]).is_err());
+        assert!(parse(&["--exit-code", "256"]).is_err());
+        assert!(parse(&["--exit-code", "-1"]).is_err());
     }
 }

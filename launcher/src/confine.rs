@@ -8,9 +8,11 @@ use crate::probe;
 use crate::request_file::PrivateDir;
 use std::ffi::OsString;
 use std::path::Path;
-use stockade_policy::confined::ConfinedArgv;
+use stockade_policy::confined::StatusChannel;
+use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{denial_signatures, runner_failure_rules};
-use stockade_policy::guarantees::{self, Verdict};
+use stockade_policy::grants;
+use stockade_policy::guarantees::{self, Guarantee, KernelFacts, Verdict};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
@@ -25,6 +27,17 @@ fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError
     s.to_str()
         .map(str::to_string)
         .ok_or(LauncherError::NotUtf8 { what })
+}
+
+/// The channel actually offered. Below Landlock ABI 3 truncation is not confined, so a
+/// command could empty the status file by path and pass a failed exit off as a runner
+/// that never started: the file is then not trustworthy, and the channel is in-band.
+fn status_channel(placed: StatusChannel, facts: &KernelFacts) -> StatusChannel {
+    if Guarantee::Truncate.needs().available(facts) {
+        placed
+    } else {
+        StatusChannel::InBand
+    }
 }
 
 /// Prepares `command` to run under `policy` with environment `env`.
@@ -42,11 +55,14 @@ pub fn confine(
             .collect::<Result<_, _>>()?;
         return Ok(Confinement {
             confined: ConfinedArgv {
+                contract: CONTRACT_VERSION,
                 argv,
                 enforcement: None,
                 denial_signatures: denial_signatures(mode),
                 runner_failure_rules: runner_failure_rules(mode),
                 mode,
+                status_path: None,
+                status_channel: None,
             },
             private_dir: None,
         });
@@ -55,7 +71,8 @@ pub fn confine(
     let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
     let tmpdir = env::get(&env, "TMPDIR").map(Path::new);
     let resolved = policy.resolve(&cwd, tmpdir)?;
-    let enforcement = match guarantees::verdict(mode, &probe::kernel_facts()) {
+    let facts = probe::kernel_facts();
+    let enforcement = match guarantees::verdict(mode, &facts) {
         Verdict::Confined(e) => e,
         Verdict::Unavailable { missing } => {
             return Err(LauncherError::Unavailable { mode, missing });
@@ -65,19 +82,23 @@ pub fn confine(
     let runner = locate::runner()?;
     let runner = utf8(runner.as_os_str(), "the runner path")?;
 
+    let dir = PrivateDir::create(&grants::writable_roots(&resolved))?;
+    let status_path = dir.status_path();
     let request = LaunchRequest {
         argv: command.to_vec(),
         cwd,
         env,
         policy: resolved,
         enforcement,
+        status_path: Some(status_path.clone()),
     };
-    request.validate().map_err(LauncherError::Invalid)?;
-    let dir = PrivateDir::create()?;
-    let written = dir
-        .write_request(&request)
-        .and_then(|p| utf8(p.as_os_str(), "the request path"));
-    let request_path = match written {
+    let written = request
+        .validate()
+        .map_err(LauncherError::Invalid)
+        .and_then(|()| dir.write_request(&request))
+        .and_then(|p| utf8(p.as_os_str(), "the request path"))
+        .and_then(|r| Ok((r, utf8(status_path.as_os_str(), "the status path")?)));
+    let (request_path, status_path) = match written {
         Ok(p) => p,
         Err(e) => {
             dir.remove();
@@ -86,12 +107,41 @@ pub fn confine(
     };
     Ok(Confinement {
         confined: ConfinedArgv {
+            contract: CONTRACT_VERSION,
             argv: vec![runner, "--request".to_string(), request_path],
             enforcement: Some(enforcement),
             denial_signatures: denial_signatures(mode),
             runner_failure_rules: runner_failure_rules(mode),
             mode,
+            status_path: Some(status_path),
+            status_channel: Some(status_channel(dir.channel(), &facts)),
         },
         private_dir: Some(dir),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_channel_is_in_band_where_truncation_is_not_confined() {
+        let abi = |n| KernelFacts { landlock_abi: n };
+        for n in [1, 2] {
+            assert_eq!(
+                status_channel(StatusChannel::OutOfBand, &abi(n)),
+                StatusChannel::InBand
+            );
+        }
+        for n in [3, 5, 7] {
+            assert_eq!(
+                status_channel(StatusChannel::OutOfBand, &abi(n)),
+                StatusChannel::OutOfBand
+            );
+            assert_eq!(
+                status_channel(StatusChannel::InBand, &abi(n)),
+                StatusChannel::InBand
+            );
+        }
+    }
 }

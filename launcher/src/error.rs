@@ -50,6 +50,18 @@ pub enum LauncherError {
     /// The supervisor cannot do its job (signals, polling).
     Supervise(String),
     CurrentDir(io::Error),
+    /// An input of `classify` cannot be read.
+    ReadInput {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// The ConfinedArgv given to `classify` is not usable.
+    BadConfined(String),
+    /// `--signal` names no signal.
+    BadSignal(String),
+    /// Our own stdout is gone.
+    WriteOutput(io::Error),
 }
 
 impl fmt::Display for LauncherError {
@@ -92,6 +104,19 @@ impl fmt::Display for LauncherError {
             LauncherError::CurrentDir(e) => {
                 write!(f, "cannot determine the current directory: {e}")
             }
+            LauncherError::ReadInput { what, path, source } => {
+                write!(
+                    f,
+                    "cannot read the {what} from {}: {source}",
+                    path.display()
+                )
+            }
+            LauncherError::BadConfined(e) => write!(f, "--confined: {e}"),
+            LauncherError::BadSignal(s) => write!(
+                f,
+                "--signal {s:?} is not a signal name (like SIGKILL or KILL) or number"
+            ),
+            LauncherError::WriteOutput(e) => write!(f, "cannot write to stdout: {e}"),
         }
     }
 }

@@ -1,10 +1,12 @@
 //! `stockade`: the executor-facing side of the sandbox.
 //!
 //! - `confine` writes a launch request and prints the ConfinedArgv JSON;
-//! - `run` confines, spawns and waits, passing the command's streams through.
+//! - `run` confines, spawns and waits, passing the command's streams through;
+//! - `classify` prints the verdict on a settled process spawned from a ConfinedArgv.
 //!
 //! Every failure of stockade itself prints one `stockade: ` line and exits 125.
 
+mod classify;
 mod cli;
 mod confine;
 mod containment;
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Confine(args) => confine_command(args),
         Command::Run(args) => run::run(args),
+        Command::Classify(args) => classify::run(args),
     };
     match result {
         Ok(code) => exit_code(code),

@@ -25,8 +25,30 @@ impl SpillDir {
         if let Some(p) = &self.path {
             return Ok(p.clone());
         }
-        let base = request_file::base_dir();
-        request_file::ensure_base(&base)?;
+        // The first usable base directory of the request files (a private area the
+        // caller already trusts). Confined commands cannot write there in practice, and
+        // the random 0700 directory keeps everyone else out.
+        let candidates = request_file::base_candidates();
+        let mut last = None;
+        let base = candidates
+            .into_iter()
+            .find(|b| match request_file::ensure_base(b) {
+                Ok(()) => true,
+                Err(e) => {
+                    last = Some(e);
+                    false
+                }
+            });
+        let base = match (base, last) {
+            (Some(b), _) => b,
+            (None, Some(e)) => return Err(e),
+            (None, None) => {
+                return Err(LauncherError::PrivateDir {
+                    path: std::env::temp_dir(),
+                    reason: "no usable private directory".into(),
+                });
+            }
+        };
         let dir = tempfile::Builder::new()
             .prefix("out-")
             .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))

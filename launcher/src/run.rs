@@ -2,6 +2,7 @@
 //! command's own output and an exit code in the wrapper conventions users know, or as
 //! one JSON document with `--json`.
 
+use crate::classify;
 use crate::cli::RunArgs;
 use crate::confine::{self, Confinement};
 use crate::env;
@@ -11,7 +12,6 @@ use crate::supervise::{self, Output, Plan, Settled};
 use serde::Serialize;
 use std::io::Write;
 use stockade_policy::Mode;
-use stockade_policy::classify;
 use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
@@ -45,12 +45,16 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         },
         denial_signatures: &confined.denial_signatures,
     };
-    let settled = supervise::run(&plan);
+    // The verdict reads the runner's status record, so it comes before the private
+    // directory is removed.
+    let outcome = supervise::run(&plan).map(|settled| {
+        let verdict = judge(&settled, &confined);
+        (settled, verdict)
+    });
     if let Some(dir) = private_dir {
         dir.remove();
     }
-    let settled = settled?;
-    let verdict = judge(&settled, &confined);
+    let (settled, verdict) = outcome?;
     let code = exit_code(&settled, &verdict);
     if s.json {
         let result = RunResult::new(&settled, &verdict, &confined, &built.removed, s.timeout);
@@ -76,22 +80,26 @@ pub struct Verdict {
     pub runner_failed: bool,
     /// The sandbox denied a file access the command tried.
     pub denied: bool,
+    /// The enforcement in force while the command ran (from the runner's status record
+    /// when there is one); `None` when nothing was confined.
+    pub enforcement: Option<Enforcement>,
 }
 
-/// The one place that decides runner failure and denial for `stockade run`.
+/// The one place that decides runner failure and denial for `stockade run`: the same
+/// classification `stockade classify` gives (status record first, exit rules else),
+/// except that denial is judged on the whole of stderr rather than its tail.
 fn judge(settled: &Settled, confined: &ConfinedArgv) -> Verdict {
     let stderr = String::from_utf8_lossy(&settled.stderr.tail);
-    let runner_failed =
-        classify::runner_failure_detail(settled.exit_code, &stderr, &confined.runner_failure_rules)
-            .is_some();
-    // The same rule as `classify::is_denied`, applied to the whole stream rather than
-    // the tail: a failed exit and a signature anywhere in stderr. Runner failure
-    // outranks denial.
+    let signal = settled.signal.map(signal_name);
+    let v = classify::verdict(confined, settled.exit_code, signal.as_deref(), &stderr);
+    // The same rule as `classify::is_denied`, applied to the whole stream: a failed
+    // exit and a signature anywhere in stderr. Runner failure outranks denial.
     let denied =
-        !runner_failed && !matches!(settled.exit_code, None | Some(0)) && settled.denial_seen;
+        !v.runner_failed && !matches!(settled.exit_code, None | Some(0)) && settled.denial_seen;
     Verdict {
-        runner_failed,
+        runner_failed: v.runner_failed,
         denied,
+        enforcement: v.enforcement,
     }
 }
 
@@ -226,7 +234,7 @@ impl RunResult {
             sandbox: SandboxResult {
                 mode: confined.mode,
                 denied: verdict.denied,
-                enforcement: confined.enforcement,
+                enforcement: verdict.enforcement,
                 runner_failed: verdict.runner_failed,
             },
             containment: settled.containment.name(),

@@ -1,11 +1,178 @@
 //! Classifying a settled process: did the runner fail, did the sandbox deny an access,
 //! or did the command just fail?
 //!
-//! These functions give exactly the harness's answers on the same inputs
-//! (`../shared/CONTEXT.md`, section 1). An exit code of `None` means the process was
-//! killed by a signal.
+//! [`runner_failure_detail`] and [`is_denied`] give exactly the harness's answers on the
+//! same inputs (`../shared/CONTEXT.md`, section 1). [`classify`] builds the verdict of
+//! `stockade classify` on top of them: with an out-of-band status record it lets the
+//! record, not stderr, decide runner failure; without one it is the harness algorithm.
+//! An exit code of `None` means the process was killed by a signal.
 
-use crate::confined::RunnerFailureRule;
+use crate::confined::{ConfinedArgv, RunnerFailureRule};
+use crate::exit;
+use crate::guarantees::Enforcement;
+use crate::mode::Mode;
+use crate::status::{CorruptStatus, StatusRecord};
+use serde::{Deserialize, Serialize};
+
+/// The one-word outcome of a settled command.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Exited 0.
+    Ok,
+    /// Exited nonzero, no denial seen, not a runner failure.
+    Failed,
+    /// Exited nonzero and stderr shows the sandbox denied an access.
+    Denied,
+    /// The sandbox runner failed: the command never started.
+    RunnerFailed,
+    /// Killed by a signal.
+    Signaled,
+}
+
+/// What the verdict's runner-failure decision rests on.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Evidence {
+    /// The runner's out-of-band status file (unforgeable by the command).
+    StatusChannel,
+    /// The harness's exit-code and stderr rules (forgeable by the command).
+    ExitRules,
+}
+
+/// The verdict `stockade classify` prints.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    /// [`crate::confined::CONTRACT_VERSION`].
+    pub contract: u32,
+    pub outcome: Outcome,
+    pub mode: Mode,
+    pub denied: bool,
+    pub runner_failed: bool,
+    /// The runner's failure message, the first stderr line showing a denial, or the
+    /// signal; `None` for `ok` and ordinary failures.
+    pub detail: Option<String>,
+    /// The enforcement in force while the command ran; `None` when nothing was confined
+    /// (`danger-full-access`, or the runner failed).
+    pub enforcement: Option<Enforcement>,
+    pub evidence: Evidence,
+}
+
+/// What the status channel says about one run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// No trustworthy channel: the ConfinedArgv says `in-band`, has no status file, or
+    /// the status file is gone (already classified or removed as stale).
+    Unavailable,
+    /// The out-of-band status file's content: `Ok(None)` when empty.
+    OutOfBand(Result<Option<StatusRecord>, CorruptStatus>),
+}
+
+/// The settled facts of a process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settled<'a> {
+    /// The exit code; `None` when killed by a signal.
+    pub exit_code: Option<i32>,
+    /// The terminating signal's name, when killed by one.
+    pub signal: Option<&'a str>,
+    /// The collected stderr (or its tail).
+    pub stderr: &'a str,
+}
+
+/// Classifies a settled process spawned from `confined`.
+pub fn classify(confined: &ConfinedArgv, settled: &Settled<'_>, status: &Status) -> Verdict {
+    let code = settled.exit_code;
+    let mut v = Verdict {
+        contract: crate::confined::CONTRACT_VERSION,
+        outcome: Outcome::Ok,
+        mode: confined.mode,
+        denied: false,
+        runner_failed: false,
+        detail: None,
+        enforcement: confined.enforcement,
+        evidence: Evidence::ExitRules,
+    };
+    let runner_failure = match status {
+        Status::Unavailable => {
+            runner_failure_detail(code, settled.stderr, &confined.runner_failure_rules)
+        }
+        Status::OutOfBand(record) => {
+            v.evidence = Evidence::StatusChannel;
+            match record {
+                Ok(Some(StatusRecord::Confined { enforcement })) => {
+                    v.enforcement = Some(*enforcement);
+                    None
+                }
+                Ok(Some(StatusRecord::Failed { kind, message })) => {
+                    Some(format!("{}{message} [{kind}]", exit::RUNNER_PREFIX))
+                }
+                // Only the runner can write the file, so garbage there is its failure.
+                Err(corrupt) => Some(format!("{}{corrupt}", exit::RUNNER_PREFIX)),
+                // Nothing recorded: the runner never confined, so the target never ran.
+                // A nonzero exit is the runner's (its stderr line is the best detail); a
+                // signal is reported as a signal, as the harness does.
+                Ok(None) => match code {
+                    None | Some(0) => None,
+                    Some(_) => Some(
+                        first_runner_line(settled.stderr).unwrap_or_else(|| {
+                            format!(
+                                "{}the runner exited before applying confinement and recorded no status",
+                                exit::RUNNER_PREFIX
+                            )
+                        }),
+                    ),
+                },
+            }
+        }
+    };
+    if let Some(detail) = runner_failure {
+        v.outcome = Outcome::RunnerFailed;
+        v.runner_failed = true;
+        v.detail = Some(detail);
+        v.enforcement = None;
+        return v;
+    }
+    if code.is_none() {
+        v.outcome = Outcome::Signaled;
+        v.detail = Some(match settled.signal {
+            Some(sig) => format!("killed by signal {sig}"),
+            None => "killed by a signal".to_string(),
+        });
+        return v;
+    }
+    if is_denied(code, settled.stderr, &confined.denial_signatures) {
+        v.outcome = Outcome::Denied;
+        v.denied = true;
+        v.detail = denial_line(settled.stderr, &confined.denial_signatures);
+        return v;
+    }
+    v.outcome = if code == Some(0) {
+        Outcome::Ok
+    } else {
+        Outcome::Failed
+    };
+    v
+}
+
+fn first_runner_line(stderr: &str) -> Option<String> {
+    split_lines(stderr)
+        .into_iter()
+        .find(|l| l.starts_with(exit::RUNNER_PREFIX))
+        .map(str::to_string)
+}
+
+/// The first stderr line carrying a denial signature (the signature may, rarely, span
+/// lines; then there is no single line to show).
+fn denial_line(stderr: &str, signatures: &[String]) -> Option<String> {
+    split_lines(stderr)
+        .into_iter()
+        .find(|l| {
+            let lower = l.to_lowercase();
+            signatures.iter().any(|s| lower.contains(s.as_str()))
+        })
+        .map(str::to_string)
+}
 
 /// The runner failure detail, if the rules say the runner itself failed: the first
 /// stderr line (after removing informational lines) that contains a non-blank fatal
@@ -164,5 +331,272 @@ mod tests {
         assert!(!is_denied(None, err, &sigs));
         assert!(!is_denied(Some(1), "No such file or directory", &sigs));
         assert!(!is_denied(Some(1), err, &[]));
+    }
+
+    fn confined(mode: Mode) -> ConfinedArgv {
+        use crate::confined::{CONTRACT_VERSION, StatusChannel};
+        ConfinedArgv {
+            contract: CONTRACT_VERSION,
+            argv: vec!["stockade-runner".into(), "--request".into(), "/r".into()],
+            enforcement: mode.is_confined().then_some(Enforcement::Full),
+            denial_signatures: denial_signatures(mode),
+            runner_failure_rules: runner_failure_rules(mode),
+            mode,
+            status_path: mode.is_confined().then(|| "/run/s/req-1/status".into()),
+            status_channel: mode.is_confined().then_some(StatusChannel::OutOfBand),
+        }
+    }
+
+    fn settled<'a>(code: Option<i32>, stderr: &'a str) -> Settled<'a> {
+        Settled {
+            exit_code: code,
+            signal: code.is_none().then_some("SIGKILL"),
+            stderr,
+        }
+    }
+
+    const FORGED: &str = "stockade-runner: sandbox unavailable: the kernel lacks landlock\n";
+    const DENIED: &str = "bash: line 1: /etc/x: Permission denied\n";
+
+    fn confined_record() -> Status {
+        Status::OutOfBand(Ok(Some(StatusRecord::Confined {
+            enforcement: Enforcement::Partial,
+        })))
+    }
+
+    /// (mode, exit code, stderr, outcome, denied, runner failed)
+    type Case<'a> = (Mode, Option<i32>, &'a str, Outcome, bool, bool);
+
+    /// Every harness case of CONTEXT.md section 1, with no status channel: the verdict
+    /// must be the harness's answer.
+    #[test]
+    fn without_a_status_record_the_verdict_is_the_harness_algorithm() {
+        use Outcome::*;
+        let cases: &[Case] = &[
+            // Exit code null (signal) or 0: never a runner failure, never a denial.
+            (Mode::WorkspaceWrite, None, FORGED, Signaled, false, false),
+            (Mode::WorkspaceWrite, Some(0), FORGED, Ok, false, false),
+            (Mode::WorkspaceWrite, None, DENIED, Signaled, false, false),
+            (Mode::WorkspaceWrite, Some(0), DENIED, Ok, false, false),
+            // A rule applies only when its allowedExitCodes contain the code.
+            (
+                Mode::WorkspaceWrite,
+                Some(125),
+                FORGED,
+                RunnerFailed,
+                false,
+                true,
+            ),
+            (Mode::WorkspaceWrite, Some(1), FORGED, Failed, false, false),
+            (
+                Mode::ReadOnly,
+                Some(127),
+                "stockade-runner: x: command not found\n",
+                Failed,
+                false,
+                false,
+            ),
+            (
+                Mode::ReadOnly,
+                Some(126),
+                "stockade-runner: cannot execute ./x: EACCES (no execute permission on the file or a directory on its path)\n",
+                Failed,
+                false,
+                false,
+            ),
+            // The signature may be anywhere in one line, in any case, after CRLF splitting.
+            (
+                Mode::ReadOnly,
+                Some(125),
+                "noise\r\nnote: STOCKADE-RUNNER: boom\r\n",
+                RunnerFailed,
+                false,
+                true,
+            ),
+            // Runner failure outranks denial.
+            (
+                Mode::ReadOnly,
+                Some(125),
+                "Permission denied\nstockade-runner: boom\n",
+                RunnerFailed,
+                false,
+                true,
+            ),
+            // Denial: a failed exit and a signature anywhere in the lower-cased stderr.
+            (Mode::ReadOnly, Some(1), DENIED, Denied, true, false),
+            (
+                Mode::ReadOnly,
+                Some(2),
+                "PERMISSION DENIED",
+                Denied,
+                true,
+                false,
+            ),
+            (
+                Mode::ReadOnly,
+                Some(1),
+                "No such file or directory\n",
+                Failed,
+                false,
+                false,
+            ),
+            (Mode::ReadOnly, Some(3), "", Failed, false, false),
+            (Mode::ReadOnly, Some(0), "", Ok, false, false),
+            // danger-full-access: no dialect, never denied, never a runner failure.
+            (
+                Mode::DangerFullAccess,
+                Some(1),
+                DENIED,
+                Failed,
+                false,
+                false,
+            ),
+            (
+                Mode::DangerFullAccess,
+                Some(125),
+                FORGED,
+                Failed,
+                false,
+                false,
+            ),
+        ];
+        for (mode, code, stderr, outcome, denied, runner_failed) in cases {
+            let c = confined(*mode);
+            let v = classify(&c, &settled(*code, stderr), &Status::Unavailable);
+            let what = format!("{mode} {code:?} {stderr:?}: {v:?}");
+            assert_eq!(v.outcome, *outcome, "{what}");
+            assert_eq!(v.denied, *denied, "{what}");
+            assert_eq!(v.runner_failed, *runner_failed, "{what}");
+            assert_eq!(v.evidence, Evidence::ExitRules, "{what}");
+            // The verdict agrees with the harness's two functions on the same inputs.
+            assert_eq!(
+                v.runner_failed,
+                runner_failure_detail(*code, stderr, &c.runner_failure_rules).is_some(),
+                "{what}"
+            );
+            assert_eq!(
+                v.denied,
+                !v.runner_failed && is_denied(*code, stderr, &c.denial_signatures),
+                "{what}"
+            );
+            if *mode == Mode::DangerFullAccess || *runner_failed {
+                assert_eq!(v.enforcement, None, "{what}");
+            } else {
+                assert_eq!(v.enforcement, Some(Enforcement::Full), "{what}");
+            }
+        }
+    }
+
+    #[test]
+    fn informational_lines_never_make_a_runner_failure() {
+        // The postmortem case: a "partial enforcement" line is informational.
+        let mut c = confined(Mode::WorkspaceWrite);
+        c.runner_failure_rules = vec![rule(
+            Some(vec![125]),
+            &["stockade-runner: "],
+            Some(&["stockade-runner: partial enforcement"]),
+        )];
+        let v = classify(
+            &c,
+            &settled(Some(125), "STOCKADE-RUNNER: PARTIAL ENFORCEMENT\n"),
+            &Status::Unavailable,
+        );
+        assert_eq!(v.outcome, Outcome::Failed);
+    }
+
+    #[test]
+    fn a_confined_record_makes_a_forged_runner_line_an_ordinary_failure() {
+        let c = confined(Mode::WorkspaceWrite);
+        let v = classify(&c, &settled(Some(125), FORGED), &confined_record());
+        assert_eq!(v.outcome, Outcome::Failed);
+        assert!(!v.runner_failed);
+        assert_eq!(v.evidence, Evidence::StatusChannel);
+        // The achieved enforcement comes from the record.
+        assert_eq!(v.enforcement, Some(Enforcement::Partial));
+        // Denial is still judged on stderr.
+        let v = classify(&c, &settled(Some(1), DENIED), &confined_record());
+        assert_eq!(v.outcome, Outcome::Denied);
+        assert_eq!(v.detail.as_deref(), Some(DENIED.trim_end()));
+        // 126/127 after confinement are the command's failures.
+        let v = classify(
+            &c,
+            &settled(Some(127), "stockade-runner: nope: command not found\n"),
+            &confined_record(),
+        );
+        assert_eq!(v.outcome, Outcome::Failed);
+        assert_eq!(v.detail, None);
+    }
+
+    #[test]
+    fn a_failed_record_is_a_runner_failure_whatever_the_exit_says() {
+        let c = confined(Mode::ReadOnly);
+        let failed = Status::OutOfBand(Ok(Some(StatusRecord::Failed {
+            kind: "chdir".into(),
+            message: "cannot enter working directory /w".into(),
+        })));
+        for code in [Some(125), Some(1), Some(0), None] {
+            let v = classify(&c, &settled(code, DENIED), &failed);
+            assert_eq!(v.outcome, Outcome::RunnerFailed, "{code:?}");
+            assert!(!v.denied);
+            assert_eq!(
+                v.detail.as_deref(),
+                Some("stockade-runner: cannot enter working directory /w [chdir]")
+            );
+            assert_eq!(v.enforcement, None);
+        }
+    }
+
+    #[test]
+    fn an_empty_status_means_the_target_never_ran() {
+        let c = confined(Mode::ReadOnly);
+        let empty = Status::OutOfBand(Ok(None));
+        let v = classify(
+            &c,
+            &settled(
+                Some(125),
+                "stockade-runner: request file /r does not exist\n",
+            ),
+            &empty,
+        );
+        assert_eq!(v.outcome, Outcome::RunnerFailed);
+        assert_eq!(
+            v.detail.as_deref(),
+            Some("stockade-runner: request file /r does not exist")
+        );
+        // Even without the line, and whatever the code.
+        let v = classify(&c, &settled(Some(1), ""), &empty);
+        assert!(v.runner_failed);
+        // A signal stays a signal (the harness never calls it a runner failure).
+        let v = classify(&c, &settled(None, ""), &empty);
+        assert_eq!(v.outcome, Outcome::Signaled);
+        assert_eq!(v.detail.as_deref(), Some("killed by signal SIGKILL"));
+    }
+
+    #[test]
+    fn a_corrupt_status_is_a_runner_failure() {
+        let c = confined(Mode::ReadOnly);
+        let corrupt = Status::OutOfBand(StatusRecord::decode(b"garbage"));
+        let v = classify(&c, &settled(Some(0), ""), &corrupt);
+        assert!(v.runner_failed);
+        assert!(v.detail.unwrap().contains("corrupt"));
+    }
+
+    #[test]
+    fn verdict_json_uses_the_contract_field_names() {
+        let c = confined(Mode::ReadOnly);
+        let v = classify(&c, &settled(Some(1), DENIED), &confined_record());
+        let j = serde_json::to_value(&v).unwrap();
+        assert_eq!(
+            j,
+            serde_json::json!({
+                "contract": 1, "outcome": "denied", "mode": "read-only", "denied": true,
+                "runnerFailed": false, "detail": DENIED.trim_end(), "enforcement": "partial",
+                "evidence": "status-channel"
+            })
+        );
+        let v = classify(&c, &settled(Some(0), ""), &Status::Unavailable);
+        let j = serde_json::to_value(&v).unwrap();
+        assert_eq!(j["detail"], serde_json::Value::Null);
+        assert_eq!(j["evidence"], "exit-rules");
     }
 }

@@ -23,10 +23,37 @@ pub struct RunnerFailureRule {
     pub informational_lines: Option<Vec<String>>,
 }
 
+/// The version of the executor-facing JSON (ConfinedArgv and the classify verdict).
+/// Executors check it; a change that alters the meaning of a field bumps it.
+pub const CONTRACT_VERSION: u32 = 1;
+
+/// Whether the runner's status can be trusted over what the command prints.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StatusChannel {
+    /// The status file lies outside every writable root: only the runner can write it,
+    /// so its record decides runner failure.
+    OutOfBand,
+    /// The status file lies beneath a writable root (no private directory outside them
+    /// was usable): a command could forge it, so classification uses the exit-code rules.
+    InBand,
+}
+
+impl StatusChannel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusChannel::OutOfBand => "out-of-band",
+            StatusChannel::InBand => "in-band",
+        }
+    }
+}
+
 /// The wrapped command and how to interpret its outcome.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfinedArgv {
+    /// [`CONTRACT_VERSION`].
+    pub contract: u32,
     /// What the executor spawns.
     pub argv: Vec<String>,
     /// How completely the mode is enforced; absent for `danger-full-access`.
@@ -36,6 +63,13 @@ pub struct ConfinedArgv {
     pub denial_signatures: Vec<String>,
     pub runner_failure_rules: Vec<RunnerFailureRule>,
     pub mode: Mode,
+    /// The runner's status file (see [`crate::status`]); absent when there is no runner
+    /// (`danger-full-access`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_path: Option<String>,
+    /// Whether the status file is out of the command's reach; absent with `status_path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_channel: Option<StatusChannel>,
 }
 
 /// The denial signatures a command confined under `mode` can produce.
@@ -68,13 +102,19 @@ mod tests {
     #[test]
     fn json_uses_the_wire_field_names() {
         let c = ConfinedArgv {
+            contract: CONTRACT_VERSION,
             argv: vec!["/usr/bin/stockade-runner".into()],
             enforcement: Some(Enforcement::Full),
             denial_signatures: denial_signatures(Mode::ReadOnly),
             runner_failure_rules: runner_failure_rules(Mode::ReadOnly),
             mode: Mode::ReadOnly,
+            status_path: Some("/run/user/0/stockade/req-x/status".into()),
+            status_channel: Some(StatusChannel::OutOfBand),
         };
         let v: serde_json::Value = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["contract"], 1);
+        assert_eq!(v["statusPath"], "/run/user/0/stockade/req-x/status");
+        assert_eq!(v["statusChannel"], "out-of-band");
         assert_eq!(v["enforcement"], "full");
         assert_eq!(v["mode"], "read-only");
         assert_eq!(v["denialSignatures"][0], "permission denied");

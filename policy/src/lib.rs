@@ -18,6 +18,7 @@
 //! - [`request`]: the launch request the launcher writes and the runner consumes, its
 //!   binary file format and its validation.
 //! - [`confined`]: the ConfinedArgv contract handed to executors.
+//! - [`status`]: the runner's out-of-band status record.
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
 //! - [`environment`]: which of the caller's environment variables reach a command.
 //! - [`exit`]: reserved exit codes and the runner failure prefix.
@@ -31,6 +32,7 @@ pub mod guarantees;
 pub mod mode;
 pub mod policy;
 pub mod request;
+pub mod status;
 
 pub use mode::Mode;
 pub use policy::{Policy, PolicyRequest};

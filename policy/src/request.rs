@@ -50,6 +50,9 @@ pub struct LaunchRequest {
     /// The enforcement the launcher reported to the executor. The runner refuses to
     /// start the target when the kernel gives less, so the report is never a lie.
     pub enforcement: Enforcement,
+    /// The status file the runner reports to (see [`crate::status`]), absolute; `None`
+    /// when the launcher provides no status channel.
+    pub status_path: Option<PathBuf>,
 }
 
 /// Why request bytes could not be decoded.
@@ -135,6 +138,8 @@ pub enum ValidationError {
     NulInEnv { name: String },
     RelativePolicyPath { path: PathBuf },
     NulInPolicyPath,
+    RelativeStatusPath { path: PathBuf },
+    NulInStatusPath,
 }
 
 impl fmt::Display for ValidationError {
@@ -165,6 +170,12 @@ impl fmt::Display for ValidationError {
             ValidationError::NulInPolicyPath => {
                 f.write_str("request policy path contains a NUL byte")
             }
+            ValidationError::RelativeStatusPath { path } => {
+                write!(f, "request status path {} is not absolute", path.display())
+            }
+            ValidationError::NulInStatusPath => {
+                f.write_str("request status path contains a NUL byte")
+            }
         }
     }
 }
@@ -182,6 +193,7 @@ struct Body {
     writable_roots: Vec<Vec<u8>>,
     tmpdir: Option<Vec<u8>>,
     enforcement: Enforcement,
+    status_path: Option<Vec<u8>>,
 }
 
 fn bytes(p: &std::path::Path) -> Vec<u8> {
@@ -219,6 +231,7 @@ impl LaunchRequest {
                 .collect(),
             tmpdir: self.policy.tmpdir.as_deref().map(bytes),
             enforcement: self.enforcement,
+            status_path: self.status_path.as_deref().map(bytes),
         };
         let encoded = bincode::serde::encode_to_vec(&body, bincode::config::standard())
             .map_err(|e| EncodeError::Bincode(e.to_string()))?;
@@ -294,6 +307,7 @@ impl LaunchRequest {
                 tmpdir: body.tmpdir.map(path),
             },
             enforcement: body.enforcement,
+            status_path: body.status_path.map(path),
         })
     }
 
@@ -337,6 +351,16 @@ impl LaunchRequest {
                 return Err(ValidationError::RelativePolicyPath { path: path.clone() });
             }
         }
+        if let Some(status) = &self.status_path {
+            if status.as_os_str().as_bytes().contains(&0) {
+                return Err(ValidationError::NulInStatusPath);
+            }
+            if !status.is_absolute() {
+                return Err(ValidationError::RelativeStatusPath {
+                    path: status.clone(),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -374,6 +398,7 @@ mod tests {
                 tmpdir: Some("/var/tmp".into()),
             },
             enforcement: Enforcement::Full,
+            status_path: Some("/run/user/0/stockade/req-1/status".into()),
         }
     }
 
@@ -510,6 +535,16 @@ mod tests {
         check(
             &|r| r.policy.writable_roots.push("rel".into()),
             ValidationError::RelativePolicyPath { path: "rel".into() },
+        );
+        check(
+            &|r| r.status_path = Some("status".into()),
+            ValidationError::RelativeStatusPath {
+                path: "status".into(),
+            },
+        );
+        check(
+            &|r| r.status_path = Some(PathBuf::from(OsString::from_vec(b"/s\0".to_vec()))),
+            ValidationError::NulInStatusPath,
         );
     }
 

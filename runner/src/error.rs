@@ -81,6 +81,11 @@ pub enum RunnerError {
     },
     /// Landlock refused the ruleset.
     Landlock(String),
+    /// The status file cannot be opened or written.
+    Status {
+        path: PathBuf,
+        reason: String,
+    },
     /// The target does not exist (exit 127).
     NotFound {
         program: OsString,
@@ -98,6 +103,35 @@ impl RunnerError {
             RunnerError::NotFound { .. } => exit::NOT_FOUND,
             RunnerError::CannotExecute { .. } => exit::CANNOT_EXECUTE,
             _ => exit::RUNNER_FAILURE,
+        }
+    }
+
+    /// A stable identifier of the failure, written in the `failed` status record.
+    /// Executors may match on it: an identifier is never renamed or reused.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunnerError::Usage(_) => "usage",
+            RunnerError::RequestMissing { .. } => "request-missing",
+            RunnerError::RequestSymlink { .. } => "request-symlink",
+            RunnerError::RequestIo { .. } => "request-io",
+            RunnerError::RequestNotRegular { .. } => "request-not-regular",
+            RunnerError::RequestForeignOwner { .. } => "request-foreign-owner",
+            RunnerError::RequestTooOpen { .. } => "request-too-open",
+            RunnerError::RequestReplaced { .. } => "request-replaced",
+            RunnerError::RequestUnlink { .. } => "request-unlink",
+            RunnerError::Decode(_) => "request-decode",
+            RunnerError::Invalid(_) => "request-invalid",
+            RunnerError::Unconfined => "unconfined",
+            RunnerError::Chdir { .. } => "chdir",
+            RunnerError::NoNewPrivs(_) => "no-new-privs",
+            RunnerError::GrantPath { .. } => "grant-path",
+            RunnerError::GrantNotDirectory { .. } => "grant-not-directory",
+            RunnerError::Unavailable { .. } => "sandbox-unavailable",
+            RunnerError::LessThanReported { .. } => "less-than-reported",
+            RunnerError::Landlock(_) => "landlock",
+            RunnerError::Status { .. } => "status",
+            RunnerError::NotFound { .. } => "not-found",
+            RunnerError::CannotExecute { .. } => "cannot-execute",
         }
     }
 }
@@ -189,6 +223,9 @@ impl fmt::Display for RunnerError {
                 reported.as_str()
             ),
             RunnerError::Landlock(e) => write!(f, "landlock: {e}"),
+            RunnerError::Status { path, reason } => {
+                write!(f, "status file {} is unusable: {reason}", path.display())
+            }
             RunnerError::NotFound { program } => {
                 write!(f, "{}: command not found", program.to_string_lossy())
             }
@@ -199,5 +236,83 @@ impl fmt::Display for RunnerError {
                 errno_name(source)
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_kinds_are_distinct_status_record_identifiers() {
+        let io = || io::Error::from_raw_os_error(libc::ENOENT);
+        let p = || PathBuf::from("/p");
+        let all = [
+            RunnerError::Usage(String::new()),
+            RunnerError::RequestMissing { path: p() },
+            RunnerError::RequestSymlink { path: p() },
+            RunnerError::RequestIo {
+                path: p(),
+                source: io(),
+            },
+            RunnerError::RequestNotRegular { path: p() },
+            RunnerError::RequestForeignOwner {
+                path: p(),
+                owner: 1,
+                euid: 0,
+            },
+            RunnerError::RequestTooOpen {
+                path: p(),
+                mode: 0o644,
+            },
+            RunnerError::RequestReplaced { path: p() },
+            RunnerError::RequestUnlink {
+                path: p(),
+                source: io(),
+            },
+            RunnerError::Decode(DecodeError::BadMagic),
+            RunnerError::Invalid(ValidationError::EmptyArgv),
+            RunnerError::Unconfined,
+            RunnerError::Chdir {
+                cwd: p(),
+                source: io(),
+            },
+            RunnerError::NoNewPrivs(io()),
+            RunnerError::GrantPath {
+                what: "workspace root",
+                path: p(),
+                source: io(),
+            },
+            RunnerError::GrantNotDirectory {
+                what: "workspace root",
+                path: p(),
+            },
+            RunnerError::Unavailable { missing: vec![] },
+            RunnerError::LessThanReported {
+                reported: Enforcement::Full,
+            },
+            RunnerError::Landlock(String::new()),
+            RunnerError::Status {
+                path: p(),
+                reason: String::new(),
+            },
+            RunnerError::NotFound {
+                program: "x".into(),
+            },
+            RunnerError::CannotExecute {
+                program: "x".into(),
+                source: io(),
+            },
+        ];
+        let mut kinds: Vec<&str> = all.iter().map(RunnerError::kind).collect();
+        for kind in &kinds {
+            assert!(
+                kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
+                "{kind}"
+            );
+        }
+        kinds.sort();
+        kinds.dedup();
+        assert_eq!(kinds.len(), all.len());
     }
 }

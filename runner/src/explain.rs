@@ -45,6 +45,11 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
         request.enforcement.as_str()
     );
     let _ = writeln!(w, "cwd:         {}", request.cwd.display());
+    match &request.status_path {
+        Some(p) => writeln!(w, "status:      {}", p.display()),
+        None => writeln!(w, "status:      none (no status channel)"),
+    }
+    .ok();
     let _ = writeln!(w, "argv:");
     for (i, a) in request.argv.iter().enumerate() {
         let _ = writeln!(w, "  [{i}] {a:?}");

@@ -1,6 +1,8 @@
 //! `stockade-runner`: consumes one launch request, confines itself, and execs the target.
 //!
-//! Order: consume request -> chdir(cwd) -> no_new_privs -> Landlock -> execve.
+//! Order: consume request -> open status file -> chdir(cwd) -> no_new_privs -> Landlock
+//! -> `confined` status record -> execve. A failure after the status file is open also
+//! writes a `failed` record (see status.rs).
 //!
 //! Failure contract: every failure before the target starts prints exactly one stderr
 //! line beginning `stockade-runner: ` and exits 125; a target that is not found exits
@@ -12,8 +14,10 @@ mod exec;
 mod explain;
 mod request_file;
 mod ruleset;
+mod status;
 
 use error::RunnerError;
+use status::StatusFile;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
@@ -66,8 +70,8 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, Runne
 }
 
 /// Applies the request's confinement to this process. After this returns, everything
-/// this process and its descendants do is confined.
-fn confine(request: &LaunchRequest) -> Result<(), RunnerError> {
+/// this process and its descendants do is confined, with the returned enforcement.
+fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     if request.policy.mode == Mode::DangerFullAccess {
         return Err(RunnerError::Unconfined);
     }
@@ -93,7 +97,7 @@ fn confine(request: &LaunchRequest) -> Result<(), RunnerError> {
             reported: request.enforcement,
         });
     }
-    Ok(())
+    Ok(achieved)
 }
 
 fn run(path: &std::path::Path) -> RunnerError {
@@ -101,7 +105,24 @@ fn run(path: &std::path::Path) -> RunnerError {
         Ok(r) => r,
         Err(e) => return e,
     };
-    if let Err(e) = confine(&request) {
+    let status = match request.status_path.as_deref().map(StatusFile::open) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => return e,
+    };
+    let achieved = match confine(&request) {
+        Ok(achieved) => achieved,
+        Err(e) => {
+            if let Some(status) = status {
+                status.failed(&e);
+            }
+            return e;
+        }
+    };
+    // The last step before execve: from here on the target's exit facts are its own.
+    if let Some(status) = status
+        && let Err(e) = status.confined(achieved)
+    {
         return e;
     }
     exec::exec(&request)

@@ -260,6 +260,7 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
             tmpdir: None,
         },
         enforcement: Enforcement::Full,
+        status_path: None,
     }
 }
 

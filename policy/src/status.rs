@@ -1,0 +1,219 @@
+//! The out-of-band status record: how the runner tells the launcher, on a channel the
+//! confined command cannot write, whether confinement was applied.
+//!
+//! # Why
+//!
+//! Exit code 125 plus a `stockade-runner: ` stderr line is in-band: any confined command
+//! can print that line and exit 125. The status file is written only by the runner, on a
+//! descriptor the target never holds (opened close-on-exec), in a directory outside every
+//! writable root of the policy (so Landlock denies the target writing it by path). Its
+//! content therefore decides runner failure, whatever stderr claims.
+//!
+//! # Format (version 1)
+//!
+//! The file starts empty (created 0600 by `stockade confine`) and receives at most one
+//! record, written with one `write(2)`: one line of ASCII fields separated by single
+//! spaces, ending in `\n`.
+//!
+//! ```text
+//! stockade-status 1 confined ENFORCEMENT\n      ENFORCEMENT: full | partial
+//! stockade-status 1 failed KIND MESSAGE\n       KIND: [a-z0-9-]+, MESSAGE: rest of line
+//! ```
+//!
+//! - `confined`: confinement is applied and the runner is about to `execve` the target;
+//!   ENFORCEMENT is what the kernel actually gave.
+//! - `failed`: the runner failed before the target started; KIND is a stable identifier
+//!   (see the runner's `RunnerError::kind`), MESSAGE the same text as its stderr line
+//!   without the prefix (carriage returns and newlines escaped as `\r`, `\n`).
+//!
+//! An empty file means the runner never got as far as confining (it was not started,
+//! failed before it could open the file, or was killed). Anything else (two records, a
+//! partial line, unknown words, more than [`MAX_RECORD_BYTES`]) is corrupt.
+
+use crate::guarantees::Enforcement;
+use std::fmt;
+
+/// The first field of every record.
+pub const MAGIC: &str = "stockade-status";
+/// The record format version this build writes and reads.
+pub const VERSION: u32 = 1;
+/// The largest record written or accepted; longer messages are cut to fit.
+pub const MAX_RECORD_BYTES: usize = 4096;
+/// The name of the status file inside its private directory.
+pub const STATUS_FILE: &str = "status";
+
+/// One status record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StatusRecord {
+    /// Confinement applied; the target is about to be executed.
+    Confined { enforcement: Enforcement },
+    /// The runner failed before the target started.
+    Failed { kind: String, message: String },
+}
+
+/// Why a status file's content is not a record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CorruptStatus(pub String);
+
+impl fmt::Display for CorruptStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the status record is corrupt: {}", self.0)
+    }
+}
+
+impl std::error::Error for CorruptStatus {}
+
+fn valid_kind(kind: &str) -> bool {
+    !kind.is_empty()
+        && kind
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+impl StatusRecord {
+    /// The record as the bytes the runner writes. A `failed` message is escaped onto one
+    /// line and cut (at a character boundary) so the record fits [`MAX_RECORD_BYTES`].
+    pub fn encode(&self) -> Vec<u8> {
+        let line = match self {
+            StatusRecord::Confined { enforcement } => {
+                format!("{MAGIC} {VERSION} confined {}\n", enforcement.as_str())
+            }
+            StatusRecord::Failed { kind, message } => {
+                let kind = if valid_kind(kind) { kind } else { "unknown" };
+                let head = format!("{MAGIC} {VERSION} failed {kind} ");
+                let mut message = message.replace('\r', "\\r").replace('\n', "\\n");
+                let room = MAX_RECORD_BYTES - head.len() - 1;
+                if message.len() > room {
+                    let mut cut = room;
+                    while !message.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    message.truncate(cut);
+                }
+                format!("{head}{message}\n")
+            }
+        };
+        line.into_bytes()
+    }
+
+    /// Decodes a status file's whole content: `Ok(None)` for an empty file.
+    pub fn decode(bytes: &[u8]) -> Result<Option<StatusRecord>, CorruptStatus> {
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        let bad = |why: &str| Err(CorruptStatus(why.to_string()));
+        if bytes.len() > MAX_RECORD_BYTES {
+            return bad("it is longer than one record");
+        }
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            return bad("it is not UTF-8");
+        };
+        let Some(line) = text.strip_suffix('\n') else {
+            return bad("the record is incomplete (no final newline)");
+        };
+        if line.contains('\n') {
+            return bad("it holds more than one record");
+        }
+        let mut fields = line.splitn(4, ' ');
+        if fields.next() != Some(MAGIC) {
+            return bad("it does not start with the status magic");
+        }
+        match fields.next() {
+            Some(v) if v == VERSION.to_string() => {}
+            Some(v) => return Err(CorruptStatus(format!("unsupported record version {v:?}"))),
+            None => return bad("the version is missing"),
+        }
+        match (fields.next(), fields.next()) {
+            (Some("confined"), Some(rest)) => {
+                let enforcement = match rest {
+                    "full" => Enforcement::Full,
+                    "partial" => Enforcement::Partial,
+                    _ => return bad("unknown enforcement in a confined record"),
+                };
+                Ok(Some(StatusRecord::Confined { enforcement }))
+            }
+            (Some("failed"), Some(rest)) => {
+                let (kind, message) = rest.split_once(' ').unwrap_or((rest, ""));
+                if !valid_kind(kind) {
+                    return bad("invalid failure kind");
+                }
+                Ok(Some(StatusRecord::Failed {
+                    kind: kind.to_string(),
+                    message: message.to_string(),
+                }))
+            }
+            _ => bad("unknown record kind"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_have_the_documented_bytes() {
+        let confined = StatusRecord::Confined {
+            enforcement: Enforcement::Partial,
+        };
+        assert_eq!(confined.encode(), b"stockade-status 1 confined partial\n");
+        let failed = StatusRecord::Failed {
+            kind: "chdir".into(),
+            message: "cannot enter working directory /w: gone".into(),
+        };
+        assert_eq!(
+            failed.encode(),
+            b"stockade-status 1 failed chdir cannot enter working directory /w: gone\n"
+        );
+        for r in [confined, failed] {
+            assert_eq!(StatusRecord::decode(&r.encode()), Ok(Some(r)));
+        }
+        assert_eq!(StatusRecord::decode(b""), Ok(None));
+    }
+
+    #[test]
+    fn messages_stay_on_one_line_and_within_the_cap() {
+        let r = StatusRecord::Failed {
+            kind: "grant-path".into(),
+            message: format!("a\nb\r{}", "é".repeat(MAX_RECORD_BYTES)),
+        };
+        let bytes = r.encode();
+        assert!(bytes.len() <= MAX_RECORD_BYTES);
+        let Some(StatusRecord::Failed { message, .. }) = StatusRecord::decode(&bytes).unwrap()
+        else {
+            panic!()
+        };
+        assert!(message.starts_with("a\\nb\\r"));
+    }
+
+    #[test]
+    fn an_invalid_kind_is_written_as_unknown() {
+        let r = StatusRecord::Failed {
+            kind: "Bad Kind".into(),
+            message: "m".into(),
+        };
+        assert_eq!(r.encode(), b"stockade-status 1 failed unknown m\n");
+    }
+
+    #[test]
+    fn anything_but_one_complete_record_is_corrupt() {
+        for bad in [
+            &b"stockade-status 1 confined full"[..],
+            b"stockade-status 1 confined full\nstockade-status 1 confined full\n",
+            b"stockade-status 1 confined full\nstockade-status 1 failed x y\n",
+            b"stockade-status 2 confined full\n",
+            b"stockade-status 1 confined total\n",
+            b"stockade-status 1 escaped\n",
+            b"stockade-status 1 failed BAD msg\n",
+            b"stockade-runner: fake\n",
+            b"\xff\n",
+        ] {
+            assert!(
+                StatusRecord::decode(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert!(StatusRecord::decode(&vec![b'x'; MAX_RECORD_BYTES + 1]).is_err());
+    }
+}

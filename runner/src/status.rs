@@ -1,0 +1,90 @@
+//! The runner's end of the out-of-band status channel (format: `stockade_policy::status`).
+//!
+//! The status file is opened right after the request is consumed and before anything is
+//! confined: without following a symbolic link, close-on-exec (so the target never holds
+//! the descriptor), and only if it is a regular 0600 file of ours that is still empty (a
+//! status file is used once). The runner writes one record, with one `write(2)`:
+//! `confined` just before `execve`, or `failed` when it fails before that.
+//!
+//! Exit 126/127 (target not executable / not found) happen after the `confined` record:
+//! confinement was applied and the command itself could not start, which the exit code
+//! and stderr line already say. They are not runner failures and add no record.
+
+use crate::error::RunnerError;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use stockade_policy::guarantees::Enforcement;
+use stockade_policy::status::StatusRecord;
+
+/// An open status file that has not received its record yet.
+pub struct StatusFile {
+    file: File,
+    path: PathBuf,
+}
+
+impl StatusFile {
+    pub fn open(path: &Path) -> Result<StatusFile, RunnerError> {
+        let err = |reason: String| RunnerError::Status {
+            path: path.into(),
+            reason,
+        };
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+            .open(path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => err("it is a symbolic link; refusing to follow it".into()),
+                // A directory, or a FIFO nobody reads (O_NONBLOCK makes that fail, not hang).
+                Some(libc::EISDIR | libc::ENXIO) => err("it is not a regular file".into()),
+                _ => err(e.to_string()),
+            })?;
+        let meta = file.metadata().map_err(|e| err(e.to_string()))?;
+        if !meta.file_type().is_file() {
+            return Err(err("it is not a regular file".into()));
+        }
+        let euid = nix::unistd::geteuid().as_raw();
+        if meta.uid() != euid {
+            return Err(err(format!(
+                "it is owned by uid {}, not by the runner's uid {euid}",
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o077 != 0 {
+            return Err(err(format!(
+                "it has mode {:04o}; it must not be readable or writable by group or others",
+                meta.mode() & 0o7777
+            )));
+        }
+        if meta.len() != 0 {
+            return Err(err("it is not empty (a status file is used once)".into()));
+        }
+        Ok(StatusFile {
+            file,
+            path: path.into(),
+        })
+    }
+
+    fn write(mut self, record: &StatusRecord) -> Result<(), RunnerError> {
+        self.file
+            .write_all(&record.encode())
+            .map_err(|e| RunnerError::Status {
+                path: self.path.clone(),
+                reason: format!("cannot write the status record: {e}"),
+            })
+    }
+
+    /// Records that confinement is applied and the target is about to be executed.
+    pub fn confined(self, enforcement: Enforcement) -> Result<(), RunnerError> {
+        self.write(&StatusRecord::Confined { enforcement })
+    }
+
+    /// Records a runner failure. Best effort: the stderr line and exit 125 still say it.
+    pub fn failed(self, err: &RunnerError) {
+        let _ = self.write(&StatusRecord::Failed {
+            kind: err.kind().to_string(),
+            message: err.to_string(),
+        });
+    }
+}

@@ -1,0 +1,499 @@
+//! The provider contract: the runner's out-of-band status channel and `stockade classify`,
+//! against real confined processes. The central claim: a command can forge the in-band
+//! runner failure (exit 125 + a `stockade-runner: ` line) but not the status record,
+//! which the command can neither write by path (Landlock) nor through a descriptor (it
+//! never holds one). Each denial has its positive control.
+
+mod support;
+use serde_json::Value;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, SystemTime};
+use support::*;
+
+const FORGE: &str = "echo 'stockade-runner: sandbox unavailable: forged' >&2; exit 125";
+
+fn str_field(v: &Value, field: &str) -> String {
+    v[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} in {v}"))
+        .to_string()
+}
+
+fn status_path(confined: &Value) -> PathBuf {
+    PathBuf::from(str_field(confined, "statusPath"))
+}
+
+fn private_dir(confined: &Value) -> PathBuf {
+    status_path(confined).parent().unwrap().to_path_buf()
+}
+
+fn status_text(confined: &Value) -> String {
+    std::fs::read_to_string(status_path(confined)).unwrap()
+}
+
+/// `stockade classify` with the ConfinedArgv in a file and stderr given or not.
+fn classify_out(fx: &Fixture, confined: &Value, facts: &[&str], stderr: Option<&[u8]>) -> Output {
+    let file = tempfile::NamedTempFile::new_in(&fx.root).unwrap();
+    std::fs::write(file.path(), confined.to_string()).unwrap();
+    let mut args: Vec<String> = vec![
+        "classify".into(),
+        "--confined".into(),
+        file.path().display().to_string(),
+    ];
+    args.extend(facts.iter().map(|s| s.to_string()));
+    if stderr.is_some() {
+        args.extend(["--stderr".into(), "-".into()]);
+    }
+    let mut child = fx
+        .stockade(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(stderr.unwrap_or_default()).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Classifies a process spawned from `confined` that settled as `out`.
+fn classify(fx: &Fixture, confined: &Value, out: &Output) -> Value {
+    let code = out.status.code().expect("exited").to_string();
+    let res = classify_out(fx, confined, &["--exit-code", &code], Some(&out.stderr));
+    assert_code(&res, 0);
+    serde_json::from_slice(&res.stdout).expect("classify prints JSON")
+}
+
+fn sh(script: &str) -> Vec<String> {
+    vec!["--".into(), "bash".into(), "-c".into(), script.into()]
+}
+
+fn confine(fx: &Fixture, pre: &[&str], script: &str) -> Value {
+    let mut args: Vec<String> = pre.iter().map(|s| s.to_string()).collect();
+    args.extend(sh(script));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    fx.confine(&refs)
+}
+
+#[test]
+fn confine_creates_an_empty_private_status_file_outside_every_writable_root() {
+    let fx = Fixture::new();
+    for mode in ["read-only", "workspace-write"] {
+        let c = confine(&fx, &["--mode", mode], "true");
+        assert_eq!(c["contract"], 1);
+        assert_eq!(c["statusChannel"], "out-of-band", "{c}");
+        let status = status_path(&c);
+        let meta = std::fs::symlink_metadata(&status).unwrap();
+        assert!(meta.file_type().is_file());
+        assert_eq!(meta.len(), 0);
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        // Same private directory as the request, 0700, under the runtime dir.
+        let dir = private_dir(&c);
+        assert_eq!(
+            Path::new(c["argv"][2].as_str().unwrap()).parent(),
+            Some(dir.as_path())
+        );
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        assert!(dir.starts_with(fx.runtime.join("stockade")));
+        assert!(!status.starts_with(&fx.ws) && !status.starts_with("/tmp"));
+    }
+}
+
+#[test]
+fn a_confined_run_records_confined_and_classify_consumes_the_private_directory() {
+    let fx = Fixture::new();
+    let c = confine(&fx, &[], "echo out; echo err >&2");
+    let out = spawn_argv(&c);
+    assert_code(&out, 0);
+    // The runner added nothing to the target's streams, and reported out of band.
+    assert_eq!(text(&out.stdout), "out\n");
+    assert_eq!(text(&out.stderr), "err\n");
+    assert_eq!(status_text(&c), "stockade-status 1 confined full\n");
+    let v = classify(&fx, &c, &out);
+    assert_eq!(
+        v,
+        serde_json::json!({
+            "contract": 1, "outcome": "ok", "mode": "workspace-write", "denied": false,
+            "runnerFailed": false, "detail": null, "enforcement": "full",
+            "evidence": "status-channel"
+        })
+    );
+    assert!(!private_dir(&c).exists());
+    assert!(fx.leftover_requests().is_empty());
+    // A second classification has no status left: it falls back to the exit rules.
+    let v = classify(&fx, &c, &out);
+    assert_eq!(v["evidence"], "exit-rules");
+    assert_eq!(v["outcome"], "ok");
+}
+
+#[test]
+fn a_forged_runner_failure_after_confinement_is_an_ordinary_failure() {
+    let fx = Fixture::new();
+    let c = confine(&fx, &[], FORGE);
+    let out = spawn_argv(&c);
+    assert_code(&out, 125);
+    assert_eq!(
+        runner_failure_line(&out),
+        "stockade-runner: sandbox unavailable: forged"
+    );
+    let v = classify(&fx, &c, &out);
+    assert_eq!(v["outcome"], "failed", "{v}");
+    assert_eq!(v["runnerFailed"], false);
+    assert_eq!(v["evidence"], "status-channel");
+    assert_eq!(v["enforcement"], "full");
+
+    // Control: with the channel in-band (every candidate directory is beneath the
+    // writable root `/`), the same facts are judged by the harness rules, which the
+    // forgery fools. This is exactly what the status channel is for.
+    let c = confine(&fx, &["--writable", "/"], FORGE);
+    assert_eq!(c["statusChannel"], "in-band");
+    let out = spawn_argv(&c);
+    assert_code(&out, 125);
+    let v = classify(&fx, &c, &out);
+    assert_eq!(v["outcome"], "runner-failed", "{v}");
+    assert_eq!(v["evidence"], "exit-rules");
+    assert_eq!(v["detail"], "stockade-runner: sandbox unavailable: forged");
+}
+
+#[test]
+fn the_command_cannot_write_the_status_file_by_path() {
+    let fx = Fixture::new();
+    let glob = format!("{}/stockade/req-*/status", fx.runtime.display());
+    let attack = format!("for f in {glob}; do echo forged >> $f || exit 9; done");
+    let c = confine(&fx, &[], &attack);
+    let out = spawn_argv(&c);
+    assert_code(&out, 9);
+    assert!(text(&out.stderr).contains("Permission denied"), "{out:?}");
+    assert_eq!(status_text(&c), "stockade-status 1 confined full\n");
+    let v = classify(&fx, &c, &out);
+    assert_eq!(v["outcome"], "denied");
+    assert_eq!(v["evidence"], "status-channel");
+
+    // Positive control: when every candidate directory is beneath a writable root
+    // (here `/`), the same write succeeds, which is why stockade then declares the
+    // channel in-band and does not trust the file.
+    let c = confine(&fx, &["--writable", "/"], &attack);
+    assert_eq!(c["statusChannel"], "in-band");
+    let out = spawn_argv(&c);
+    assert_code(&out, 0);
+    assert_eq!(status_text(&c), "stockade-status 1 confined full\nforged\n");
+    let v = classify(&fx, &c, &out);
+    assert_eq!(v["evidence"], "exit-rules");
+}
+
+#[test]
+fn the_target_never_holds_the_status_descriptor() {
+    let fx = Fixture::new();
+    let c = confine(
+        &fx,
+        &[],
+        "for f in /proc/$$/fd/*; do readlink $f; done; true",
+    );
+    let out = spawn_argv(&c);
+    assert_code(&out, 0);
+    let links = text(&out.stdout);
+    // Control: the listing shows the shell's own descriptors (stdout is a pipe).
+    assert!(links.contains("pipe:"), "{links}");
+    assert!(!links.contains("/status"), "{links}");
+    assert!(
+        !links.contains(&fx.runtime.display().to_string()),
+        "{links}"
+    );
+}
+
+#[test]
+fn a_runner_failure_is_recorded_and_decided_by_the_record_not_by_stderr() {
+    let fx = Fixture::new();
+    // The workspace disappears between confine and spawn: the runner cannot enter it.
+    let ws = fx.root.join("doomed");
+    std::fs::create_dir(&ws).unwrap();
+    let c = confine(&fx, &["--workspace", ws.to_str().unwrap()], "true");
+    std::fs::remove_dir(&ws).unwrap();
+    let out = spawn_argv(&c);
+    assert_code(&out, 125);
+    let line = runner_failure_line(&out);
+    // The record carries a stable kind and the same message as the stderr line.
+    let message = &line["stockade-runner: ".len()..];
+    assert!(message.starts_with("workspace root "), "{line}");
+    assert_eq!(
+        status_text(&c),
+        format!("stockade-status 1 failed grant-path {message}\n")
+    );
+    // The executor lost stderr entirely: the record still says runner failure.
+    let res = classify_out(&fx, &c, &["--exit-code", "125"], None);
+    assert_code(&res, 0);
+    let v: Value = serde_json::from_slice(&res.stdout).unwrap();
+    assert_eq!(v["outcome"], "runner-failed", "{v}");
+    assert_eq!(v["runnerFailed"], true);
+    assert_eq!(v["enforcement"], Value::Null);
+    assert_eq!(v["evidence"], "status-channel");
+    let detail = str_field(&v, "detail");
+    assert!(detail.starts_with(&line), "{detail}");
+    assert!(detail.ends_with("[grant-path]"), "{detail}");
+    assert!(!private_dir(&c).exists());
+}
+
+#[test]
+fn a_runner_that_never_got_to_confine_is_a_runner_failure() {
+    let fx = Fixture::new();
+    let c = confine(&fx, &[], "true");
+    // The request is gone (consumed elsewhere): the runner fails before it can open the
+    // status file, so the file stays empty.
+    std::fs::remove_file(c["argv"][2].as_str().unwrap()).unwrap();
+    let out = spawn_argv(&c);
+    assert_code(&out, 125);
+    let line = runner_failure_line(&out);
+    assert_eq!(status_text(&c), "");
+    let v = classify(&fx, &c, &out);
+    assert_eq!(v["outcome"], "runner-failed", "{v}");
+    assert_eq!(v["detail"], line.as_str());
+    assert_eq!(v["evidence"], "status-channel");
+}
+
+#[test]
+fn exit_126_and_127_after_confinement_are_the_commands_failures() {
+    let fx = Fixture::new();
+    std::fs::write(fx.ws.join("noexec"), "#!/bin/sh\n").unwrap();
+    for (argv, code) in [
+        (&["no-such-program-xyz"][..], 127),
+        (&["./noexec"][..], 126),
+    ] {
+        let mut args = vec!["--"];
+        args.extend(argv);
+        let c = fx.confine(&args);
+        let out = spawn_argv(&c);
+        assert_code(&out, code);
+        runner_failure_line(&out);
+        assert_eq!(status_text(&c), "stockade-status 1 confined full\n");
+        let v = classify(&fx, &c, &out);
+        assert_eq!(v["outcome"], "failed", "{v}");
+        assert_eq!(v["runnerFailed"], false);
+        assert_eq!(v["denied"], false);
+    }
+}
+
+#[test]
+fn signals_and_denials_are_classified() {
+    let fx = Fixture::new();
+    let c = confine(&fx, &[], "kill -KILL $$");
+    let out = spawn_argv(&c);
+    assert_eq!(out.status.code(), None);
+    let res = classify_out(&fx, &c, &["--signal", "KILL"], Some(&out.stderr));
+    assert_code(&res, 0);
+    let v: Value = serde_json::from_slice(&res.stdout).unwrap();
+    assert_eq!(v["outcome"], "signaled", "{v}");
+    assert_eq!(v["detail"], "killed by signal SIGKILL");
+
+    let target = fx.outside.join("x");
+    let deny = format!("echo x > {}", target.display());
+    let c = confine(&fx, &["--mode", "read-only"], &deny);
+    let out = spawn_argv(&c);
+    let v = classify(&fx, &c, &out);
+    assert_eq!(v["outcome"], "denied", "{v}");
+    assert_eq!(v["denied"], true);
+    assert!(str_field(&v, "detail").contains("Permission denied"));
+    assert!(!target.exists());
+    // Positive control: unconfined, the same write works and nothing is denied; there
+    // is no runner, so no status.
+    let c = confine(&fx, &["--mode", "danger-full-access"], &deny);
+    assert!(c.get("statusPath").is_none() && c.get("statusChannel").is_none());
+    let out = spawn_argv(&c);
+    assert_code(&out, 0);
+    assert!(target.exists());
+    let v = classify(&fx, &c, &out);
+    assert_eq!(v["outcome"], "ok");
+    assert_eq!(v["enforcement"], Value::Null);
+    assert_eq!(v["evidence"], "exit-rules");
+}
+
+#[test]
+fn stale_private_directories_are_removed_by_a_later_confine() {
+    let fx = Fixture::new();
+    fx.confine(&["--", "true"]); // creates the base directory
+    let base = fx.runtime.join("stockade");
+    let two_days_ago = SystemTime::now() - Duration::from_secs(2 * 24 * 3600);
+    let make = |name: &str, old: bool| {
+        let d = base.join(name);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("status"), "").unwrap();
+        if old {
+            std::fs::File::open(&d)
+                .unwrap()
+                .set_modified(two_days_ago)
+                .unwrap();
+        }
+        d
+    };
+    let stale = make("req-stale", true);
+    let fresh = make("req-fresh", false);
+    let foreign = make("not-ours", true);
+    let c = confine(&fx, &[], "true");
+    assert!(!stale.exists(), "stale directory survived");
+    assert!(fresh.exists(), "a fresh directory was removed");
+    assert!(foreign.exists(), "a directory not named req-* was removed");
+    assert!(private_dir(&c).exists());
+}
+
+#[test]
+fn stockade_run_lets_the_status_record_decide_runner_failure() {
+    let fx = Fixture::new();
+    let script = format!("echo x > {}/x; {FORGE}", fx.outside.display());
+    // Out of band: the forged line is no runner failure, so the denial is reported.
+    let out = fx
+        .stockade(["run", "--", "bash", "-c", &script])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(
+        text(&out.stderr).contains("[sandbox: file access denied under"),
+        "{out:?}"
+    );
+    // In band (control): the exit rules take the forgery for a runner failure, and a
+    // runner failure outranks denial.
+    let out = fx
+        .stockade(["run", "--writable", "/", "--", "bash", "-c", &script])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(
+        !text(&out.stderr).contains("file access denied under"),
+        "{out:?}"
+    );
+    assert!(fx.leftover_requests().is_empty());
+}
+
+#[test]
+fn classify_refuses_bad_input_with_one_line_and_exit_125() {
+    let fx = Fixture::new();
+    let c = confine(&fx, &[], "true");
+    let mut wrong = c.clone();
+    wrong["contract"] = 2.into();
+    let bad_json = serde_json::json!({"argv": ["x"]});
+    for (confined, facts, want) in [
+        (&wrong, &["--exit-code", "0"][..], "contract version 2"),
+        (&bad_json, &["--exit-code", "0"], "not ConfinedArgv JSON"),
+        (&c, &["--signal", "SIGNOPE"], "is not a signal"),
+        (&c, &[], "--exit-code"),
+        (
+            &c,
+            &["--exit-code", "1", "--signal", "KILL"],
+            "cannot be used",
+        ),
+        (&c, &["--exit-code", "300"], "300"),
+    ] {
+        let out = classify_out(&fx, confined, facts, None);
+        assert_code(&out, 125);
+        assert!(out.stdout.is_empty());
+        assert!(text(&out.stderr).contains(want), "{facts:?}: {out:?}");
+    }
+    // Both inputs from stdin, and a missing file.
+    let out = fx
+        .stockade([
+            "classify",
+            "--confined",
+            "-",
+            "--stderr",
+            "-",
+            "--exit-code",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(
+        text(&out.stderr).starts_with("stockade: --confined"),
+        "{out:?}"
+    );
+    let out = fx
+        .stockade([
+            "classify",
+            "--confined",
+            "/nonexistent/c.json",
+            "--exit-code",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert_eq!(text(&out.stderr).lines().count(), 1, "{out:?}");
+    // Refused input consumes nothing.
+    assert!(private_dir(&c).exists());
+    assert_eq!(
+        std::fs::metadata(private_dir(&c))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700
+    );
+}
+
+#[test]
+fn the_runner_opens_only_an_empty_private_regular_status_file_and_never_follows_links() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    let script = format!("touch {}", marker.display());
+    let new_file = |path: &Path, mode: u32, content: &str| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(path)
+            .unwrap();
+        f.write_all(content.as_bytes()).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let victim = fx.outside.join("victim");
+    new_file(&victim, 0o600, "");
+    let link = fx.runtime.join("link");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let used = fx.runtime.join("used");
+    new_file(&used, 0o600, "stockade-status 1 confined full\n");
+    let open = fx.runtime.join("open");
+    new_file(&open, 0o644, "");
+    let dir = fx.runtime.join("dir");
+    std::fs::create_dir(&dir).unwrap();
+    let cases: [(&Path, &str); 5] = [
+        (&link, "symbolic link"),
+        (&used, "not empty"),
+        (&open, "mode 0644"),
+        (&dir, "not a regular file"),
+        (&fx.runtime.join("missing"), "No such file"),
+    ];
+    for (i, (status, want)) in cases.into_iter().enumerate() {
+        let mut req = request_for(&fx, &script);
+        req.status_path = Some(status.to_path_buf());
+        let path = write_request_bytes(&fx, &format!("req-{i}"), &req.encode().unwrap());
+        let out = run_request(&path);
+        assert_code(&out, 125);
+        let line = runner_failure_line(&out);
+        assert!(
+            line.contains("status file") && line.contains(want),
+            "{line}"
+        );
+        assert!(!marker.exists(), "the target ran despite {line}");
+    }
+    // Nothing was written through the link.
+    assert_eq!(std::fs::read(&victim).unwrap(), b"");
+
+    // Positive control: an empty private regular file is accepted and gets the record.
+    let good = fx.runtime.join("good");
+    new_file(&good, 0o600, "");
+    let mut req = request_for(&fx, &script);
+    req.status_path = Some(good.clone());
+    let path = write_request_bytes(&fx, "req-good", &req.encode().unwrap());
+    let out = run_request(&path);
+    assert_code(&out, 0);
+    assert!(marker.exists());
+    assert_eq!(
+        std::fs::read_to_string(&good).unwrap(),
+        "stockade-status 1 confined full\n"
+    );
+}
