@@ -395,3 +395,43 @@ fn a_stopped_command_is_continued_so_it_sees_sigterm() {
     // SIGTERM did its job: no SIGKILL was needed after the grace period.
     assert_eq!(json["signal"], "SIGTERM");
 }
+
+#[test]
+fn a_confined_command_cannot_leave_its_cgroup() {
+    let fx = Fixture::new();
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
+    let parent_procs = format!(
+        "{}{}/cgroup.procs",
+        cgroup2_mount(),
+        own.trim_end_matches('/')
+    );
+    let script = format!("echo $$ > {parent_procs} && cat /proc/self/cgroup");
+    for mode in ["read-only", "workspace-write"] {
+        let out = fx
+            .stockade(["run", "--containment", "cgroup", "--mode", mode])
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert_code(&out, 2);
+        assert!(text(&out.stderr).contains("Permission denied"), "{mode}");
+    }
+    // Positive control: unconfined (and root), the same write moves the command out.
+    let out = fx
+        .stockade([
+            "run",
+            "--containment",
+            "cgroup",
+            "--mode",
+            "danger-full-access",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(
+        !text(&out.stdout).contains("/stockade-"),
+        "{}",
+        text(&out.stdout)
+    );
+}
