@@ -4,13 +4,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
-use stockade_policy::{Mode, PolicyRequest};
+use stockade_policy::{Mode, Network, PolicyRequest};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "stockade",
     version,
-    about = "Run commands confined by Landlock: stockade confine | run | classify",
+    about = "Run commands confined by Landlock and seccomp: stockade confine | run | classify | probe",
     after_help = "Exit codes: the command's own code; 124 timed out; 125 stockade or its runner failed (nothing ran); \
 126 the program could not be executed; 127 the program was not found; 128+N killed by signal N.\n\
 The runner is looked up in $STOCKADE_RUNNER, then next to this executable."
@@ -30,6 +30,16 @@ pub enum Command {
     /// Classify a settled process spawned from a ConfinedArgv: print one JSON verdict and
     /// remove the private directory (see docs/provider-contract.md).
     Classify(ClassifyArgs),
+    /// Show the kernel facts stockade depends on and, per mode, which guarantees would be
+    /// enforced here.
+    Probe(ProbeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ProbeArgs {
+    /// Print one JSON object (stable field names) instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The policy flags every subcommand that takes a policy shares.
@@ -44,6 +54,22 @@ pub struct PolicyArgs {
     /// An extra writable root in workspace-write mode (repeatable).
     #[arg(long = "writable", value_name = "DIR")]
     pub writable: Vec<PathBuf>,
+    /// Network in the confined modes: allow or deny [default: deny; danger-full-access
+    /// ignores it].
+    #[arg(long, value_name = "allow|deny")]
+    pub network: Option<Network>,
+    /// With the network denied, still allow outgoing TCP to PORT (repeatable; needs
+    /// Landlock ABI 4, else nothing runs; ignored with --network allow).
+    #[arg(long = "allow-tcp-connect", value_name = "PORT")]
+    pub allow_tcp_connect: Vec<u16>,
+    /// Allow creating unix sockets, which can reach services outside the sandbox (a
+    /// D-Bus, systemd or docker socket). socketpair is always allowed.
+    #[arg(long = "allow-unix-sockets")]
+    pub allow_unix_sockets: bool,
+    /// Pass inherited descriptor N (above 2) on to the command (repeatable); every other
+    /// descriptor above 2 is closed.
+    #[arg(long = "keep-fd", value_name = "N")]
+    pub keep_fd: Vec<i32>,
 }
 
 impl PolicyArgs {
@@ -52,6 +78,10 @@ impl PolicyArgs {
             mode: self.mode,
             workspace: self.workspace.clone(),
             writable: self.writable.clone(),
+            network: self.network,
+            allow_tcp_connect: self.allow_tcp_connect.clone(),
+            allow_unix_sockets: self.allow_unix_sockets,
+            keep_fds: self.keep_fd.clone(),
         }
     }
 }
@@ -186,6 +216,46 @@ mod tests {
         assert!(Cli::try_parse_from(["stockade", "run", "--mode", "x", "--", "ls"]).is_err());
         assert!(Cli::try_parse_from(["stockade", "run"]).is_err());
         assert!(Cli::try_parse_from(["stockade", "run", "ls"]).is_err());
+        assert!(
+            Cli::try_parse_from(["stockade", "run", "--network", "maybe", "--", "ls"]).is_err()
+        );
+        assert!(
+            Cli::try_parse_from(["stockade", "run", "--allow-tcp-connect", "x", "--", "ls"])
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn hardening_flags_reach_the_policy_request() {
+        let cli = Cli::try_parse_from([
+            "stockade",
+            "run",
+            "--network",
+            "deny",
+            "--allow-tcp-connect",
+            "443",
+            "--allow-tcp-connect",
+            "80",
+            "--allow-unix-sockets",
+            "--keep-fd",
+            "5",
+            "--",
+            "ls",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!()
+        };
+        let req = args.policy.to_request();
+        assert_eq!(req.network, Some(Network::Deny));
+        assert_eq!(req.allow_tcp_connect, vec![443, 80]);
+        assert!(req.allow_unix_sockets);
+        assert_eq!(req.keep_fds, vec![5]);
+        let cli = Cli::try_parse_from(["stockade", "probe", "--json"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Probe(ProbeArgs { json: true })
+        ));
     }
 
     #[test]

@@ -6,13 +6,14 @@ use crate::error::LauncherError;
 use crate::locate;
 use crate::probe;
 use crate::request_file::PrivateDir;
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
 use stockade_policy::confined::StatusChannel;
 use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{denial_signatures, runner_failure_rules};
 use stockade_policy::grants;
-use stockade_policy::guarantees::{self, Guarantee, KernelFacts, Verdict};
+use stockade_policy::guarantees::{self, Asks, Guarantee, KernelFacts, Verdict};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
@@ -32,8 +33,8 @@ fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError
 /// The channel actually offered. Below Landlock ABI 3 truncation is not confined, so a
 /// command could empty the status file by path and pass a failed exit off as a runner
 /// that never started: the file is then not trustworthy, and the channel is in-band.
-fn status_channel(placed: StatusChannel, facts: &KernelFacts) -> StatusChannel {
-    if Guarantee::Truncate.needs().available(facts) {
+fn status_channel(placed: StatusChannel, asks: &Asks, facts: &KernelFacts) -> StatusChannel {
+    if Guarantee::Truncate.needs(asks).available(facts) {
         placed
     } else {
         StatusChannel::InBand
@@ -61,6 +62,7 @@ pub fn confine(
                 denial_signatures: denial_signatures(mode),
                 runner_failure_rules: runner_failure_rules(mode),
                 mode,
+                guarantees: BTreeMap::new(),
                 status_path: None,
                 status_channel: None,
             },
@@ -71,8 +73,9 @@ pub fn confine(
     let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
     let tmpdir = env::get(&env, "TMPDIR").map(Path::new);
     let resolved = policy.resolve(&cwd, tmpdir)?;
+    let asks = Asks::of(&resolved);
     let facts = probe::kernel_facts();
-    let enforcement = match guarantees::verdict(mode, &facts) {
+    let enforcement = match guarantees::verdict(&asks, &facts) {
         Verdict::Confined(e) => e,
         Verdict::Unavailable { missing } => {
             return Err(LauncherError::Unavailable { mode, missing });
@@ -90,6 +93,7 @@ pub fn confine(
         env,
         policy: resolved,
         enforcement,
+        guarantees: guarantees::enforced(&asks, &facts),
         status_path: Some(status_path.clone()),
     };
     let written = request
@@ -113,8 +117,9 @@ pub fn confine(
             denial_signatures: denial_signatures(mode),
             runner_failure_rules: runner_failure_rules(mode),
             mode,
+            guarantees: guarantees::report(&asks, &facts),
             status_path: Some(status_path),
-            status_channel: Some(status_channel(dir.channel(), &facts)),
+            status_channel: Some(status_channel(dir.channel(), &asks, &facts)),
         },
         private_dir: Some(dir),
     })
@@ -126,20 +131,24 @@ mod tests {
 
     #[test]
     fn the_channel_is_in_band_where_truncation_is_not_confined() {
-        let abi = |n| KernelFacts { landlock_abi: n };
+        let abi = |n| KernelFacts {
+            landlock_abi: n,
+            seccomp: true,
+        };
+        let asks = Asks::defaults(stockade_policy::Mode::WorkspaceWrite);
         for n in [1, 2] {
             assert_eq!(
-                status_channel(StatusChannel::OutOfBand, &abi(n)),
+                status_channel(StatusChannel::OutOfBand, &asks, &abi(n)),
                 StatusChannel::InBand
             );
         }
         for n in [3, 5, 7] {
             assert_eq!(
-                status_channel(StatusChannel::OutOfBand, &abi(n)),
+                status_channel(StatusChannel::OutOfBand, &asks, &abi(n)),
                 StatusChannel::OutOfBand
             );
             assert_eq!(
-                status_channel(StatusChannel::InBand, &abi(n)),
+                status_channel(StatusChannel::InBand, &asks, &abi(n)),
                 StatusChannel::InBand
             );
         }

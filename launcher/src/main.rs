@@ -2,6 +2,7 @@
 //!
 //! - `confine` writes a launch request and prints the ConfinedArgv JSON;
 //! - `run` confines, spawns and waits, passing the command's streams through;
+//! - `probe` shows the kernel facts and which guarantees each mode would get here.
 //! - `classify` prints the verdict on a settled process spawned from a ConfinedArgv.
 //!
 //! Every failure of stockade itself prints one `stockade: ` line and exits 125.
@@ -68,6 +69,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Confine(args) => confine_command(args),
         Command::Run(args) => run::run(args),
+        Command::Probe(args) => probe::probe_command(args.json),
         Command::Classify(args) => classify::run(args),
     };
     match result {

@@ -1,13 +1,26 @@
-//! Probing the running kernel for the facts stockade's guarantees depend on.
+//! Probing the running kernel for the facts stockade's guarantees depend on, and
+//! `stockade probe`, which shows them and what each mode would get here.
 
-use stockade_policy::guarantees::KernelFacts;
+use crate::error::LauncherError;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use stockade_policy::Mode;
+use stockade_policy::guarantees::{
+    self, Asks, Enforcement, Guarantee, GuaranteeReport, KernelFacts, TESTED_LANDLOCK_ABI, Verdict,
+};
 
 /// `LANDLOCK_CREATE_RULESET_VERSION`: ask for the ABI version instead of a ruleset.
 const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+/// `SECCOMP_GET_ACTION_AVAIL` and `SECCOMP_RET_ERRNO` (linux/seccomp.h).
+const SECCOMP_GET_ACTION_AVAIL: libc::c_uint = 2;
+const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
 
 pub fn kernel_facts() -> KernelFacts {
     KernelFacts {
         landlock_abi: landlock_abi(),
+        seccomp: seccomp_filters(),
     }
 }
 
@@ -26,11 +39,184 @@ pub fn landlock_abi() -> u32 {
     u32::try_from(v).unwrap_or(0)
 }
 
+/// Whether seccomp filters can answer with an errno (what the runner's filter does).
+pub fn seccomp_filters() -> bool {
+    let action: u32 = SECCOMP_RET_ERRNO;
+    // SAFETY: the kernel reads one u32 from `action`, which lives across the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_GET_ACTION_AVAIL,
+            0,
+            &action as *const u32,
+        )
+    };
+    r == 0
+}
+
+fn read_sysctl(path: &str) -> Option<i64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Whether unprivileged user namespaces can be created (stockade does not need them;
+/// bubblewrap-style sandboxes do, and their absence is why those fail to start).
+fn user_namespaces() -> bool {
+    read_sysctl("/proc/sys/user/max_user_namespaces").is_some_and(|n| n > 0)
+        && read_sysctl("/proc/sys/kernel/unprivileged_userns_clone") != Some(0)
+        && read_sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") != Some(1)
+}
+
+/// The kernel facts `stockade probe` shows. Field names are stable.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Kernel {
+    release: String,
+    architecture: &'static str,
+    landlock_abi: u32,
+    seccomp: bool,
+    user_namespaces: bool,
+    /// `dev.tty.legacy_tiocsti`; `null` on kernels without the switch (TIOCSTI always on).
+    legacy_tiocsti: Option<bool>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ModeReport {
+    /// `full`, `partial`, `unavailable` or `unconfined`.
+    verdict: &'static str,
+    guarantees: BTreeMap<String, GuaranteeReport>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Probe {
+    kernel: Kernel,
+    tested_landlock_abi: u32,
+    /// Each mode with its default flags (network denied, no unix sockets).
+    modes: BTreeMap<&'static str, ModeReport>,
+}
+
+fn verdict_name(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Unconfined => "unconfined",
+        Verdict::Confined(Enforcement::Full) => "full",
+        Verdict::Confined(Enforcement::Partial) => "partial",
+        Verdict::Unavailable { .. } => "unavailable",
+    }
+}
+
+fn gather() -> Probe {
+    let facts = kernel_facts();
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let modes = Mode::ALL
+        .into_iter()
+        .map(|mode| {
+            let asks = Asks::defaults(mode);
+            let report = if mode.is_confined() {
+                guarantees::report(&asks, &facts)
+            } else {
+                BTreeMap::new()
+            };
+            (
+                mode.as_str(),
+                ModeReport {
+                    verdict: verdict_name(&guarantees::verdict(&asks, &facts)),
+                    guarantees: report,
+                },
+            )
+        })
+        .collect();
+    Probe {
+        kernel: Kernel {
+            release,
+            architecture: std::env::consts::ARCH,
+            landlock_abi: facts.landlock_abi,
+            seccomp: facts.seccomp,
+            user_namespaces: user_namespaces(),
+            legacy_tiocsti: read_sysctl("/proc/sys/dev/tty/legacy_tiocsti").map(|v| v != 0),
+        },
+        tested_landlock_abi: TESTED_LANDLOCK_ABI,
+        modes,
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn table(p: &Probe) -> String {
+    let mut o = String::new();
+    let k = &p.kernel;
+    let _ = writeln!(o, "kernel           {} ({})", k.release, k.architecture);
+    let _ = writeln!(
+        o,
+        "landlock ABI     {} (stockade tested up to {})",
+        k.landlock_abi, p.tested_landlock_abi
+    );
+    let _ = writeln!(o, "seccomp filters  {}", yes_no(k.seccomp));
+    let _ = writeln!(
+        o,
+        "user namespaces  {} (not needed)",
+        yes_no(k.user_namespaces)
+    );
+    let tiocsti = match k.legacy_tiocsti {
+        Some(true) => "on (stockade filters TIOCSTI)",
+        Some(false) => "off",
+        None => "no switch: always on (stockade filters TIOCSTI)",
+    };
+    let _ = writeln!(o, "legacy TIOCSTI   {tiocsti}");
+    let _ = writeln!(o);
+    let confined = [Mode::ReadOnly, Mode::WorkspaceWrite];
+    let _ = write!(o, "{:<18} {:<16}", "guarantee", "needs");
+    for m in confined {
+        let _ = write!(o, " {:<16}", m.as_str());
+    }
+    let _ = writeln!(o);
+    for g in Guarantee::ALL {
+        let first = &p.modes[confined[0].as_str()].guarantees[g.name()];
+        let _ = write!(o, "{:<18} {:<16}", g.name(), first.needs);
+        for m in confined {
+            let r = &p.modes[m.as_str()].guarantees[g.name()];
+            let _ = write!(o, " {:<16}", r.status.as_str());
+        }
+        let _ = writeln!(o);
+    }
+    let _ = write!(o, "{:<18} {:<16}", "enforcement", "");
+    for m in confined {
+        let _ = write!(o, " {:<16}", p.modes[m.as_str()].verdict);
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "(defaults: network denied, no unix sockets; danger-full-access is unconfined)"
+    );
+    o
+}
+
+/// `stockade probe [--json]`.
+pub fn probe_command(json: bool) -> Result<i32, LauncherError> {
+    let p = gather();
+    let text = if json {
+        // Serialising plain structs of strings, numbers and maps cannot fail.
+        serde_json::to_string(&p).unwrap_or_default() + "\n"
+    } else {
+        table(&p)
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(0),
+        Err(_) => Ok(stockade_policy::exit::RUNNER_FAILURE),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
-    fn this_machine_has_landlock() {
+    fn this_machine_has_landlock_and_seccomp() {
         // Development and CI machines run Landlock ABI 7 (see shared/CONTEXT.md).
         assert!(super::landlock_abi() >= 1);
+        assert!(super::seccomp_filters());
     }
 }

@@ -44,6 +44,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
             Output::PassThrough
         },
         denial_signatures: &confined.denial_signatures,
+        runner_detaches: confined.enforcement.is_some(),
     };
     // The verdict reads the runner's status record, so it comes before the private
     // directory is removed.

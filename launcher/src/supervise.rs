@@ -46,6 +46,33 @@ pub enum Output {
     Capture { max_output: usize, max_spill: u64 },
 }
 
+/// Where the command stands towards the launcher's session and terminal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Session {
+    /// Its own process group in the launcher's session.
+    OwnGroup,
+    /// Its own process group, given the foreground of the terminal the launcher owns
+    /// (an unconfined command on a terminal: job control as in a shell).
+    OwnGroupForeground,
+    /// Left in the launcher's group so that the runner, seeing a terminal on stdin and
+    /// not being a group leader, starts a new session: a confined command never has the
+    /// caller's terminal as its controlling terminal (it can still read and write it).
+    RunnerDetaches,
+}
+
+impl Session {
+    fn choose(plan: &Plan) -> Session {
+        let tty = nix::unistd::isatty(std::io::stdin()).unwrap_or(false);
+        if tty && plan.runner_detaches {
+            Session::RunnerDetaches
+        } else if terminal::owns_foreground() {
+            Session::OwnGroupForeground
+        } else {
+            Session::OwnGroup
+        }
+    }
+}
+
 /// Everything the supervisor needs to run one command.
 #[derive(Debug)]
 pub struct Plan<'a> {
@@ -57,6 +84,9 @@ pub struct Plan<'a> {
     pub containment: ContainmentChoice,
     pub output: Output,
     pub denial_signatures: &'a [String],
+    /// The argv starts `stockade-runner`, which starts a new session when its stdin is a
+    /// terminal (unless it already leads a process group).
+    pub runner_detaches: bool,
 }
 
 /// The facts of a settled command.
@@ -95,7 +125,7 @@ fn signal_fd() -> Result<SignalFd, LauncherError> {
     SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(err)
 }
 
-fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, foreground: bool) -> std::io::Result<Child> {
+fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, session: Session) -> std::io::Result<Child> {
     let program = plan.argv.first().map(String::as_str).unwrap_or_default();
     let mut cmd = Command::new(program);
     cmd.args(&plan.argv[1..])
@@ -106,10 +136,13 @@ fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, foreground: bool) -> std::io::Res
             Output::PassThrough => Stdio::inherit(),
             Output::Capture { .. } => Stdio::piped(),
         })
-        .stderr(Stdio::piped())
-        // Its own process group: signals for the range never hit the launcher, and the
-        // runner sees it is already a group leader.
-        .process_group(0);
+        .stderr(Stdio::piped());
+    if session != Session::RunnerDetaches {
+        // Signals for the range never hit the launcher, and the runner sees it is
+        // already a group leader.
+        cmd.process_group(0);
+    }
+    let foreground = session == Session::OwnGroupForeground;
     let procs_fd = cgroup.map(Cgroup::procs_fd);
     // SAFETY: the closure runs in the forked child before exec and only makes
     // async-signal-safe system calls (sigprocmask, write) on memory it owns and a
@@ -221,7 +254,8 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
     // Orphaned descendants re-parent to us, so they stay visible and get reaped.
     nix::sys::prctl::set_child_subreaper(true)
         .map_err(|e| LauncherError::Supervise(format!("cannot become a subreaper: {e}")))?;
-    let foreground = terminal::owns_foreground();
+    let session = Session::choose(plan);
+    let foreground = session == Session::OwnGroupForeground;
     let cgroup = match plan.containment {
         ContainmentChoice::Subreaper => None,
         ContainmentChoice::Auto => Cgroup::create().ok(),
@@ -229,7 +263,7 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
             LauncherError::Supervise(format!("cgroup containment is unavailable: {e}"))
         })?),
     };
-    let (mut child, cgroup) = match spawn(plan, cgroup.as_ref(), foreground) {
+    let (mut child, cgroup) = match spawn(plan, cgroup.as_ref(), session) {
         Ok(child) => (child, cgroup),
         // The command never started (the failure is before exec): try again without the
         // cgroup, which is the one extra step that can fail there.
@@ -237,8 +271,7 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
             if let Some(cg) = &cgroup {
                 cg.remove();
             }
-            let child =
-                spawn(plan, None, foreground).map_err(|source| spawn_error(plan, source))?;
+            let child = spawn(plan, None, session).map_err(|source| spawn_error(plan, source))?;
             (child, None)
         }
         Err(source) => {

@@ -2,12 +2,22 @@
 //! the harness's wire contract (`../shared/CONTEXT.md`, section 1).
 
 use crate::exit;
-use crate::guarantees::Enforcement;
+use crate::guarantees::{Enforcement, GuaranteeReport};
 use crate::mode::Mode;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
-/// The denial dialect of a Landlock-confined process: what `EACCES` reads as.
+/// What `EACCES` reads as. Landlock answers every denied file access and TCP port with
+/// it, and the seccomp socket filter uses it for every socket family the policy denies
+/// (`socket(2)` documents EACCES for exactly that), so a denied network reads as a
+/// denial too.
 pub const PERMISSION_DENIED: &str = "permission denied";
+/// What `EPERM` reads as. The seccomp filter answers the privileged escape hatches
+/// (ptrace, mount, namespaces, bpf, keyrings, perf, userfaultfd, io_uring, TIOCSTI, ...)
+/// with it, the natural answer for an unprivileged caller; Landlock scopes answer a
+/// signal or an abstract-socket connection leaving the sandbox with it. Every confined
+/// policy installs that filter, so every confined policy can produce it.
+pub const OPERATION_NOT_PERMITTED: &str = "operation not permitted";
 
 /// A rule recognising the runner's own failure in a settled process's facts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +73,10 @@ pub struct ConfinedArgv {
     pub denial_signatures: Vec<String>,
     pub runner_failure_rules: Vec<RunnerFailureRule>,
     pub mode: Mode,
+    /// Every guarantee by name, with whether it is enforced for this command and the
+    /// kernel feature it needs; absent for `danger-full-access`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub guarantees: BTreeMap<String, GuaranteeReport>,
     /// The runner's status file (see [`crate::status`]); absent when there is no runner
     /// (`danger-full-access`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -72,10 +86,15 @@ pub struct ConfinedArgv {
     pub status_channel: Option<StatusChannel>,
 }
 
-/// The denial signatures a command confined under `mode` can produce.
+/// The denial signatures a command confined under `mode` can produce: the messages of
+/// the two errnos the sandbox answers with (no other errno is used for a denial; the
+/// x32 guard and clone3 answer ENOSYS, which is "not there", not a denial).
 pub fn denial_signatures(mode: Mode) -> Vec<String> {
     if mode.is_confined() {
-        vec![PERMISSION_DENIED.to_string()]
+        vec![
+            PERMISSION_DENIED.to_string(),
+            OPERATION_NOT_PERMITTED.to_string(),
+        ]
     } else {
         Vec::new()
     }
@@ -108,6 +127,13 @@ mod tests {
             denial_signatures: denial_signatures(Mode::ReadOnly),
             runner_failure_rules: runner_failure_rules(Mode::ReadOnly),
             mode: Mode::ReadOnly,
+            guarantees: crate::guarantees::report(
+                &crate::guarantees::Asks::defaults(Mode::ReadOnly),
+                &crate::guarantees::KernelFacts {
+                    landlock_abi: 4,
+                    seccomp: true,
+                },
+            ),
             status_path: Some("/run/user/0/stockade/req-x/status".into()),
             status_channel: Some(StatusChannel::OutOfBand),
         };
@@ -118,6 +144,10 @@ mod tests {
         assert_eq!(v["enforcement"], "full");
         assert_eq!(v["mode"], "read-only");
         assert_eq!(v["denialSignatures"][0], "permission denied");
+        assert_eq!(v["denialSignatures"][1], "operation not permitted");
+        assert_eq!(v["guarantees"]["network"]["status"], "enforced");
+        assert_eq!(v["guarantees"]["signals"]["status"], "unavailable");
+        assert_eq!(v["guarantees"]["signals"]["needs"], "landlock-abi-6");
         assert_eq!(v["runnerFailureRules"][0]["allowedExitCodes"][0], 125);
         assert_eq!(
             v["runnerFailureRules"][0]["fatalSignatures"][0],

@@ -117,6 +117,10 @@ mod tests {
             workspace: "/work/ws".into(),
             writable_roots: vec!["/srv/cache".into()],
             tmpdir: Some("/var/tmp/me".into()),
+            network: crate::policy::Network::default_for(mode),
+            allow_tcp_connect: Vec::new(),
+            allow_unix_sockets: false,
+            keep_fds: Vec::new(),
         }
     }
 

@@ -1,12 +1,19 @@
-//! The guarantees a confined mode asks for, the kernel feature each one needs, and so
+//! The guarantees a confined policy asks for, the kernel feature each one needs, and so
 //! whether enforcement on a given kernel is `full`, `partial` or impossible.
+//!
+//! Which guarantees are *required* (their absence refuses to run) and which are only
+//! *desired* (their absence makes enforcement `partial`) depends on the policy: a denied
+//! network is required, so `--allow-tcp-connect` with the network denied needs Landlock
+//! ABI 4 and never degrades to allowing every port.
 //!
 //! The launcher probes the kernel into [`KernelFacts`]; the runner learns the same facts
 //! from the ruleset it actually applied. Both judge them here, so `confine` reports
 //! exactly what the runner will enforce.
 
 use crate::mode::Mode;
+use crate::policy::{Network, Policy};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// The newest Landlock ABI stockade has been tested against. Access rights of newer ABIs
@@ -19,6 +26,8 @@ pub const TESTED_LANDLOCK_ABI: u32 = 7;
 pub struct KernelFacts {
     /// The Landlock ABI version, 0 when Landlock is unsupported or disabled.
     pub landlock_abi: u32,
+    /// Whether seccomp filters (`SECCOMP_SET_MODE_FILTER`) are available.
+    pub seccomp: bool,
 }
 
 /// A kernel feature a guarantee depends on.
@@ -26,12 +35,18 @@ pub struct KernelFacts {
 pub enum Feature {
     /// Landlock at this ABI version or newer.
     LandlockAbi(u32),
+    /// seccomp BPF filters (Linux 3.5+).
+    Seccomp,
+    /// Plain system calls every supported kernel has (capability sets, fd flags).
+    Always,
 }
 
 impl Feature {
     pub fn available(self, facts: &KernelFacts) -> bool {
         match self {
             Feature::LandlockAbi(n) => facts.landlock_abi >= n,
+            Feature::Seccomp => facts.seccomp,
+            Feature::Always => true,
         }
     }
 }
@@ -40,12 +55,46 @@ impl fmt::Display for Feature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Feature::LandlockAbi(n) => write!(f, "landlock-abi-{n}"),
+            Feature::Seccomp => f.write_str("seccomp"),
+            Feature::Always => f.write_str("none"),
+        }
+    }
+}
+
+/// What a policy asks of the sandbox: the part of a [`Policy`] guarantees depend on.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Asks {
+    pub mode: Mode,
+    pub network: Network,
+    /// Some outgoing TCP ports are allowed while the network is denied.
+    pub tcp_connect: bool,
+    pub allow_unix_sockets: bool,
+}
+
+impl Asks {
+    pub fn of(policy: &Policy) -> Asks {
+        Asks {
+            mode: policy.mode,
+            network: policy.network,
+            tcp_connect: policy.network == Network::Deny && !policy.allow_tcp_connect.is_empty(),
+            allow_unix_sockets: policy.allow_unix_sockets,
+        }
+    }
+
+    /// What `mode` asks for when the caller passes no other flag (`stockade probe`).
+    pub fn defaults(mode: Mode) -> Asks {
+        Asks {
+            mode,
+            network: Network::default_for(mode),
+            tcp_connect: false,
+            allow_unix_sockets: false,
         }
     }
 }
 
 /// One property of the sandbox a caller can rely on.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum Guarantee {
     /// Writes outside the writable roots are denied (Landlock ABI 1).
     FilesystemWrites,
@@ -57,14 +106,38 @@ pub enum Guarantee {
     Truncate,
     /// ioctl on newly opened devices is denied outside the writable roots (ABI 5).
     DeviceIoctl,
+    /// With the network denied, no socket but `AF_UNIX` can be created (seccomp); with
+    /// allowed TCP ports, connecting to any other port is denied (Landlock ABI 4).
+    Network,
+    /// No `AF_UNIX` socket can be created, so no host service (D-Bus, systemd, docker)
+    /// can be reached through one; `socketpair` still works (seccomp).
+    UnixSockets,
+    /// No process outside the sandbox can be signalled (Landlock ABI 6 scope).
+    Signals,
+    /// No abstract unix socket created outside the sandbox can be connected to (ABI 6).
+    AbstractSockets,
+    /// Kernel attack surface and escape hatches are filtered: ptrace, mount, namespaces,
+    /// bpf, keyrings, io_uring, TIOCSTI, x32 and foreign architectures, ... (seccomp).
+    SyscallFilter,
+    /// The target holds no capability, even when started as root.
+    Capabilities,
+    /// No inherited descriptor above 2 reaches the target unless the request keeps it.
+    Fds,
 }
 
 impl Guarantee {
-    pub const ALL: [Guarantee; 4] = [
+    pub const ALL: [Guarantee; 11] = [
         Guarantee::FilesystemWrites,
         Guarantee::Refer,
         Guarantee::Truncate,
         Guarantee::DeviceIoctl,
+        Guarantee::Network,
+        Guarantee::UnixSockets,
+        Guarantee::Signals,
+        Guarantee::AbstractSockets,
+        Guarantee::SyscallFilter,
+        Guarantee::Capabilities,
+        Guarantee::Fds,
     ];
 
     /// The stable name used in JSON and in messages.
@@ -74,27 +147,55 @@ impl Guarantee {
             Guarantee::Refer => "refer",
             Guarantee::Truncate => "truncate",
             Guarantee::DeviceIoctl => "deviceIoctl",
+            Guarantee::Network => "network",
+            Guarantee::UnixSockets => "unixSockets",
+            Guarantee::Signals => "signals",
+            Guarantee::AbstractSockets => "abstractSockets",
+            Guarantee::SyscallFilter => "syscallFilter",
+            Guarantee::Capabilities => "capabilities",
+            Guarantee::Fds => "fds",
         }
     }
 
-    pub fn needs(self) -> Feature {
+    /// The kernel feature this guarantee needs under `asks`.
+    pub fn needs(self, asks: &Asks) -> Feature {
         match self {
             Guarantee::FilesystemWrites => Feature::LandlockAbi(1),
             Guarantee::Refer => Feature::LandlockAbi(2),
             Guarantee::Truncate => Feature::LandlockAbi(3),
             Guarantee::DeviceIoctl => Feature::LandlockAbi(5),
+            // Port rules need Landlock's TCP access rights; the socket filter (seccomp)
+            // is needed either way and is required through `SyscallFilter`.
+            Guarantee::Network if asks.tcp_connect => Feature::LandlockAbi(4),
+            Guarantee::Network | Guarantee::UnixSockets | Guarantee::SyscallFilter => {
+                Feature::Seccomp
+            }
+            Guarantee::Signals | Guarantee::AbstractSockets => Feature::LandlockAbi(6),
+            Guarantee::Capabilities | Guarantee::Fds => Feature::Always,
         }
     }
 
-    /// How much `mode` depends on this guarantee.
-    pub fn requirement(self, mode: Mode) -> Requirement {
-        if !mode.is_confined() {
+    /// How much a policy asking `asks` depends on this guarantee.
+    pub fn requirement(self, asks: &Asks) -> Requirement {
+        if !asks.mode.is_confined() {
             return Requirement::NotApplicable;
         }
         match self {
             // Without filesystem rules there is no sandbox at all.
             Guarantee::FilesystemWrites => Requirement::Required,
             Guarantee::Refer | Guarantee::Truncate | Guarantee::DeviceIoctl => Requirement::Desired,
+            // A denied network the kernel cannot deny is a lie, never an allow-all.
+            Guarantee::Network => match asks.network {
+                Network::Deny => Requirement::Required,
+                Network::Allow => Requirement::NotApplicable,
+            },
+            Guarantee::UnixSockets if asks.allow_unix_sockets => Requirement::NotApplicable,
+            Guarantee::UnixSockets => Requirement::Required,
+            // Scopes arrived late (6.12); older kernels still confine files and syscalls.
+            Guarantee::Signals | Guarantee::AbstractSockets => Requirement::Desired,
+            Guarantee::SyscallFilter | Guarantee::Capabilities | Guarantee::Fds => {
+                Requirement::Required
+            }
         }
     }
 }
@@ -106,7 +207,7 @@ pub enum Requirement {
     Required,
     /// Enforced when the kernel can; its absence makes enforcement `partial`.
     Desired,
-    /// The mode does not ask for it.
+    /// The policy does not ask for it.
     NotApplicable,
 }
 
@@ -132,6 +233,7 @@ impl Enforcement {
 pub struct Assessment {
     pub guarantee: Guarantee,
     pub requirement: Requirement,
+    pub needs: Feature,
     pub enforced: bool,
 }
 
@@ -146,29 +248,31 @@ pub enum Verdict {
     Unavailable { missing: Vec<(Guarantee, Feature)> },
 }
 
-/// Assesses every guarantee `mode` asks for against `facts`.
-pub fn assess(mode: Mode, facts: &KernelFacts) -> Vec<Assessment> {
+/// Assesses every guarantee a policy asking `asks` depends on against `facts`.
+pub fn assess(asks: &Asks, facts: &KernelFacts) -> Vec<Assessment> {
     Guarantee::ALL
         .into_iter()
         .map(|g| Assessment {
             guarantee: g,
-            requirement: g.requirement(mode),
-            enforced: g.requirement(mode) != Requirement::NotApplicable
-                && g.needs().available(facts),
+            requirement: g.requirement(asks),
+            needs: g.needs(asks),
+            enforced: g.requirement(asks) != Requirement::NotApplicable
+                && g.needs(asks).available(facts),
         })
         .collect()
 }
 
-/// Judges whether `mode` can run on a kernel with `facts`, and how completely.
-pub fn verdict(mode: Mode, facts: &KernelFacts) -> Verdict {
-    if !mode.is_confined() {
+/// Judges whether a policy asking `asks` can run on a kernel with `facts`, and how
+/// completely.
+pub fn verdict(asks: &Asks, facts: &KernelFacts) -> Verdict {
+    if !asks.mode.is_confined() {
         return Verdict::Unconfined;
     }
-    let assessed = assess(mode, facts);
+    let assessed = assess(asks, facts);
     let missing: Vec<_> = assessed
         .iter()
         .filter(|a| a.requirement == Requirement::Required && !a.enforced)
-        .map(|a| (a.guarantee, a.guarantee.needs()))
+        .map(|a| (a.guarantee, a.needs))
         .collect();
     if !missing.is_empty() {
         return Verdict::Unavailable { missing };
@@ -183,18 +287,91 @@ pub fn verdict(mode: Mode, facts: &KernelFacts) -> Verdict {
     })
 }
 
+/// The guarantees enforced for `asks` on `facts`: what the launcher reports, and what
+/// the runner must achieve before it starts the target.
+pub fn enforced(asks: &Asks, facts: &KernelFacts) -> Vec<Guarantee> {
+    assess(asks, facts)
+        .into_iter()
+        .filter(|a| a.enforced)
+        .map(|a| a.guarantee)
+        .collect()
+}
+
+/// How one guarantee stands, as shown in ConfinedArgv's `guarantees` and by
+/// `stockade probe --json`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// The kernel enforces it for this command.
+    Enforced,
+    /// The policy asks for it but the kernel lacks the feature it needs.
+    Unavailable,
+    /// The policy does not ask for it (for example `network` with `--network allow`).
+    NotRequested,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Enforced => "enforced",
+            Status::Unavailable => "unavailable",
+            Status::NotRequested => "not-requested",
+        }
+    }
+}
+
+/// One entry of the `guarantees` object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GuaranteeReport {
+    pub status: Status,
+    /// Whether the policy cannot run without it (`false`: its absence is `partial`).
+    pub required: bool,
+    /// The kernel feature it needs, e.g. `landlock-abi-4`, `seccomp`, `none`.
+    pub needs: String,
+}
+
+/// The `guarantees` object: every guarantee by its stable name.
+pub fn report(asks: &Asks, facts: &KernelFacts) -> BTreeMap<String, GuaranteeReport> {
+    assess(asks, facts)
+        .into_iter()
+        .map(|a| {
+            let status = match (a.requirement, a.enforced) {
+                (Requirement::NotApplicable, _) => Status::NotRequested,
+                (_, true) => Status::Enforced,
+                (_, false) => Status::Unavailable,
+            };
+            (
+                a.guarantee.name().to_string(),
+                GuaranteeReport {
+                    status,
+                    required: a.requirement == Requirement::Required,
+                    needs: a.needs.to_string(),
+                },
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn abi(n: u32) -> KernelFacts {
-        KernelFacts { landlock_abi: n }
+        KernelFacts {
+            landlock_abi: n,
+            seccomp: true,
+        }
+    }
+
+    fn defaults(mode: Mode) -> Asks {
+        Asks::defaults(mode)
     }
 
     #[test]
     fn no_landlock_means_unavailable() {
         for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
-            match verdict(mode, &abi(0)) {
+            match verdict(&defaults(mode), &abi(0)) {
                 Verdict::Unavailable { missing } => {
                     assert_eq!(
                         missing,
@@ -207,27 +384,87 @@ mod tests {
     }
 
     #[test]
-    fn old_abis_are_partial_and_abi_5_is_full() {
-        for n in 1..5 {
+    fn old_abis_are_partial_and_abi_6_is_full() {
+        for n in 1..6 {
             assert_eq!(
-                verdict(Mode::WorkspaceWrite, &abi(n)),
+                verdict(&defaults(Mode::WorkspaceWrite), &abi(n)),
                 Verdict::Confined(Enforcement::Partial),
                 "abi {n}"
             );
         }
-        for n in [5, 6, TESTED_LANDLOCK_ABI, 10] {
+        for n in [6, TESTED_LANDLOCK_ABI, 10] {
             assert_eq!(
-                verdict(Mode::ReadOnly, &abi(n)),
+                verdict(&defaults(Mode::ReadOnly), &abi(n)),
                 Verdict::Confined(Enforcement::Full)
             );
         }
     }
 
     #[test]
+    fn no_seccomp_means_unavailable_never_unfiltered() {
+        let facts = KernelFacts {
+            landlock_abi: 7,
+            seccomp: false,
+        };
+        let Verdict::Unavailable { missing } = verdict(&defaults(Mode::ReadOnly), &facts) else {
+            panic!()
+        };
+        let names: Vec<_> = missing.iter().map(|(g, _)| g.name()).collect();
+        assert_eq!(names, ["network", "unixSockets", "syscallFilter"]);
+    }
+
+    #[test]
+    fn tcp_ports_with_network_denied_require_landlock_abi_4() {
+        let asks = Asks {
+            tcp_connect: true,
+            ..defaults(Mode::WorkspaceWrite)
+        };
+        assert_eq!(
+            verdict(&asks, &abi(3)),
+            Verdict::Unavailable {
+                missing: vec![(Guarantee::Network, Feature::LandlockAbi(4))]
+            }
+        );
+        assert_eq!(
+            verdict(&asks, &abi(4)),
+            Verdict::Confined(Enforcement::Partial)
+        );
+        // Without port rules the socket filter alone denies the network.
+        assert_eq!(
+            verdict(&defaults(Mode::WorkspaceWrite), &abi(3)),
+            Verdict::Confined(Enforcement::Partial)
+        );
+    }
+
+    #[test]
+    fn report_names_every_guarantee_with_its_feature() {
+        let asks = Asks {
+            network: Network::Allow,
+            allow_unix_sockets: true,
+            ..defaults(Mode::ReadOnly)
+        };
+        let r = report(&asks, &abi(5));
+        assert_eq!(r.len(), Guarantee::ALL.len());
+        assert_eq!(r["filesystemWrites"].status, Status::Enforced);
+        assert!(r["filesystemWrites"].required);
+        assert_eq!(r["signals"].status, Status::Unavailable);
+        assert_eq!(r["signals"].needs, "landlock-abi-6");
+        assert_eq!(r["network"].status, Status::NotRequested);
+        assert_eq!(r["unixSockets"].status, Status::NotRequested);
+        assert_eq!(r["syscallFilter"].needs, "seccomp");
+        assert_eq!(r["capabilities"].needs, "none");
+        assert_eq!(r["fds"].status, Status::Enforced);
+        let enforced = enforced(&asks, &abi(5));
+        assert!(!enforced.contains(&Guarantee::Signals));
+        assert!(enforced.contains(&Guarantee::DeviceIoctl));
+    }
+
+    #[test]
     fn danger_full_access_is_unconfined_even_without_landlock() {
         assert_eq!(
-            verdict(Mode::DangerFullAccess, &abi(0)),
+            verdict(&defaults(Mode::DangerFullAccess), &abi(0)),
             Verdict::Unconfined
         );
+        assert!(enforced(&defaults(Mode::DangerFullAccess), &abi(7)).is_empty());
     }
 }

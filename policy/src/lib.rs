@@ -13,8 +13,8 @@
 //! - [`policy`]: a caller's policy request, and [`policy::PolicyRequest::resolve`], the
 //!   one step that fills in defaults and canonicalises paths.
 //! - [`grants`]: which filesystem access each resolved policy grants, and where.
-//! - [`guarantees`]: which guarantees a mode asks for and what kernel feature each needs,
-//!   hence whether enforcement is `full` or `partial`.
+//! - [`guarantees`]: which guarantees a policy asks for and what kernel feature each
+//!   needs, hence whether enforcement is `full` or `partial` (or impossible).
 //! - [`request`]: the launch request the launcher writes and the runner consumes, its
 //!   binary file format and its validation.
 //! - [`confined`]: the ConfinedArgv contract handed to executors.
@@ -35,5 +35,5 @@ pub mod request;
 pub mod status;
 
 pub use mode::Mode;
-pub use policy::{Policy, PolicyRequest};
+pub use policy::{Network, Policy, PolicyRequest};
 pub use request::LaunchRequest;

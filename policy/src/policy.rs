@@ -5,12 +5,63 @@
 //! are made absolute and canonical. Nothing downstream applies a default of its own.
 
 use crate::mode::Mode;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 /// The shared scratch directory granted to `workspace-write` commands.
 pub const SHARED_TMP: &str = "/tmp";
+
+/// Whether a confined command may use the network.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    /// Sockets of every family may be created (file-only confinement).
+    Allow,
+    /// No socket but `AF_UNIX` may be created, except TCP to explicitly allowed ports.
+    Deny,
+}
+
+impl Network {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::Allow => "allow",
+            Network::Deny => "deny",
+        }
+    }
+
+    /// The default for `mode`: confined modes deny the network (a caller wanting
+    /// file-only semantics asks for `allow`); `danger-full-access` is never restricted.
+    pub fn default_for(mode: Mode) -> Network {
+        if mode.is_confined() {
+            Network::Deny
+        } else {
+            Network::Allow
+        }
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Network {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "allow" => Ok(Network::Allow),
+            "deny" => Ok(Network::Deny),
+            _ => Err(format!(
+                "unknown network policy '{s}': expected allow or deny"
+            )),
+        }
+    }
+}
 
 /// A policy as the caller states it, before resolution.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,6 +71,16 @@ pub struct PolicyRequest {
     pub workspace: Option<PathBuf>,
     /// Extra writable roots (`--writable`), used in `workspace-write`.
     pub writable: Vec<PathBuf>,
+    /// `--network`; `None` means the mode's default ([`Network::default_for`]).
+    pub network: Option<Network>,
+    /// `--allow-tcp-connect PORT`: outgoing TCP ports allowed while the network is
+    /// denied.
+    pub allow_tcp_connect: Vec<u16>,
+    /// `--allow-unix-sockets`: allow creating `AF_UNIX` sockets (which can reach services
+    /// outside the sandbox). `socketpair` is always allowed.
+    pub allow_unix_sockets: bool,
+    /// `--keep-fd N`: inherited descriptors above 2 that reach the target.
+    pub keep_fds: Vec<i32>,
 }
 
 /// A resolved policy: every path absolute, canonical and known to exist as a directory
@@ -34,6 +95,15 @@ pub struct Policy {
     /// The canonical `$TMPDIR` of the target's environment, when it names an existing
     /// directory (`workspace-write` grants it).
     pub tmpdir: Option<PathBuf>,
+    /// Whether the network is usable (always `Allow` in `danger-full-access`).
+    pub network: Network,
+    /// TCP ports the target may connect to while the network is denied; sorted, unique.
+    pub allow_tcp_connect: Vec<u16>,
+    /// Whether `AF_UNIX` sockets may be created.
+    pub allow_unix_sockets: bool,
+    /// Inherited descriptors (all above 2) passed to the target; sorted, unique. Every
+    /// other descriptor above 2 is closed on exec.
+    pub keep_fds: Vec<i32>,
 }
 
 /// Why a policy could not be resolved. Each names the path at fault.
@@ -49,6 +119,10 @@ pub enum PolicyError {
     WritableRoot { path: PathBuf, source: io::Error },
     /// A writable root exists but is not a directory.
     WritableRootNotDirectory { path: PathBuf },
+    /// `--keep-fd` names stdin/stdout/stderr (always kept) or a negative number.
+    KeepFd { fd: i32 },
+    /// `--allow-tcp-connect 0`: not a port anything can connect to.
+    TcpPortZero,
 }
 
 impl fmt::Display for PolicyError {
@@ -74,6 +148,13 @@ impl fmt::Display for PolicyError {
             PolicyError::WritableRootNotDirectory { path } => {
                 write!(f, "writable root {} is not a directory", path.display())
             }
+            PolicyError::KeepFd { fd } => write!(
+                f,
+                "--keep-fd {fd}: only descriptors above 2 can be named (0, 1 and 2 are always passed on)"
+            ),
+            PolicyError::TcpPortZero => {
+                f.write_str("--allow-tcp-connect 0: port 0 cannot be connected to")
+            }
         }
     }
 }
@@ -87,6 +168,10 @@ impl PolicyRequest {
             mode,
             workspace: None,
             writable: Vec::new(),
+            network: None,
+            allow_tcp_connect: Vec::new(),
+            allow_unix_sockets: false,
+            keep_fds: Vec::new(),
         }
     }
 
@@ -133,11 +218,33 @@ impl PolicyRequest {
         let tmpdir = tmpdir
             .filter(|p| p.is_absolute())
             .and_then(|p| canonical_dir(p).ok());
+        let mut keep_fds = self.keep_fds.clone();
+        if let Some(&fd) = keep_fds.iter().find(|&&fd| fd <= 2) {
+            return Err(PolicyError::KeepFd { fd });
+        }
+        keep_fds.sort_unstable();
+        keep_fds.dedup();
+        let mut allow_tcp_connect = self.allow_tcp_connect.clone();
+        if allow_tcp_connect.contains(&0) {
+            return Err(PolicyError::TcpPortZero);
+        }
+        allow_tcp_connect.sort_unstable();
+        allow_tcp_connect.dedup();
+        // danger-full-access ignores the network flags: nothing is enforced there.
+        let network = if self.mode.is_confined() {
+            self.network.unwrap_or(Network::default_for(self.mode))
+        } else {
+            Network::Allow
+        };
         Ok(Policy {
             mode: self.mode,
             workspace,
             writable_roots,
             tmpdir,
+            network,
+            allow_tcp_connect,
+            allow_unix_sockets: self.allow_unix_sockets,
+            keep_fds,
         })
     }
 }
@@ -193,9 +300,9 @@ mod tests {
         std::fs::create_dir(dir.join("ws")).unwrap();
         std::fs::create_dir(dir.join("extra")).unwrap();
         let req = PolicyRequest {
-            mode: Mode::WorkspaceWrite,
             workspace: Some("ws/../ws".into()),
             writable: vec!["extra".into(), "./extra".into()],
+            ..PolicyRequest::new(Mode::WorkspaceWrite)
         };
         let policy = req.resolve(&dir, Some(&dir)).unwrap();
         assert_eq!(policy.workspace, dir.join("ws"));
@@ -253,5 +360,57 @@ mod tests {
             .resolve(&dir, Some(Path::new("relative")))
             .unwrap();
         assert_eq!(policy.tmpdir, None);
+    }
+
+    #[test]
+    fn network_is_denied_by_default_only_in_confined_modes() {
+        let dir = tempdir();
+        for (mode, want) in [
+            (Mode::ReadOnly, Network::Deny),
+            (Mode::WorkspaceWrite, Network::Deny),
+            (Mode::DangerFullAccess, Network::Allow),
+        ] {
+            let policy = PolicyRequest::new(mode).resolve(&dir, None).unwrap();
+            assert_eq!(policy.network, want, "{mode}");
+        }
+        let req = PolicyRequest {
+            network: Some(Network::Allow),
+            ..PolicyRequest::new(Mode::ReadOnly)
+        };
+        assert_eq!(req.resolve(&dir, None).unwrap().network, Network::Allow);
+        let req = PolicyRequest {
+            network: Some(Network::Deny),
+            ..PolicyRequest::new(Mode::DangerFullAccess)
+        };
+        assert_eq!(req.resolve(&dir, None).unwrap().network, Network::Allow);
+    }
+
+    #[test]
+    fn ports_and_fds_are_sorted_unique_and_checked() {
+        let dir = tempdir();
+        let req = PolicyRequest {
+            allow_tcp_connect: vec![443, 80, 443],
+            keep_fds: vec![7, 3, 7],
+            ..PolicyRequest::new(Mode::WorkspaceWrite)
+        };
+        let policy = req.resolve(&dir, None).unwrap();
+        assert_eq!(policy.allow_tcp_connect, vec![80, 443]);
+        assert_eq!(policy.keep_fds, vec![3, 7]);
+        for fd in [2, -1] {
+            let req = PolicyRequest {
+                keep_fds: vec![fd],
+                ..PolicyRequest::new(Mode::WorkspaceWrite)
+            };
+            let err = req.resolve(&dir, None).unwrap_err();
+            assert!(matches!(err, PolicyError::KeepFd { .. }), "{err}");
+        }
+        let req = PolicyRequest {
+            allow_tcp_connect: vec![0],
+            ..PolicyRequest::new(Mode::WorkspaceWrite)
+        };
+        assert!(matches!(
+            req.resolve(&dir, None),
+            Err(PolicyError::TcpPortZero)
+        ));
     }
 }

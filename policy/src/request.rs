@@ -17,9 +17,9 @@
 //! Paths, arguments and environment entries are carried as raw bytes: Linux allows any
 //! byte but NUL in them, and the format must not lose what the caller passed.
 
-use crate::guarantees::Enforcement;
+use crate::guarantees::{Enforcement, Guarantee};
 use crate::mode::Mode;
-use crate::policy::Policy;
+use crate::policy::{Network, Policy};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::fmt;
@@ -50,6 +50,9 @@ pub struct LaunchRequest {
     /// The enforcement the launcher reported to the executor. The runner refuses to
     /// start the target when the kernel gives less, so the report is never a lie.
     pub enforcement: Enforcement,
+    /// The guarantees the launcher reported as enforced. The runner refuses to start the
+    /// target unless it achieved every one of them.
+    pub guarantees: Vec<Guarantee>,
     /// The status file the runner reports to (see [`crate::status`]), absolute; `None`
     /// when the launcher provides no status channel.
     pub status_path: Option<PathBuf>,
@@ -130,15 +133,35 @@ impl std::error::Error for EncodeError {}
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ValidationError {
     EmptyArgv,
-    NulInArgv { index: usize },
-    RelativeCwd { cwd: PathBuf },
+    NulInArgv {
+        index: usize,
+    },
+    RelativeCwd {
+        cwd: PathBuf,
+    },
     NulInCwd,
-    EmptyEnvName { index: usize },
-    EqualsInEnvName { name: String },
-    NulInEnv { name: String },
-    RelativePolicyPath { path: PathBuf },
+    EmptyEnvName {
+        index: usize,
+    },
+    EqualsInEnvName {
+        name: String,
+    },
+    NulInEnv {
+        name: String,
+    },
+    RelativePolicyPath {
+        path: PathBuf,
+    },
     NulInPolicyPath,
-    RelativeStatusPath { path: PathBuf },
+    /// A descriptor to keep that is 0, 1, 2 or negative.
+    BadKeepFd {
+        fd: i32,
+    },
+    /// Port 0 among the allowed TCP ports.
+    TcpPortZero,
+    RelativeStatusPath {
+        path: PathBuf,
+    },
     NulInStatusPath,
 }
 
@@ -170,6 +193,13 @@ impl fmt::Display for ValidationError {
             ValidationError::NulInPolicyPath => {
                 f.write_str("request policy path contains a NUL byte")
             }
+            ValidationError::BadKeepFd { fd } => write!(
+                f,
+                "request keeps descriptor {fd}; only descriptors above 2 can be named"
+            ),
+            ValidationError::TcpPortZero => {
+                f.write_str("request allows TCP port 0, which cannot be connected to")
+            }
             ValidationError::RelativeStatusPath { path } => {
                 write!(f, "request status path {} is not absolute", path.display())
             }
@@ -192,7 +222,12 @@ struct Body {
     workspace: Vec<u8>,
     writable_roots: Vec<Vec<u8>>,
     tmpdir: Option<Vec<u8>>,
+    network: Network,
+    allow_tcp_connect: Vec<u16>,
+    allow_unix_sockets: bool,
+    keep_fds: Vec<i32>,
     enforcement: Enforcement,
+    guarantees: Vec<Guarantee>,
     status_path: Option<Vec<u8>>,
 }
 
@@ -230,7 +265,12 @@ impl LaunchRequest {
                 .map(|p| bytes(p))
                 .collect(),
             tmpdir: self.policy.tmpdir.as_deref().map(bytes),
+            network: self.policy.network,
+            allow_tcp_connect: self.policy.allow_tcp_connect.clone(),
+            allow_unix_sockets: self.policy.allow_unix_sockets,
+            keep_fds: self.policy.keep_fds.clone(),
             enforcement: self.enforcement,
+            guarantees: self.guarantees.clone(),
             status_path: self.status_path.as_deref().map(bytes),
         };
         let encoded = bincode::serde::encode_to_vec(&body, bincode::config::standard())
@@ -305,8 +345,13 @@ impl LaunchRequest {
                 workspace: path(body.workspace),
                 writable_roots: body.writable_roots.into_iter().map(path).collect(),
                 tmpdir: body.tmpdir.map(path),
+                network: body.network,
+                allow_tcp_connect: body.allow_tcp_connect,
+                allow_unix_sockets: body.allow_unix_sockets,
+                keep_fds: body.keep_fds,
             },
             enforcement: body.enforcement,
+            guarantees: body.guarantees,
             status_path: body.status_path.map(path),
         })
     }
@@ -350,6 +395,12 @@ impl LaunchRequest {
             if !path.is_absolute() {
                 return Err(ValidationError::RelativePolicyPath { path: path.clone() });
             }
+        }
+        if let Some(&fd) = p.keep_fds.iter().find(|&&fd| fd <= 2) {
+            return Err(ValidationError::BadKeepFd { fd });
+        }
+        if p.allow_tcp_connect.contains(&0) {
+            return Err(ValidationError::TcpPortZero);
         }
         if let Some(status) = &self.status_path {
             if status.as_os_str().as_bytes().contains(&0) {
@@ -396,8 +447,13 @@ mod tests {
                 workspace: "/work/ws".into(),
                 writable_roots: vec!["/srv/a".into()],
                 tmpdir: Some("/var/tmp".into()),
+                network: Network::Deny,
+                allow_tcp_connect: vec![443],
+                allow_unix_sockets: true,
+                keep_fds: vec![3, 9],
             },
             enforcement: Enforcement::Full,
+            guarantees: vec![Guarantee::FilesystemWrites, Guarantee::Fds],
             status_path: Some("/run/user/0/stockade/req-1/status".into()),
         }
     }
@@ -535,6 +591,14 @@ mod tests {
         check(
             &|r| r.policy.writable_roots.push("rel".into()),
             ValidationError::RelativePolicyPath { path: "rel".into() },
+        );
+        check(
+            &|r| r.policy.keep_fds.push(1),
+            ValidationError::BadKeepFd { fd: 1 },
+        );
+        check(
+            &|r| r.policy.allow_tcp_connect.push(0),
+            ValidationError::TcpPortZero,
         );
         check(
             &|r| r.status_path = Some("status".into()),

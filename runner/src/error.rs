@@ -79,8 +79,24 @@ pub enum RunnerError {
     LessThanReported {
         reported: Enforcement,
     },
+    /// The runner achieved less than a guarantee the launcher reported as enforced.
+    NotAchieved {
+        guarantee: Guarantee,
+    },
     /// Landlock refused the ruleset.
     Landlock(String),
+    /// The seccomp filter could not be built or installed.
+    Seccomp(String),
+    /// A capability set could not be emptied.
+    Capabilities(String),
+    /// Inherited descriptors could not be kept from the target.
+    Fds(String),
+    /// A descriptor the request keeps is not open.
+    KeepFdNotOpen {
+        fd: i32,
+    },
+    /// A new session could not be started.
+    Setsid(io::Error),
     /// The status file cannot be opened or written.
     Status {
         path: PathBuf,
@@ -128,7 +144,13 @@ impl RunnerError {
             RunnerError::GrantNotDirectory { .. } => "grant-not-directory",
             RunnerError::Unavailable { .. } => "sandbox-unavailable",
             RunnerError::LessThanReported { .. } => "less-than-reported",
+            RunnerError::NotAchieved { .. } => "guarantee-not-achieved",
             RunnerError::Landlock(_) => "landlock",
+            RunnerError::Seccomp(_) => "seccomp",
+            RunnerError::Capabilities(_) => "capabilities",
+            RunnerError::Fds(_) => "fds",
+            RunnerError::KeepFdNotOpen { .. } => "keep-fd-not-open",
+            RunnerError::Setsid(_) => "setsid",
             RunnerError::Status { .. } => "status",
             RunnerError::NotFound { .. } => "not-found",
             RunnerError::CannotExecute { .. } => "cannot-execute",
@@ -222,7 +244,22 @@ impl fmt::Display for RunnerError {
                 "the kernel enforces less than the {} enforcement reported for this request; refusing to run",
                 reported.as_str()
             ),
+            RunnerError::NotAchieved { guarantee } => write!(
+                f,
+                "the {} guarantee was reported as enforced but the kernel did not give it; refusing to run",
+                guarantee.name()
+            ),
             RunnerError::Landlock(e) => write!(f, "landlock: {e}"),
+            RunnerError::Seccomp(e) => write!(f, "seccomp filter: {e}"),
+            RunnerError::Capabilities(e) => write!(f, "capabilities: {e}"),
+            RunnerError::Fds(e) => {
+                write!(f, "cannot keep inherited descriptors from the target: {e}")
+            }
+            RunnerError::KeepFdNotOpen { fd } => write!(
+                f,
+                "descriptor {fd} is to be kept for the command but is not open"
+            ),
+            RunnerError::Setsid(e) => write!(f, "cannot start a new session: {e}"),
             RunnerError::Status { path, reason } => {
                 write!(f, "status file {} is unusable: {reason}", path.display())
             }

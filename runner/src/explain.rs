@@ -5,9 +5,9 @@ use crate::error::RunnerError;
 use crate::request_file;
 use std::fmt::Write as _;
 use std::path::Path;
-use stockade_policy::LaunchRequest;
 use stockade_policy::grants::{self, Access};
 use stockade_policy::request::FORMAT_VERSION;
+use stockade_policy::{LaunchRequest, Network};
 
 pub fn explain(path: &Path) -> Result<String, RunnerError> {
     let (file, meta) = request_file::open(path)?;
@@ -73,5 +73,33 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
         );
     }
     let _ = writeln!(w, "everything else: denied");
+    let p = &request.policy;
+    let network = match (p.network, p.allow_tcp_connect.is_empty()) {
+        (Network::Allow, _) => "allowed".to_string(),
+        (Network::Deny, true) => "denied (no socket but AF_UNIX)".to_string(),
+        (Network::Deny, false) => {
+            let ports: Vec<String> = p.allow_tcp_connect.iter().map(u16::to_string).collect();
+            format!("denied, except outgoing TCP to port {}", ports.join(", "))
+        }
+    };
+    let _ = writeln!(w, "network:     {network}");
+    let _ = writeln!(
+        w,
+        "unix:        {}",
+        if p.allow_unix_sockets {
+            "sockets allowed"
+        } else {
+            "sockets denied (socketpair allowed)"
+        }
+    );
+    let kept: Vec<String> = p.keep_fds.iter().map(i32::to_string).collect();
+    let _ = writeln!(
+        w,
+        "fds:         0, 1, 2{}{}; every other descriptor is closed on exec",
+        if kept.is_empty() { "" } else { ", " },
+        kept.join(", ")
+    );
+    let reported: Vec<&str> = request.guarantees.iter().map(|g| g.name()).collect();
+    let _ = writeln!(w, "guarantees reported enforced: {}", reported.join(", "));
     Ok(out)
 }

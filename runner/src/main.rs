@@ -1,19 +1,26 @@
 //! `stockade-runner`: consumes one launch request, confines itself, and execs the target.
 //!
-//! Order: consume request -> open status file -> chdir(cwd) -> no_new_privs -> Landlock
-//! -> `confined` status record -> execve. A failure after the status file is open also
-//! writes a `failed` record (see status.rs).
+//! Order: consume request -> open status file -> chdir(cwd) -> new session (stdin a
+//! terminal, not a group leader) -> no_new_privs -> Landlock -> drop capabilities ->
+//! inherited fds marked close-on-exec -> seccomp (last: it filters what the steps before
+//! use) -> `confined` status record -> execve. A failure after the status file is open
+//! also writes a `failed` record (see status.rs). The status file is close-on-exec, and
+//! written with plain write(2), which the filter lets through.
 //!
 //! Failure contract: every failure before the target starts prints exactly one stderr
 //! line beginning `stockade-runner: ` and exits 125; a target that is not found exits
 //! 127, one that cannot be executed 126, each with one such line. On success the runner
 //! writes nothing at all: the target owns stdout and stderr.
 
+mod caps;
 mod error;
 mod exec;
 mod explain;
+mod fds;
 mod request_file;
 mod ruleset;
+mod seccomp;
+mod session;
 mod status;
 
 use error::RunnerError;
@@ -24,7 +31,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use stockade_policy::exit::RUNNER_PREFIX;
 use stockade_policy::grants;
-use stockade_policy::guarantees::{self, Enforcement, Verdict};
+use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, Verdict};
 use stockade_policy::{LaunchRequest, Mode};
 
 const USAGE: &str = "usage: stockade-runner --request FILE | --explain FILE | --version";
@@ -72,32 +79,56 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, Runne
 /// Applies the request's confinement to this process. After this returns, everything
 /// this process and its descendants do is confined, with the returned enforcement.
 fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
-    if request.policy.mode == Mode::DangerFullAccess {
+    let policy = &request.policy;
+    if policy.mode == Mode::DangerFullAccess {
         return Err(RunnerError::Unconfined);
     }
+    let programs = seccomp::programs(policy)?;
     std::env::set_current_dir(&request.cwd).map_err(|source| RunnerError::Chdir {
         cwd: request.cwd.clone(),
         source,
     })?;
+    session::detach_from_terminal()?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
-    let applied = ruleset::restrict(&grants::grants(&request.policy))?;
+    let applied = ruleset::restrict(&grants::grants(policy), policy)?;
+    if !applied.enforced {
+        return Err(RunnerError::Landlock(
+            "the kernel did not enforce the ruleset (Landlock unsupported or disabled)".into(),
+        ));
+    }
+    caps::drop_all()?;
+    fds::restrict(&policy.keep_fds)?;
+    seccomp::install(&programs)?;
     // Judge what the kernel actually gave, with the same rules the launcher used to
-    // report enforcement to the executor.
-    let achieved = match guarantees::verdict(request.policy.mode, &applied.facts) {
-        Verdict::Confined(e) if applied.enforced => e,
-        Verdict::Unavailable { missing } => return Err(RunnerError::Unavailable { missing }),
-        _ => {
-            return Err(RunnerError::Landlock(
-                "the kernel did not enforce the ruleset (Landlock unsupported or disabled)".into(),
-            ));
-        }
+    // report enforcement to the executor. Reaching here means the filter is installed.
+    let achieved = KernelFacts {
+        landlock_abi: applied.landlock_abi,
+        seccomp: true,
     };
-    if achieved == Enforcement::Partial && request.enforcement == Enforcement::Full {
+    judge(&Asks::of(policy), &achieved, request)
+}
+
+/// Refuses to start the target when it would get less than the executor was told.
+fn judge(
+    asks: &Asks,
+    achieved: &KernelFacts,
+    request: &LaunchRequest,
+) -> Result<Enforcement, RunnerError> {
+    let enforcement = match guarantees::verdict(asks, achieved) {
+        Verdict::Confined(e) => e,
+        Verdict::Unavailable { missing } => return Err(RunnerError::Unavailable { missing }),
+        Verdict::Unconfined => return Err(RunnerError::Unconfined),
+    };
+    let given = guarantees::enforced(asks, achieved);
+    if let Some(&guarantee) = request.guarantees.iter().find(|g| !given.contains(g)) {
+        return Err(RunnerError::NotAchieved { guarantee });
+    }
+    if enforcement == Enforcement::Partial && request.enforcement == Enforcement::Full {
         return Err(RunnerError::LessThanReported {
             reported: request.enforcement,
         });
     }
-    Ok(achieved)
+    Ok(enforcement)
 }
 
 fn run(path: &std::path::Path) -> RunnerError {
@@ -158,4 +189,80 @@ fn main() -> ExitCode {
     };
     report(&err);
     ExitCode::from(err.exit_code() as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stockade_policy::Network;
+    use stockade_policy::guarantees::Guarantee;
+
+    fn request(enforcement: Enforcement, guarantees: Vec<Guarantee>) -> LaunchRequest {
+        LaunchRequest {
+            argv: vec!["true".into()],
+            cwd: "/".into(),
+            env: Vec::new(),
+            policy: stockade_policy::Policy {
+                mode: Mode::ReadOnly,
+                workspace: "/".into(),
+                writable_roots: Vec::new(),
+                tmpdir: None,
+                network: Network::Deny,
+                allow_tcp_connect: Vec::new(),
+                allow_unix_sockets: false,
+                keep_fds: Vec::new(),
+            },
+            enforcement,
+            guarantees,
+            status_path: None,
+        }
+    }
+
+    fn achieved(abi: u32) -> KernelFacts {
+        KernelFacts {
+            landlock_abi: abi,
+            seccomp: true,
+        }
+    }
+
+    #[test]
+    fn a_reported_guarantee_the_kernel_did_not_give_is_refused() {
+        let asks = Asks::defaults(Mode::ReadOnly);
+        let all = guarantees::enforced(&asks, &achieved(7));
+        let r = request(Enforcement::Full, all.clone());
+        assert!(judge(&asks, &achieved(7), &r).is_ok());
+        // Scopes missing (ABI 5): the signals guarantee was promised, so refuse.
+        let err = judge(&asks, &achieved(5), &r).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                RunnerError::NotAchieved {
+                    guarantee: Guarantee::Signals
+                }
+            ),
+            "{err}"
+        );
+        // Reported partial with what ABI 5 gives: accepted.
+        let partial = request(
+            Enforcement::Partial,
+            guarantees::enforced(&asks, &achieved(5)),
+        );
+        assert!(judge(&asks, &achieved(5), &partial).is_ok());
+        // Reported full without naming guarantees: still refused on less than full.
+        let full = request(Enforcement::Full, Vec::new());
+        assert!(matches!(
+            judge(&asks, &achieved(5), &full),
+            Err(RunnerError::LessThanReported { .. })
+        ));
+    }
+
+    #[test]
+    fn tcp_ports_without_landlock_network_rules_are_unavailable() {
+        let mut r = request(Enforcement::Partial, Vec::new());
+        r.policy.allow_tcp_connect = vec![443];
+        let asks = Asks::of(&r.policy);
+        let err = judge(&asks, &achieved(3), &r).unwrap_err();
+        assert!(matches!(err, RunnerError::Unavailable { .. }), "{err}");
+        assert!(err.to_string().contains("landlock-abi-4"), "{err}");
+    }
 }

@@ -7,20 +7,25 @@
 
 use crate::error::RunnerError;
 use landlock::{
-    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, LandlockStatus, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
+    PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 use stockade_policy::grants::{Access as GrantAccess, Grant};
-use stockade_policy::guarantees::KernelFacts;
+use stockade_policy::{Network, Policy};
 
 /// The ABI whose filesystem access rights are handled (ABI 5 adds the last one,
 /// IOCTL_DEV; 6 and 7 add none).
 pub const HANDLED_ABI: ABI = ABI::V5;
+/// The ABI whose network access rights are handled when the network is denied: TCP bind
+/// and connect (ABI 4).
+pub const HANDLED_NET_ABI: ABI = ABI::V4;
+/// The ABI whose scopes are always requested: abstract unix sockets and signals (ABI 6).
+pub const HANDLED_SCOPE_ABI: ABI = ABI::V6;
 
 /// What applying the ruleset achieved.
 pub struct Applied {
     /// The Landlock ABI the kernel offered (0: none).
-    pub facts: KernelFacts,
+    pub landlock_abi: u32,
     /// Whether the kernel enforced the ruleset at all.
     pub enforced: bool,
 }
@@ -85,15 +90,36 @@ fn abi_number(status: &LandlockStatus) -> u32 {
     }
 }
 
-/// Restricts the calling process to `grants`.
-pub fn restrict(grants: &[Grant]) -> Result<Applied, RunnerError> {
+/// Restricts the calling process to `grants`, and, as `policy` asks, to the allowed TCP
+/// ports; signals and abstract unix sockets are scoped to the sandbox.
+///
+/// Best effort: what an older kernel lacks is left out here and judged afterwards from
+/// the ABI it reports (`guarantees::verdict`), which refuses to run when a required
+/// guarantee is missing.
+pub fn restrict(grants: &[Grant], policy: &Policy) -> Result<Applied, RunnerError> {
     let ll = |e: landlock::RulesetError| RunnerError::Landlock(e.to_string());
-    let mut created = Ruleset::default()
+    let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(HANDLED_ABI))
+        .map_err(ll)?;
+    if policy.network == Network::Deny {
+        // Handled even without allowed ports: a second lock behind the socket filter.
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(HANDLED_NET_ABI))
+            .map_err(ll)?;
+    }
+    let mut created = ruleset
+        .scope(Scope::from_all(HANDLED_SCOPE_ABI))
         .map_err(ll)?
         .create()
         .map_err(ll)?;
+    if policy.network == Network::Deny {
+        for &port in &policy.allow_tcp_connect {
+            created = created
+                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+                .map_err(ll)?;
+        }
+    }
     for grant in grants {
         let fd = open_grant(grant)?;
         created = created
@@ -102,9 +128,7 @@ pub fn restrict(grants: &[Grant]) -> Result<Applied, RunnerError> {
     }
     let status = created.restrict_self().map_err(ll)?;
     Ok(Applied {
-        facts: KernelFacts {
-            landlock_abi: abi_number(&status.landlock),
-        },
+        landlock_abi: abi_number(&status.landlock),
         enforced: status.ruleset != RulesetStatus::NotEnforced,
     })
 }

@@ -314,35 +314,43 @@ fn on_a_terminal(cmd: &mut Command, input: &[u8]) -> std::fs::File {
 }
 
 #[test]
-fn a_command_reading_the_terminal_gets_its_foreground() {
-    // The command leads its own process group; if it were left in the background of
-    // the launcher's terminal, reading it would stop the command (SIGTTIN) and only the
-    // timeout would end it.
-    let fx = Fixture::new();
-    let mut cmd = fx.stockade([
-        "run",
-        "--timeout",
-        "30s",
-        "--grace",
-        "100ms",
-        "--",
-        "sh",
-        "-c",
-        "read line; echo got:$line",
-    ]);
-    let _master = on_a_terminal(&mut cmd, b"hello\n");
-    let out = cmd.output().unwrap();
-    assert_code(&out, 0);
-    assert_eq!(text(&out.stdout), "got:hello\n");
+fn a_command_on_a_terminal_can_read_it() {
+    // Unconfined, the command leads its own process group and gets the terminal's
+    // foreground (left in the background, reading would stop it with SIGTTIN and only
+    // the timeout would end it). Confined, the runner starts a new session instead, in
+    // which the terminal is no longer a controlling one and reads just work.
+    for mode in ["danger-full-access", "workspace-write"] {
+        let fx = Fixture::new();
+        let mut cmd = fx.stockade([
+            "run",
+            "--mode",
+            mode,
+            "--timeout",
+            "30s",
+            "--grace",
+            "100ms",
+            "--",
+            "sh",
+            "-c",
+            "read line; echo got:$line",
+        ]);
+        let _master = on_a_terminal(&mut cmd, b"hello\n");
+        let out = cmd.output().unwrap();
+        assert_code(&out, 0);
+        assert_eq!(text(&out.stdout), "got:hello\n", "{mode}");
+    }
 }
 
 #[test]
 fn a_command_stopped_from_its_terminal_stops_the_launcher_until_continued() {
-    // Ctrl-Z stops the terminal's foreground group, which is the command's: the
-    // launcher follows, so the user's shell sees its job stopped, and `fg` resumes both.
+    // Ctrl-Z stops the terminal's foreground group, which is an unconfined command's:
+    // the launcher follows, so the user's shell sees its job stopped, and `fg` resumes
+    // both.
     let fx = Fixture::new();
     let mut cmd = fx.stockade([
         "run",
+        "--mode",
+        "danger-full-access",
         "--timeout",
         "60s",
         "--grace",

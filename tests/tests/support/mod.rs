@@ -258,8 +258,13 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
             workspace: fx.ws.clone(),
             writable_roots: Vec::new(),
             tmpdir: None,
+            network: stockade_policy::Network::Deny,
+            allow_tcp_connect: Vec::new(),
+            allow_unix_sockets: false,
+            keep_fds: Vec::new(),
         },
         enforcement: Enforcement::Full,
+        guarantees: Vec::new(),
         status_path: None,
     }
 }

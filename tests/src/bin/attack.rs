@@ -1,0 +1,457 @@
+//! `attack NAME [ARGS...]`: one escape attempt, made with raw system calls so that the
+//! kernel's own answer is what the tests see.
+//!
+//! Prints one line: `ok` (the operation succeeded; exit 0) or `errno NAME` (it failed;
+//! exit 1). Usage errors exit 2. An attempt the kernel answers by killing the process
+//! (seccomp's architecture check) shows as a signal in the exit status.
+#![allow(clippy::undocumented_unsafe_blocks)] // A test helper made of raw system calls.
+
+use std::ffi::CString;
+use std::io::Error;
+use std::process::exit;
+
+fn errno_name(e: i32) -> String {
+    let name = match e {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::ESRCH => "ESRCH",
+        libc::EBADF => "EBADF",
+        libc::EACCES => "EACCES",
+        libc::EFAULT => "EFAULT",
+        libc::EXDEV => "EXDEV",
+        libc::EINVAL => "EINVAL",
+        libc::ENOTTY => "ENOTTY",
+        libc::ENOSYS => "ENOSYS",
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
+        libc::EPROTONOSUPPORT => "EPROTONOSUPPORT",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::EIO => "EIO",
+        _ => return format!("E{e}"),
+    };
+    name.to_string()
+}
+
+/// Reports the result of a system call returning -1 on failure and exits.
+fn report(ret: i64) -> ! {
+    if ret < 0 {
+        fail()
+    }
+    println!("ok");
+    exit(0)
+}
+
+fn fail() -> ! {
+    let e = Error::last_os_error().raw_os_error().unwrap_or(0);
+    println!("errno {}", errno_name(e));
+    exit(1)
+}
+
+/// Fails (reporting errno) unless `ret` is non-negative; returns it.
+fn must(ret: i64) -> i64 {
+    if ret < 0 {
+        fail()
+    }
+    ret
+}
+
+fn c(s: &str) -> CString {
+    CString::new(s).expect("no NUL")
+}
+
+fn arg(args: &[String], i: usize) -> &str {
+    args.get(i).map(String::as_str).unwrap_or_else(|| {
+        eprintln!("attack: missing argument {i}");
+        exit(2)
+    })
+}
+
+fn num<T: std::str::FromStr>(args: &[String], i: usize) -> T {
+    arg(args, i).parse().unwrap_or_else(|_| {
+        eprintln!("attack: argument {i} is not a number");
+        exit(2)
+    })
+}
+
+fn sockaddr_in(port: u16) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+fn socket(family: i32, ty: i32, proto: i32) -> i32 {
+    must(unsafe { libc::socket(family, ty | libc::SOCK_CLOEXEC, proto) } as i64) as i32
+}
+
+/// A unix address: a path, or an abstract name when `name` starts with `@`.
+fn sockaddr_un(name: &str) -> (libc::sockaddr_un, libc::socklen_t) {
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = name.as_bytes();
+    let (start, body) = match bytes.first() {
+        Some(b'@') => (1, &bytes[1..]),
+        _ => (0, bytes),
+    };
+    for (i, b) in body.iter().enumerate() {
+        addr.sun_path[start + i] = *b as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + start + body.len();
+    (addr, len as libc::socklen_t)
+}
+
+fn unix_connect(name: &str) -> ! {
+    let fd = socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+    let (addr, len) = sockaddr_un(name);
+    report(unsafe { libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len) } as i64)
+}
+
+fn tcp_connect(port: u16) -> ! {
+    let fd = socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+    let addr = sockaddr_in(port);
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    report(unsafe { libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len) } as i64)
+}
+
+fn tcp_bind() -> ! {
+    let fd = socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+    let addr = sockaddr_in(0);
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    report(unsafe { libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len) } as i64)
+}
+
+fn udp_send(port: u16) -> ! {
+    let fd = socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+    let addr = sockaddr_in(port);
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    let msg = b"escape";
+    report(unsafe {
+        libc::sendto(
+            fd,
+            msg.as_ptr().cast(),
+            msg.len(),
+            0,
+            &addr as *const _ as *const libc::sockaddr,
+            len,
+        )
+    } as i64)
+}
+
+/// Binds an abstract name inside the sandbox and connects to it: same domain, allowed.
+fn abstract_self(name: &str) -> ! {
+    let server = socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+    let (addr, len) = sockaddr_un(name);
+    let sa = &addr as *const _ as *const libc::sockaddr;
+    must(unsafe { libc::bind(server, sa, len) } as i64);
+    must(unsafe { libc::listen(server, 1) } as i64);
+    let client = socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+    report(unsafe { libc::connect(client, sa, len) } as i64)
+}
+
+fn open_flags(path: &str, flags: i32) -> i64 {
+    unsafe { libc::open(c(path).as_ptr(), flags | libc::O_CLOEXEC, 0o644) as i64 }
+}
+
+fn write_path(path: &str) -> ! {
+    let fd = must(open_flags(
+        path,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND,
+    ));
+    report(unsafe { libc::write(fd as i32, b"escaped\n".as_ptr().cast(), 8) } as i64)
+}
+
+fn read_path(path: &str) -> ! {
+    let fd = must(open_flags(path, libc::O_RDONLY));
+    let mut buf = [0u8; 64];
+    report(unsafe { libc::read(fd as i32, buf.as_mut_ptr().cast(), buf.len()) } as i64)
+}
+
+/// ptrace-style access to another process's memory through /proc.
+fn proc_mem(pid: i32) -> ! {
+    report(open_flags(&format!("/proc/{pid}/mem"), libc::O_RDONLY))
+}
+
+fn raw_clone(flags: u64) -> ! {
+    let pid =
+        must(unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) });
+    if pid == 0 {
+        unsafe { libc::_exit(0) }
+    }
+    let mut status = 0;
+    unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+    report(0)
+}
+
+fn mount_tmpfs(dir: &str) -> ! {
+    // Outside the sandbox, work in a private mount namespace so the host is untouched;
+    // inside, unshare is refused as well and the mount is tried as is.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } == 0 {
+        let root = c("/");
+        let none = c("none");
+        must(unsafe {
+            libc::mount(
+                none.as_ptr(),
+                root.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            )
+        } as i64);
+    }
+    let (src, target, fstype) = (c("tmpfs"), c(dir), c("tmpfs"));
+    report(unsafe {
+        libc::mount(
+            src.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    } as i64)
+}
+
+fn bpf_map() -> ! {
+    // union bpf_attr for BPF_MAP_CREATE: map_type, key_size, value_size, max_entries.
+    let mut attr = [0u32; 32];
+    attr[0] = 2; // BPF_MAP_TYPE_ARRAY
+    attr[1] = 4;
+    attr[2] = 4;
+    attr[3] = 1;
+    report(unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            0, // BPF_MAP_CREATE
+            attr.as_ptr(),
+            std::mem::size_of_val(&attr),
+        )
+    })
+}
+
+fn perf_event() -> ! {
+    // struct perf_event_attr: type (u32), size (u32), config (u64), ..., flags at 40.
+    let mut attr = [0u8; 128];
+    attr[0..4].copy_from_slice(&1u32.to_ne_bytes()); // PERF_TYPE_SOFTWARE
+    attr[4..8].copy_from_slice(&128u32.to_ne_bytes());
+    // config 0: PERF_COUNT_SW_CPU_CLOCK; flags: disabled | exclude_kernel | exclude_hv.
+    let flags: u64 = 1 | (1 << 5) | (1 << 6);
+    attr[40..48].copy_from_slice(&flags.to_ne_bytes());
+    report(unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            0,
+            -1,
+            -1,
+            8u64, // PERF_FLAG_FD_CLOEXEC
+        )
+    })
+}
+
+fn io_uring() -> ! {
+    // struct io_uring_params is 120 bytes; all zero asks for defaults.
+    let mut params = [0u8; 120];
+    report(unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) })
+}
+
+fn open_by_handle(path: &str) -> ! {
+    // struct file_handle { u32 handle_bytes; i32 handle_type; u8 f_handle[]; }
+    let mut handle = [0u32; 34];
+    handle[0] = 128;
+    let mut mount_id = 0i32;
+    must(unsafe {
+        libc::syscall(
+            libc::SYS_name_to_handle_at,
+            libc::AT_FDCWD,
+            c(path).as_ptr(),
+            handle.as_mut_ptr(),
+            &mut mount_id,
+            0,
+        )
+    });
+    let dir = must(open_flags("/", libc::O_RDONLY | libc::O_DIRECTORY));
+    report(unsafe {
+        libc::syscall(
+            libc::SYS_open_by_handle_at,
+            dir,
+            handle.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+fn int80_getpid() -> ! {
+    // The ia32 entry point: eax 20 is getpid in the i386 table.
+    let mut ret: i32 = 20;
+    unsafe {
+        std::arch::asm!("int 0x80", inout("eax") ret, options(nostack));
+    }
+    if ret < 0 {
+        println!("errno {}", errno_name(-ret));
+        exit(1)
+    }
+    println!("ok");
+    exit(0)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn int80_getpid() -> ! {
+    eprintln!("attack: int80 exists only on x86_64");
+    exit(2)
+}
+
+/// The capability, no_new_privs and seccomp lines of /proc/self/status.
+fn status() -> ! {
+    let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    for line in text.lines() {
+        if line.starts_with("Cap") || line.starts_with("NoNewPrivs") || line.starts_with("Seccomp:")
+        {
+            println!("{line}");
+        }
+    }
+    exit(0)
+}
+
+/// Which descriptors above 2 are open.
+fn fds() -> ! {
+    let mut open: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    open.sort();
+    // The directory listing itself was the highest descriptor, and is closed by now.
+    let open: Vec<String> = open
+        .into_iter()
+        .filter(|&fd| fd > 2 && unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0)
+        .map(|fd| fd.to_string())
+        .collect();
+    println!("fds [{}]", open.join(","));
+    exit(0)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let name = arg(&args, 0);
+    match name {
+        // Filesystem.
+        "write" => write_path(arg(&args, 1)),
+        "read" => read_path(arg(&args, 1)),
+        "symlink-write" => {
+            let (target, link) = (c(arg(&args, 1)), c(arg(&args, 2)));
+            must(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) } as i64);
+            write_path(arg(&args, 2))
+        }
+        "link" => {
+            let (from, to) = (c(arg(&args, 1)), c(arg(&args, 2)));
+            report(unsafe { libc::link(from.as_ptr(), to.as_ptr()) } as i64)
+        }
+        "rename" => {
+            let (from, to) = (c(arg(&args, 1)), c(arg(&args, 2)));
+            report(unsafe { libc::rename(from.as_ptr(), to.as_ptr()) } as i64)
+        }
+        "truncate" => {
+            let path = c(arg(&args, 1));
+            report(unsafe { libc::truncate(path.as_ptr(), 0) } as i64)
+        }
+        "fd-write" => {
+            let fd: i32 = num(&args, 1);
+            report(unsafe { libc::write(fd, b"escaped\n".as_ptr().cast(), 8) } as i64)
+        }
+        "fds" => fds(),
+        // Network.
+        "tcp-connect" => tcp_connect(num(&args, 1)),
+        "tcp-bind" => tcp_bind(),
+        "udp-send" => udp_send(num(&args, 1)),
+        "udp-socket" => report(socket(libc::AF_INET, libc::SOCK_DGRAM, 0) as i64),
+        "mptcp-socket" => report(socket(libc::AF_INET, libc::SOCK_STREAM, 262) as i64),
+        "tcp6-socket" => report(socket(libc::AF_INET6, libc::SOCK_STREAM, 0) as i64),
+        "netlink-socket" => report(socket(libc::AF_NETLINK, libc::SOCK_RAW, 0) as i64),
+        "unix-connect" => unix_connect(arg(&args, 1)),
+        "abstract-self" => abstract_self(arg(&args, 1)),
+        "socketpair" => {
+            let mut fds = [0i32; 2];
+            report(unsafe {
+                libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr())
+            } as i64)
+        }
+        // Other processes.
+        "kill" => {
+            let (pid, sig): (i32, i32) = (num(&args, 1), num(&args, 2));
+            report(unsafe { libc::kill(pid, sig) } as i64)
+        }
+        "kill-parent" => report(unsafe { libc::kill(libc::getppid(), 0) } as i64),
+        "ptrace" => {
+            let pid: i32 = num(&args, 1);
+            report(unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0usize, 0usize) } as i64)
+        }
+        "proc-mem-parent" => proc_mem(unsafe { libc::getppid() }),
+        "proc-mem" => proc_mem(num(&args, 1)),
+        "proc-environ" => read_path(&format!("/proc/{}/environ", arg(&args, 1))),
+        "process-vm-readv" => {
+            // Our own memory: whether the call is allowed at all is the question.
+            let pid = unsafe { libc::getpid() };
+            let mut buf = [0u8; 8];
+            let src = 0u64;
+            let local = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            };
+            let remote = libc::iovec {
+                iov_base: &src as *const u64 as *mut libc::c_void,
+                iov_len: 8,
+            };
+            report(unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) } as i64)
+        }
+        // Terminal.
+        "tiocsti" => {
+            let ch = b'#';
+            report(unsafe { libc::ioctl(0, libc::TIOCSTI, &ch) } as i64)
+        }
+        "tioclinux" => {
+            let sub = 7u8; // TIOCL_GETSHIFTSTATE-like read-only subcode
+            report(unsafe { libc::ioctl(0, libc::TIOCLINUX, &sub) } as i64)
+        }
+        "session" => {
+            let (sid, pid) = unsafe { (libc::getsid(0), libc::getpid()) };
+            println!("{}", if sid == pid { "leader" } else { "member" });
+            exit(0)
+        }
+        // Kernel surface.
+        "io-uring" => io_uring(),
+        "unshare-user" => report(unsafe { libc::unshare(libc::CLONE_NEWUSER) } as i64),
+        "clone-newuser" => raw_clone(libc::CLONE_NEWUSER as u64 | libc::SIGCHLD as u64),
+        "setns-uts" => {
+            let fd = must(open_flags("/proc/self/ns/uts", libc::O_RDONLY));
+            report(unsafe { libc::setns(fd as i32, libc::CLONE_NEWUTS) } as i64)
+        }
+        "mount" => mount_tmpfs(arg(&args, 1)),
+        "keyctl" => report(unsafe {
+            // KEYCTL_GET_KEYRING_ID of this process's own keyring, creating it.
+            libc::syscall(libc::SYS_keyctl, 0, -2i32, 1)
+        }),
+        "bpf" => bpf_map(),
+        "perf" => perf_event(),
+        "userfaultfd" => report(unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) }),
+        "personality" => report(unsafe { libc::personality(0x0004_0000) } as i64),
+        "personality-query" => report(unsafe { libc::personality(0xffff_ffff) } as i64),
+        "clone3" => report(unsafe {
+            // A null, zero-sized clone_args: EINVAL where clone3 exists.
+            libc::syscall(libc::SYS_clone3, std::ptr::null::<u8>(), 0usize)
+        }),
+        "fork" => raw_clone(libc::SIGCHLD as u64),
+        "open-by-handle" => open_by_handle(arg(&args, 1)),
+        "x32-getpid" => report(unsafe { libc::syscall(libc::SYS_getpid | 0x4000_0000) }),
+        "int80" => int80_getpid(),
+        "status" => status(),
+        _ => {
+            eprintln!("attack: unknown attack {name:?}");
+            exit(2)
+        }
+    }
+}
