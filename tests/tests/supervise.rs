@@ -443,3 +443,26 @@ fn a_confined_command_cannot_leave_its_cgroup() {
         text(&out.stdout)
     );
 }
+
+#[test]
+fn a_confined_command_dies_by_sigpipe_like_an_unconfined_one() {
+    // The runner is a Rust program (which ignores SIGPIPE) and an ignored signal
+    // survives execve: the target must get the default back.
+    let fx = Fixture::new();
+    for mode in ["danger-full-access", "read-only", "workspace-write"] {
+        let out = fx.run_sh(
+            mode,
+            "grep SigIgn /proc/self/status; yes | head -c1 >/dev/null",
+        );
+        assert_code(&out, 0);
+        let ignored = text(&out.stdout);
+        let mask = u64::from_str_radix(ignored.trim().trim_start_matches("SigIgn:\t"), 16)
+            .unwrap_or_else(|_| panic!("{mode}: {ignored}"));
+        assert_eq!(
+            mask & (1 << (libc::SIGPIPE - 1)),
+            0,
+            "{mode}: SIGPIPE ignored"
+        );
+        assert_eq!(text(&out.stderr), "", "{mode}: yes saw EPIPE");
+    }
+}
