@@ -183,14 +183,14 @@ impl Capture {
             // Everything before this chunk is still in the tail: start the file with it.
             debug_assert_eq!(before, self.tail.bytes().len() as u64);
             self.spill = match self.open_spill(dir) {
-                Ok((path, mut file)) => match file.write_all(self.tail.bytes()) {
+                Some((path, mut file)) => match file.write_all(self.tail.bytes()) {
                     Ok(()) => Spill::Writing { path, file },
                     Err(_) => {
                         let _ = std::fs::remove_file(&path);
                         Spill::Dropped
                     }
                 },
-                Err(_) => Spill::Dropped,
+                None => Spill::Dropped,
             };
         }
         if let Spill::Writing { file, .. } = &mut self.spill
@@ -200,19 +200,18 @@ impl Capture {
         }
     }
 
-    fn open_spill(&self, dir: &mut SpillDir) -> Result<(PathBuf, File), LauncherError> {
-        let path = dir.get()?.join(self.name);
+    /// Creates this stream's spill file. A failure only costs the spill (the stream is
+    /// then reported with its tail alone), so its reason is not kept.
+    fn open_spill(&self, dir: &mut SpillDir) -> Option<(PathBuf, File)> {
+        let path = dir.get().ok()?.join(self.name);
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
-            .map_err(|source| LauncherError::WriteRequest {
-                path: path.clone(),
-                source,
-            })?;
-        Ok((path, file))
+            .ok()?;
+        Some((path, file))
     }
 
     fn drop_spill(&mut self) {
