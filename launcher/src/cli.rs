@@ -1,8 +1,9 @@
 //! The command line of `stockade`. Parsing only: every decision is made elsewhere.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 use stockade_policy::{Mode, Network, PolicyRequest};
 
 #[derive(Parser, Debug)]
@@ -10,7 +11,7 @@ use stockade_policy::{Mode, Network, PolicyRequest};
     name = "stockade",
     version,
     about = "Run commands confined by Landlock and seccomp: stockade confine | run | classify | probe",
-    after_help = "Exit codes: the command's own code; 125 stockade or its runner failed (nothing ran); \
+    after_help = "Exit codes: the command's own code; 124 timed out; 125 stockade or its runner failed (nothing ran); \
 126 the program could not be executed; 127 the program was not found; 128+N killed by signal N.\n\
 The runner is looked up in $STOCKADE_RUNNER, then next to this executable."
 )]
@@ -23,7 +24,8 @@ pub struct Cli {
 pub enum Command {
     /// Write a launch request for CMD and print the ConfinedArgv JSON an executor spawns.
     Confine(ConfineArgs),
-    /// Run CMD confined, passing stdin, stdout and stderr straight through.
+    /// Run CMD confined and supervised: everything it starts is ended with it; output
+    /// passes through (or is captured with --json).
     Run(RunArgs),
     /// Classify a settled process spawned from a ConfinedArgv: print one JSON verdict and
     /// remove the private directory (see docs/provider-contract.md).
@@ -92,18 +94,77 @@ pub struct CommandArgs {
     pub command: Vec<OsString>,
 }
 
+/// The environment flags: the request carries the complete environment, so `confine` and
+/// `run` build it the same way (see `env.rs`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct EnvArgs {
+    /// Set NAME to VALUE in the command's environment (repeatable; applied last).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = crate::env::parse_assignment)]
+    pub env: Vec<(OsString, OsString)>,
+    /// Pass NAME through although it looks like a secret or --clear-env drops it (repeatable).
+    #[arg(long = "keep-env", value_name = "NAME")]
+    pub keep_env: Vec<OsString>,
+    /// Start from nothing but PATH, HOME, LANG, LC_*, TERM and USER.
+    #[arg(long = "clear-env")]
+    pub clear_env: bool,
+}
+
 #[derive(Args, Debug)]
 pub struct ConfineArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
     #[command(flatten)]
+    pub env: EnvArgs,
+    #[command(flatten)]
     pub command: CommandArgs,
+}
+
+/// How `stockade run` supervises the command.
+#[derive(Args, Debug, Clone)]
+pub struct SuperviseArgs {
+    /// End the command (and everything it started) after DURATION: 500ms, 30s, 2m.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+    pub timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when ending the command.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, default_value = "3s")]
+    pub grace: Duration,
+    /// How to hold everything the command starts: a cgroup v2 group when one can be
+    /// created (auto), or a subreaper and process group.
+    #[arg(long, value_name = "KIND", value_enum, default_value_t = ContainmentChoice::Auto)]
+    pub containment: ContainmentChoice,
+    /// Leave processes that outlive the command running (they are reported, not killed).
+    #[arg(long = "keep-background")]
+    pub keep_background: bool,
+    /// Capture both streams and print one JSON result on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// With --json: bytes of each stream kept in memory (the tail).
+    #[arg(long = "max-output", value_name = "BYTES", default_value_t = 64_000)]
+    pub max_output: usize,
+    /// With --json: bytes of each stream kept in its spill file; past this the file is deleted.
+    #[arg(long = "max-spill", value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub max_spill: u64,
+}
+
+/// Which containment `stockade run` may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ContainmentChoice {
+    /// A cgroup when one can be created, else a subreaper.
+    Auto,
+    /// A cgroup, or fail (exit 125) without running anything.
+    Cgroup,
+    /// A subreaper and process group, even where a cgroup is available.
+    Subreaper,
 }
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub env: EnvArgs,
+    #[command(flatten)]
+    pub supervise: SuperviseArgs,
     #[command(flatten)]
     pub command: CommandArgs,
 }
@@ -195,6 +256,43 @@ mod tests {
             cli.command,
             Command::Probe(ProbeArgs { json: true })
         ));
+    }
+
+    #[test]
+    fn run_options_parse_with_their_defaults() {
+        let cli = Cli::try_parse_from(["stockade", "run", "--", "true"]).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!()
+        };
+        assert_eq!(args.supervise.timeout, None);
+        assert_eq!(args.supervise.grace, Duration::from_secs(3));
+        assert_eq!(args.supervise.max_output, 64_000);
+        assert_eq!(args.supervise.max_spill, 64 * 1024 * 1024);
+        let cli = Cli::try_parse_from([
+            "stockade",
+            "run",
+            "--timeout",
+            "500ms",
+            "--env",
+            "A=b=c",
+            "--keep-env",
+            "X",
+            "--clear-env",
+            "--json",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!()
+        };
+        assert_eq!(args.supervise.timeout, Some(Duration::from_millis(500)));
+        assert_eq!(args.env.env, vec![("A".into(), "b=c".into())]);
+        assert!(args.env.clear_env && args.supervise.json);
+        for bad in [["--timeout", "5"], ["--env", "=x"], ["--grace", "1h"]] {
+            let argv = ["stockade", "run", bad[0], bad[1], "--", "true"];
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

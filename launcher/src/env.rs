@@ -1,14 +1,31 @@
-//! The target's environment, built once, explicitly, by the launcher. The runner passes
-//! exactly this environment to `execve`.
+//! The target's environment, built once, explicitly, by the launcher, from the caller's
+//! environment and the `--env`/`--keep-env`/`--clear-env` flags. The runner passes
+//! exactly this environment to `execve`; the rule itself lives in
+//! `stockade_policy::environment`.
 
+use crate::cli::EnvArgs;
 use std::ffi::OsString;
+use stockade_policy::environment::{self, BuiltEnv, EnvRequest};
 
-/// The environment a confined command receives: currently the caller's own.
-pub fn target_env() -> Vec<(OsString, OsString)> {
-    std::env::vars_os().collect()
+/// The environment a command receives under `args`, and what was removed.
+pub fn target_env(args: &EnvArgs) -> BuiltEnv {
+    let request = EnvRequest {
+        clear: args.clear_env,
+        keep: args.keep_env.clone(),
+        set: args.env.clone(),
+    };
+    environment::build(std::env::vars_os().collect(), &request)
 }
 
 /// The value of `name` in `env`.
 pub fn get<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a OsString> {
     env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v)
+}
+
+/// Parses one `--env NAME=VALUE`.
+pub fn parse_assignment(text: &str) -> Result<(OsString, OsString), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.into(), value.into())),
+        _ => Err(format!("{text:?} is not NAME=VALUE")),
+    }
 }

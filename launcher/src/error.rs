@@ -47,8 +47,8 @@ pub enum LauncherError {
         program: String,
         source: io::Error,
     },
-    /// Waiting for the command failed.
-    Wait(io::Error),
+    /// The supervisor cannot do its job (signals, polling).
+    Supervise(String),
     CurrentDir(io::Error),
     /// An input of `classify` cannot be read.
     ReadInput {
@@ -100,7 +100,7 @@ impl fmt::Display for LauncherError {
             LauncherError::Spawn { program, source } => {
                 write!(f, "cannot start {program}: {source}")
             }
-            LauncherError::Wait(e) => write!(f, "cannot wait for the command: {e}"),
+            LauncherError::Supervise(e) => write!(f, "cannot supervise the command: {e}"),
             LauncherError::CurrentDir(e) => {
                 write!(f, "cannot determine the current directory: {e}")
             }

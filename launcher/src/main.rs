@@ -10,14 +10,18 @@
 mod classify;
 mod cli;
 mod confine;
+mod containment;
+mod duration;
 mod env;
 mod error;
 mod locate;
+mod output;
 mod probe;
 mod request_file;
 mod run;
 mod supervise;
 mod tail;
+mod terminal;
 
 use clap::Parser;
 use cli::{Cli, Command, ConfineArgs};
@@ -30,7 +34,7 @@ fn confine_command(args: &ConfineArgs) -> Result<i32, LauncherError> {
     let confinement = confine::confine(
         &args.policy.to_request(),
         &args.command.command,
-        env::target_env(),
+        env::target_env(&args.env).vars,
     )?;
     // Serialising a plain struct of strings cannot fail.
     let json = serde_json::to_string(&confinement.confined).unwrap_or_default();

@@ -91,7 +91,7 @@ fn unusable(path: &Path, reason: impl Into<String>) -> LauncherError {
 }
 
 /// Creates `base` (0700) if needed and checks that nobody else controls it.
-fn ensure_base(base: &Path) -> Result<(), LauncherError> {
+pub(crate) fn ensure_base(base: &Path) -> Result<(), LauncherError> {
     match DirBuilder::new().mode(0o700).create(base) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

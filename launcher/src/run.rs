@@ -1,49 +1,256 @@
-//! `stockade run`: confine, spawn, wait, then report what happened in the wrapper
-//! conventions users know.
+//! `stockade run`: confine, supervise, then report what happened: as markers after the
+//! command's own output and an exit code in the wrapper conventions users know, or as
+//! one JSON document with `--json`.
 
 use crate::classify;
 use crate::cli::RunArgs;
-use crate::confine;
+use crate::confine::{self, Confinement};
 use crate::env;
 use crate::error::LauncherError;
-use crate::supervise;
-use nix::sys::signal::Signal;
+use crate::output::Captured;
+use crate::supervise::{self, Output, Plan, Settled};
+use serde::Serialize;
+use std::io::Write;
+use stockade_policy::Mode;
+use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::exit;
+use stockade_policy::guarantees::Enforcement;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
 pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
-    let confinement = confine::confine(
+    let built = env::target_env(&args.env);
+    let Confinement {
+        confined,
+        private_dir,
+    } = confine::confine(
         &args.policy.to_request(),
         &args.command.command,
-        env::target_env(),
+        built.vars.clone(),
     )?;
-    let c = &confinement.confined;
-    let settled = supervise::run(&c.argv, &c.denial_signatures);
+    let s = &args.supervise;
+    let plan = Plan {
+        argv: &confined.argv,
+        env: &built.vars,
+        timeout: s.timeout,
+        grace: s.grace,
+        keep_background: s.keep_background,
+        containment: s.containment,
+        output: if s.json {
+            Output::Capture {
+                max_output: s.max_output,
+                max_spill: s.max_spill,
+            }
+        } else {
+            Output::PassThrough
+        },
+        denial_signatures: &confined.denial_signatures,
+        runner_detaches: confined.enforcement.is_some(),
+    };
     // The verdict reads the runner's status record, so it comes before the private
     // directory is removed.
-    let runner_failed = settled.as_ref().is_ok_and(|s| {
-        let signal = s.signal.and_then(|n| Signal::try_from(n).ok());
-        let stderr = String::from_utf8_lossy(&s.stderr_tail);
-        classify::verdict(c, s.exit_code, signal.map(Signal::as_str), &stderr).runner_failed
+    let outcome = supervise::run(&plan).map(|settled| {
+        let verdict = judge(&settled, &confined);
+        (settled, verdict)
     });
-    if let Some(dir) = confinement.private_dir {
+    if let Some(dir) = private_dir {
         dir.remove();
     }
-    let settled = settled?;
-
-    // The same rule as `classify::is_denied`, applied to the whole stream rather than
-    // the tail: a failed exit and a signature anywhere in stderr.
-    let denied =
-        !runner_failed && !matches!(settled.exit_code, None | Some(0)) && settled.denial_seen;
-    if denied {
-        eprintln!(
-            "stockade: sandbox denied a file access under {} mode",
-            c.mode
-        );
+    let (settled, verdict) = outcome?;
+    let code = exit_code(&settled, &verdict);
+    if s.json {
+        let result = RunResult::new(&settled, &verdict, &confined, &built.removed, s.timeout);
+        // Serialising plain strings, numbers and booleans cannot fail.
+        let json = serde_json::to_string(&result).unwrap_or_default();
+        let mut out = std::io::stdout().lock();
+        if writeln!(out, "{json}").and_then(|_| out.flush()).is_err() {
+            return Ok(exit::RUNNER_FAILURE);
+        }
+    } else {
+        let mut err = std::io::stderr().lock();
+        for marker in markers(&settled, &verdict, confined.mode, s.timeout) {
+            let _ = writeln!(err, "{marker}");
+        }
     }
-    Ok(match (settled.exit_code, settled.signal) {
+    Ok(code)
+}
+
+/// How the sandbox was involved in the outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The runner itself failed: the command did not run.
+    pub runner_failed: bool,
+    /// The sandbox denied a file access the command tried.
+    pub denied: bool,
+    /// The enforcement in force while the command ran (from the runner's status record
+    /// when there is one); `None` when nothing was confined.
+    pub enforcement: Option<Enforcement>,
+}
+
+/// The one place that decides runner failure and denial for `stockade run`: the same
+/// classification `stockade classify` gives (status record first, exit rules else),
+/// except that denial is judged on the whole of stderr rather than its tail.
+fn judge(settled: &Settled, confined: &ConfinedArgv) -> Verdict {
+    let stderr = String::from_utf8_lossy(&settled.stderr.tail);
+    let signal = settled.signal.map(signal_name);
+    let v = classify::verdict(confined, settled.exit_code, signal.as_deref(), &stderr);
+    // The same rule as `classify::is_denied`, applied to the whole stream: a failed
+    // exit and a signature anywhere in stderr. Runner failure outranks denial.
+    let denied =
+        !v.runner_failed && !matches!(settled.exit_code, None | Some(0)) && settled.denial_seen;
+    Verdict {
+        runner_failed: v.runner_failed,
+        denied,
+        enforcement: v.enforcement,
+    }
+}
+
+/// The exit code in the conventions of `timeout`/`env`: 124 timed out, 125 the runner
+/// failed, 128+N when the launcher itself was stopped by signal N (or the command was
+/// killed by it), else the command's own code.
+fn exit_code(settled: &Settled, verdict: &Verdict) -> i32 {
+    if let Some(sig) = settled.aborted {
+        return exit::SIGNAL_BASE + sig as i32;
+    }
+    if settled.timed_out {
+        return exit::TIMED_OUT;
+    }
+    if verdict.runner_failed {
+        return exit::RUNNER_FAILURE;
+    }
+    match (settled.exit_code, settled.signal) {
         (Some(code), _) => code,
         (None, Some(sig)) => exit::SIGNAL_BASE + sig,
         (None, None) => exit::RUNNER_FAILURE,
-    })
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("SIG{sig}"))
+}
+
+/// The markers printed after the command's output, in the order agents know:
+/// truncation, denial, timeout, signal (the exit code is the exit status itself).
+fn markers(
+    settled: &Settled,
+    verdict: &Verdict,
+    mode: Mode,
+    timeout: Option<std::time::Duration>,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    if verdict.denied {
+        lines.push(format!("[sandbox: file access denied under {mode} mode]"));
+    }
+    if settled.timed_out
+        && let Some(t) = timeout
+    {
+        lines.push(format!("[timed out after {}ms]", t.as_millis()));
+    }
+    if let Some(sig) = settled.signal {
+        lines.push(format!("[killed by signal: {}]", signal_name(sig)));
+    }
+    lines
+}
+
+/// One stream in the JSON result.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StreamResult {
+    text: String,
+    truncated: bool,
+    spill_path: Option<String>,
+}
+
+impl From<&Captured> for StreamResult {
+    fn from(c: &Captured) -> Self {
+        StreamResult {
+            text: c.text(),
+            truncated: c.truncated,
+            spill_path: c
+                .spill_path
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned()),
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SandboxResult {
+    mode: Mode,
+    denied: bool,
+    enforcement: Option<Enforcement>,
+    runner_failed: bool,
+}
+
+#[derive(Serialize)]
+struct ProcessResult {
+    pid: i32,
+    command: String,
+}
+
+/// The `--json` document. Outcome facts stay separate: a command can time out and
+/// still exit 0.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RunResult {
+    exit_code: Option<i32>,
+    signal: Option<String>,
+    timed_out: bool,
+    /// The signal that stopped `stockade run` itself, if any.
+    aborted: Option<String>,
+    duration_ms: u64,
+    timeout_ms: Option<u64>,
+    stdout: StreamResult,
+    stderr: StreamResult,
+    sandbox: SandboxResult,
+    containment: &'static str,
+    env_removed: Vec<String>,
+    left_behind: Vec<ProcessResult>,
+}
+
+impl RunResult {
+    fn new(
+        settled: &Settled,
+        verdict: &Verdict,
+        confined: &ConfinedArgv,
+        env_removed: &[std::ffi::OsString],
+        timeout: Option<std::time::Duration>,
+    ) -> RunResult {
+        let empty = Captured {
+            tail: Vec::new(),
+            truncated: false,
+            spill_path: None,
+        };
+        RunResult {
+            exit_code: settled.exit_code,
+            signal: settled.signal.map(signal_name),
+            timed_out: settled.timed_out,
+            aborted: settled.aborted.map(|s| s.as_str().to_string()),
+            duration_ms: settled.duration.as_millis() as u64,
+            timeout_ms: timeout.map(|t| t.as_millis() as u64),
+            stdout: settled.stdout.as_ref().unwrap_or(&empty).into(),
+            stderr: (&settled.stderr).into(),
+            sandbox: SandboxResult {
+                mode: confined.mode,
+                denied: verdict.denied,
+                enforcement: verdict.enforcement,
+                runner_failed: verdict.runner_failed,
+            },
+            containment: settled.containment.name(),
+            env_removed: env_removed
+                .iter()
+                .map(|n| n.to_string_lossy().into_owned())
+                .collect(),
+            left_behind: settled
+                .left_behind
+                .iter()
+                .map(|m| ProcessResult {
+                    pid: m.pid,
+                    command: m.command.clone(),
+                })
+                .collect(),
+        }
+    }
 }

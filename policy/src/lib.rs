@@ -20,10 +20,12 @@
 //! - [`confined`]: the ConfinedArgv contract handed to executors.
 //! - [`status`]: the runner's out-of-band status record.
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
+//! - [`environment`]: which of the caller's environment variables reach a command.
 //! - [`exit`]: reserved exit codes and the runner failure prefix.
 
 pub mod classify;
 pub mod confined;
+pub mod environment;
 pub mod exit;
 pub mod grants;
 pub mod guarantees;

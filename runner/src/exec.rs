@@ -70,9 +70,29 @@ pub fn exec(request: &LaunchRequest) -> RunnerError {
     }
 }
 
+/// One `execve` (see [`exec_or_sh`]) with SIGPIPE at its default disposition. Rust
+/// ignores SIGPIPE in its own programs and an ignored signal stays ignored across
+/// `execve`: without this, `yes | head -1` in the target would see EPIPE instead of
+/// dying by SIGPIPE as it does everywhere else. Ignored again if the exec fails, so
+/// writing the runner's own failure line cannot kill it.
+fn try_exec(path: &CString, argv: &[CString], envp: &[CString]) -> io::Error {
+    sigpipe(libc::SIG_DFL);
+    let err = exec_or_sh(path, argv, envp);
+    sigpipe(libc::SIG_IGN);
+    err
+}
+
+fn sigpipe(disposition: libc::sighandler_t) {
+    // SAFETY: installs the default or ignore disposition for SIGPIPE; no handler code of
+    // ours ever runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, disposition);
+    }
+}
+
 /// One `execve`, retried as `/bin/sh FILE ARGS` when the kernel does not recognise the
 /// file's format. Returns the error that stopped it.
-fn try_exec(path: &CString, argv: &[CString], envp: &[CString]) -> io::Error {
+fn exec_or_sh(path: &CString, argv: &[CString], envp: &[CString]) -> io::Error {
     let err = match nix::unistd::execve(path, argv, envp) {
         Err(e) => io::Error::from(e),
         Ok(never) => match never {},

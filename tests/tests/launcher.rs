@@ -200,7 +200,7 @@ fn run_exits_with_the_commands_code_or_128_plus_signal() {
     // An ordinary failure is not reported as a denial.
     let out = fx.run_sh("read-only", "ls /no/such/path");
     assert_ne!(out.status.code(), Some(0));
-    assert!(!text(&out.stderr).contains("sandbox denied"));
+    assert!(!text(&out.stderr).contains("file access denied under"));
 }
 
 #[test]

@@ -350,7 +350,7 @@ fn stockade_run_lets_the_status_record_decide_runner_failure() {
         .unwrap();
     assert_code(&out, 125);
     assert!(
-        text(&out.stderr).contains("stockade: sandbox denied a file access"),
+        text(&out.stderr).contains("[sandbox: file access denied under"),
         "{out:?}"
     );
     // In band (control): the exit rules take the forgery for a runner failure, and a
@@ -360,7 +360,10 @@ fn stockade_run_lets_the_status_record_decide_runner_failure() {
         .output()
         .unwrap();
     assert_code(&out, 125);
-    assert!(!text(&out.stderr).contains("sandbox denied"), "{out:?}");
+    assert!(
+        !text(&out.stderr).contains("file access denied under"),
+        "{out:?}"
+    );
     assert!(fx.leftover_requests().is_empty());
 }
 

@@ -162,6 +162,88 @@ pub fn runner_failure_line(out: &Output) -> String {
     lines[0].to_string()
 }
 
+/// A marker unique to one test run, to find the processes a command started: pass it in
+/// the command's environment and look for it with [`tagged_processes`].
+pub fn unique_tag(label: &str) -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!(
+        "{label}-{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Live (not zombie) processes whose environment or command line contains `tag`.
+pub fn tagged_processes(tag: &str) -> Vec<(i32, String)> {
+    let needle = tag.as_bytes();
+    let contains = |hay: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let dir = entry.path();
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .unwrap_or("");
+        if state == "Z" || state == "X" || state.is_empty() {
+            continue;
+        }
+        let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
+        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+        if contains(&environ) || contains(&cmdline) {
+            found.push((pid, text(&cmdline).replace('\0', " ")));
+        }
+    }
+    found
+}
+
+/// Kills processes a test deliberately left running.
+pub fn kill_tagged(tag: &str) {
+    for (pid, _) in tagged_processes(tag) {
+        // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Waits (without a deadline that could fail a test on a slow machine, but bounded
+/// so a broken command cannot hang the suite) until `path` exists.
+pub fn wait_for_file(path: &Path) {
+    for _ in 0..60_000 {
+        if path.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    panic!("{} never appeared", path.display());
+}
+
+/// `stockade run --json ARGS`, parsed.
+pub fn run_json(cmd: &mut Command) -> (Output, serde_json::Value) {
+    let out = cmd.output().unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}): {}\nstderr: {}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    (out, json)
+}
+
 /// A valid read-only request running `sh -c SCRIPT` in the fixture's workspace, with a
 /// minimal environment.
 pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest {

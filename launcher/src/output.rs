@@ -1,0 +1,264 @@
+//! Capturing a command's output with bounded memory.
+//!
+//! Each stream keeps its last `max_output` bytes in memory (errors live at the end).
+//! Once a stream grows past that, its complete content also goes to a spill file (0600,
+//! in a private 0700 directory) so nothing is lost, until it grows past `max_spill`:
+//! then the file is deleted and only the tail remains. Whatever the command prints, the
+//! launcher holds at most the tail and one read buffer per stream.
+
+use crate::error::LauncherError;
+use crate::request_file;
+use crate::tail::{SignatureScanner, Tail};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+/// The private directory holding one run's spill files, created on first need.
+#[derive(Debug, Default)]
+pub struct SpillDir {
+    path: Option<PathBuf>,
+}
+
+impl SpillDir {
+    fn get(&mut self) -> Result<PathBuf, LauncherError> {
+        if let Some(p) = &self.path {
+            return Ok(p.clone());
+        }
+        // The first usable base directory of the request files (a private area the
+        // caller already trusts). Confined commands cannot write there in practice, and
+        // the random 0700 directory keeps everyone else out.
+        let candidates = request_file::base_candidates();
+        let mut last = None;
+        let base = candidates
+            .into_iter()
+            .find(|b| match request_file::ensure_base(b) {
+                Ok(()) => true,
+                Err(e) => {
+                    last = Some(e);
+                    false
+                }
+            });
+        let base = match (base, last) {
+            (Some(b), _) => b,
+            (None, Some(e)) => return Err(e),
+            (None, None) => {
+                return Err(LauncherError::PrivateDir {
+                    path: std::env::temp_dir(),
+                    reason: "no usable private directory".into(),
+                });
+            }
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("out-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(&base)
+            .map_err(|e| LauncherError::PrivateDir {
+                path: base.clone(),
+                reason: e.to_string(),
+            })?
+            .keep();
+        self.path = Some(dir.clone());
+        Ok(dir)
+    }
+
+    /// Removes the directory unless a spill file survived in it (the caller reads those).
+    pub fn finish(self) {
+        if let Some(p) = self.path {
+            // Fails, harmlessly, when a spill file is still there.
+            let _ = std::fs::remove_dir(p);
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Spill {
+    /// Everything so far fits in the tail.
+    None,
+    Writing {
+        path: PathBuf,
+        file: File,
+    },
+    /// Past the cap (or the file failed): deleted, only the tail remains.
+    Dropped,
+}
+
+/// What one stream produced.
+#[derive(Debug)]
+pub struct Captured {
+    /// The last bytes of the stream.
+    pub tail: Vec<u8>,
+    /// Whether bytes before the tail were dropped from memory.
+    pub truncated: bool,
+    /// The spill file holding the complete stream, when it was kept.
+    pub spill_path: Option<PathBuf>,
+}
+
+impl Captured {
+    /// The tail as UTF-8: cut on a character boundary (a character the cut split is
+    /// dropped whole), other invalid bytes replaced.
+    pub fn text(&self) -> String {
+        let mut bytes = self.tail.as_slice();
+        if self.truncated {
+            // At most three continuation bytes can belong to a character cut in half.
+            let skip = bytes
+                .iter()
+                .take(3)
+                .take_while(|b| (**b & 0xC0) == 0x80)
+                .count();
+            bytes = &bytes[skip..];
+        }
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+}
+
+/// One stream being watched.
+#[derive(Debug)]
+pub struct Capture {
+    name: &'static str,
+    tail: Tail,
+    total: u64,
+    max_output: u64,
+    /// `None`: never spill (pass-through streams keep only a tail).
+    max_spill: Option<u64>,
+    spill: Spill,
+    scanner: Option<SignatureScanner>,
+    /// Copy everything here as it arrives (live pass-through).
+    echo: Option<std::io::Stderr>,
+}
+
+impl Capture {
+    /// A stream captured for a result: tail in memory, complete copy spilled.
+    pub fn spilling(name: &'static str, max_output: usize, max_spill: u64) -> Capture {
+        Capture {
+            name,
+            tail: Tail::new(max_output),
+            total: 0,
+            max_output: max_output as u64,
+            max_spill: Some(max_spill),
+            spill: Spill::None,
+            scanner: None,
+            echo: None,
+        }
+    }
+
+    /// A stream copied through live to our own stderr, keeping only a tail.
+    pub fn echoing(name: &'static str, max_output: usize) -> Capture {
+        Capture {
+            echo: Some(std::io::stderr()),
+            max_spill: None,
+            ..Capture::spilling(name, max_output, 0)
+        }
+    }
+
+    /// Also look for `signatures` anywhere in the stream.
+    pub fn scanning(mut self, signatures: &[String]) -> Capture {
+        self.scanner = Some(SignatureScanner::new(signatures));
+        self
+    }
+
+    pub fn push(&mut self, chunk: &[u8], dir: &mut SpillDir) {
+        if let Some(out) = &mut self.echo {
+            // Keep reading even if our own stderr is gone, so the command never blocks
+            // on a full pipe.
+            let _ = out.write_all(chunk);
+        }
+        if let Some(s) = &mut self.scanner {
+            s.push(chunk);
+        }
+        let before = self.total;
+        self.total += chunk.len() as u64;
+        if let Some(max_spill) = self.max_spill {
+            self.spill_chunk(before, chunk, max_spill, dir);
+        }
+        self.tail.push(chunk);
+    }
+
+    fn spill_chunk(&mut self, before: u64, chunk: &[u8], max_spill: u64, dir: &mut SpillDir) {
+        if self.total > max_spill {
+            self.drop_spill();
+            return;
+        }
+        if matches!(self.spill, Spill::None) && self.total > self.max_output {
+            // Everything before this chunk is still in the tail: start the file with it.
+            debug_assert_eq!(before, self.tail.bytes().len() as u64);
+            self.spill = match self.open_spill(dir) {
+                Some((path, mut file)) => match file.write_all(self.tail.bytes()) {
+                    Ok(()) => Spill::Writing { path, file },
+                    Err(_) => {
+                        let _ = std::fs::remove_file(&path);
+                        Spill::Dropped
+                    }
+                },
+                None => Spill::Dropped,
+            };
+        }
+        if let Spill::Writing { file, .. } = &mut self.spill
+            && file.write_all(chunk).is_err()
+        {
+            self.drop_spill();
+        }
+    }
+
+    /// Creates this stream's spill file. A failure only costs the spill (the stream is
+    /// then reported with its tail alone), so its reason is not kept.
+    fn open_spill(&self, dir: &mut SpillDir) -> Option<(PathBuf, File)> {
+        let path = dir.get().ok()?.join(self.name);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .ok()?;
+        Some((path, file))
+    }
+
+    fn drop_spill(&mut self) {
+        if let Spill::Writing { path, .. } = &self.spill {
+            let _ = std::fs::remove_file(path);
+        }
+        self.spill = Spill::Dropped;
+    }
+
+    /// Whether a denial signature appeared anywhere in the stream.
+    pub fn signature_seen(&self) -> bool {
+        self.scanner.as_ref().is_some_and(SignatureScanner::found)
+    }
+
+    pub fn finish(self) -> Captured {
+        let spill_path = match self.spill {
+            Spill::Writing { path, file } => {
+                drop(file);
+                Some(path)
+            }
+            _ => None,
+        };
+        Captured {
+            tail: self.tail.bytes().to_vec(),
+            truncated: self.total > self.max_output,
+            spill_path,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_cut_on_a_character_boundary() {
+        let c = Captured {
+            tail: "é€x".as_bytes()[1..].to_vec(),
+            truncated: true,
+            spill_path: None,
+        };
+        assert_eq!(c.text(), "€x");
+        let c = Captured {
+            tail: b"a\xffb".to_vec(),
+            truncated: false,
+            spill_path: None,
+        };
+        assert_eq!(c.text(), "a\u{fffd}b");
+    }
+}

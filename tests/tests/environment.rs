@@ -1,0 +1,187 @@
+//! The command's environment: secrets scrubbed by name, kept when asked, explicit
+//! entries, a cleared environment, and the same rules for `confine` as for `run`.
+
+mod support;
+use std::process::Command;
+use support::*;
+
+const SECRETS: [(&str, &str); 8] = [
+    ("E2E_API_TOKEN", "v-token"),
+    ("E2E_DB_PASSWORD", "v-password"),
+    ("e2e_client_secret", "v-secret"),
+    ("E2E_GPG_PASSPHRASE", "v-passphrase"),
+    ("E2E_CREDENTIALS_FILE", "v-credential"),
+    ("E2E_SIGNING_KEY", "v-key"),
+    ("E2E_ApiKey", "v-apikey"),
+    ("SSH_AUTH_SOCK", "/run/v-agent.sock"),
+];
+
+fn with_env(mut cmd: Command) -> Command {
+    for (k, v) in SECRETS {
+        cmd.env(k, v);
+    }
+    cmd.env("E2E_PLAIN", "v-plain").env("LC_E2E", "v-lc");
+    cmd
+}
+
+/// The command's environment as NAME=VALUE lines.
+fn env_of(out: &std::process::Output) -> Vec<String> {
+    assert_code(out, 0);
+    text(&out.stdout).lines().map(str::to_string).collect()
+}
+
+#[test]
+fn secrets_are_scrubbed_by_name_in_every_mode_and_plain_names_pass() {
+    let fx = Fixture::new();
+    for mode in ["read-only", "workspace-write", "danger-full-access"] {
+        let out = with_env(fx.stockade(["run", "--mode", mode, "--", "env"]))
+            .output()
+            .unwrap();
+        let env = env_of(&out);
+        for (k, v) in SECRETS {
+            assert!(
+                !env.iter().any(|l| l.starts_with(&format!("{k}="))),
+                "{mode}: {k}"
+            );
+            assert!(!text(&out.stdout).contains(v), "{mode}: {v}");
+        }
+        // Positive control: the same environment's ordinary names arrive.
+        assert!(env.contains(&"E2E_PLAIN=v-plain".to_string()), "{mode}");
+        assert!(env.iter().any(|l| l.starts_with("PATH=")), "{mode}");
+    }
+}
+
+#[test]
+fn the_json_result_names_what_was_removed_but_never_the_values() {
+    let fx = Fixture::new();
+    let (out, json) = run_json(&mut with_env(fx.stockade(["run", "--json", "--", "true"])));
+    assert_code(&out, 0);
+    let removed: Vec<&str> = json["envRemoved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for (k, v) in SECRETS {
+        assert!(removed.contains(&k), "{k} not listed: {removed:?}");
+        assert!(!text(&out.stdout).contains(v));
+    }
+    assert!(!removed.contains(&"E2E_PLAIN"));
+}
+
+#[test]
+fn keep_env_keeps_a_secret_and_env_sets_and_overrides() {
+    let fx = Fixture::new();
+    let out = with_env(fx.stockade([
+        "run",
+        "--keep-env",
+        "E2E_API_TOKEN",
+        "--env",
+        "E2E_PLAIN=overridden",
+        "--env",
+        "E2E_NEW=a=b",
+        "--",
+        "env",
+    ]))
+    .output()
+    .unwrap();
+    let env = env_of(&out);
+    assert!(env.contains(&"E2E_API_TOKEN=v-token".to_string()));
+    assert!(env.contains(&"E2E_PLAIN=overridden".to_string()));
+    assert!(env.contains(&"E2E_NEW=a=b".to_string()));
+    assert!(!env.iter().any(|l| l.starts_with("E2E_DB_PASSWORD=")));
+    assert_eq!(
+        env.iter().filter(|l| l.starts_with("E2E_PLAIN=")).count(),
+        1
+    );
+}
+
+#[test]
+fn clear_env_keeps_only_the_basics() {
+    let fx = Fixture::new();
+    let out = with_env(fx.stockade([
+        "run",
+        "--clear-env",
+        "--env",
+        "E2E_SET=1",
+        "--keep-env",
+        "E2E_SIGNING_KEY",
+        "--",
+        "env",
+    ]))
+    .env("HOME", "/e2e-home")
+    .env("TERM", "e2e-term")
+    .output()
+    .unwrap();
+    let mut names: Vec<String> = env_of(&out)
+        .iter()
+        .map(|l| l.split('=').next().unwrap().to_string())
+        .collect();
+    names.sort();
+    for name in &names {
+        assert!(
+            [
+                "PATH",
+                "HOME",
+                "LANG",
+                "TERM",
+                "USER",
+                "E2E_SET",
+                "E2E_SIGNING_KEY"
+            ]
+            .contains(&name.as_str())
+                || name.starts_with("LC_"),
+            "{name} survived --clear-env: {names:?}"
+        );
+    }
+    for expected in ["HOME", "TERM", "LC_E2E", "E2E_SET", "E2E_SIGNING_KEY"] {
+        assert!(
+            names.contains(&expected.to_string()),
+            "{expected}: {names:?}"
+        );
+    }
+}
+
+#[test]
+fn confine_builds_the_same_environment_into_the_request() {
+    let fx = Fixture::new();
+    let out = with_env(fx.stockade([
+        "confine",
+        "--env",
+        "E2E_SET=from-confine",
+        "--keep-env",
+        "E2E_DB_PASSWORD",
+        "--",
+        "env",
+    ]))
+    .output()
+    .unwrap();
+    assert_code(&out, 0);
+    let confined: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The executor's own environment is irrelevant: the request carries the command's.
+    let out = spawn_argv(&confined);
+    let env = env_of(&out);
+    assert!(env.contains(&"E2E_SET=from-confine".to_string()));
+    assert!(env.contains(&"E2E_DB_PASSWORD=v-password".to_string()));
+    assert!(env.contains(&"E2E_PLAIN=v-plain".to_string()));
+    assert!(!env.iter().any(|l| l.starts_with("E2E_API_TOKEN=")));
+    assert!(!env.iter().any(|l| l.starts_with("SSH_AUTH_SOCK=")));
+}
+
+#[test]
+fn malformed_env_entries_are_refused_and_run_nothing() {
+    let fx = Fixture::new();
+    for bad in ["NOEQUALS", "=value"] {
+        let out = fx
+            .stockade(["run", "--env", bad, "--", "touch", "ran"])
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+        assert!(
+            text(&out.stderr).contains("NAME=VALUE"),
+            "{}",
+            text(&out.stderr)
+        );
+        assert!(!fx.ws.join("ran").exists());
+    }
+}

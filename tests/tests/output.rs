@@ -1,0 +1,215 @@
+//! `stockade run` output: the `--json` document, bounded tails, spill files and their
+//! caps, and live pass-through without `--json`.
+
+mod support;
+use std::os::unix::fs::PermissionsExt;
+use support::*;
+
+#[test]
+fn the_json_document_parses_and_carries_every_field() {
+    let fx = Fixture::new();
+    let (out, json) = run_json(
+        fx.stockade([
+            "run",
+            "--json",
+            "--mode",
+            "read-only",
+            "--timeout",
+            "2m",
+            "--",
+            "sh",
+            "-c",
+            "printf out; printf 'err\\n' >&2; echo x > /etc/stockade-e2e; exit 3",
+        ])
+        .env("E2E_API_TOKEN", "hunter2"),
+    );
+    assert_code(&out, 3);
+    // Nothing but the document on stdout; stockade adds no marker on stderr either.
+    assert_eq!(text(&out.stderr), "");
+    assert_eq!(json["exitCode"], 3);
+    assert_eq!(json["signal"], serde_json::Value::Null);
+    assert_eq!(json["timedOut"], false);
+    assert_eq!(json["aborted"], serde_json::Value::Null);
+    assert!(json["durationMs"].is_u64());
+    assert_eq!(json["timeoutMs"], 120_000);
+    assert_eq!(json["stdout"]["text"], "out");
+    assert_eq!(json["stdout"]["truncated"], false);
+    assert_eq!(json["stdout"]["spillPath"], serde_json::Value::Null);
+    let err = json["stderr"]["text"].as_str().unwrap();
+    assert!(
+        err.starts_with("err\n") && err.contains("Permission denied"),
+        "{err}"
+    );
+    assert_eq!(json["sandbox"]["mode"], "read-only");
+    assert_eq!(json["sandbox"]["denied"], true);
+    assert_eq!(json["sandbox"]["enforcement"], "full");
+    assert_eq!(json["sandbox"]["runnerFailed"], false);
+    assert!(["cgroup", "subreaper"].contains(&json["containment"].as_str().unwrap()));
+    let removed = json["envRemoved"].as_array().unwrap();
+    assert!(removed.contains(&"E2E_API_TOKEN".into()));
+    assert!(!text(&out.stdout).contains("hunter2"));
+    assert_eq!(json["leftBehind"], serde_json::json!([]));
+
+    // Positive control for `denied`: the same write where the mode allows it.
+    let (out, json) =
+        run_json(&mut fx.stockade(["run", "--json", "--", "sh", "-c", "echo x > inside; exit 3"]));
+    assert_code(&out, 3);
+    assert_eq!(json["sandbox"]["denied"], false);
+    assert_eq!(json["timeoutMs"], serde_json::Value::Null);
+}
+
+fn spill_of(json: &serde_json::Value, stream: &str) -> Option<std::path::PathBuf> {
+    json[stream]["spillPath"].as_str().map(Into::into)
+}
+
+#[test]
+fn output_past_max_output_is_cut_to_its_tail_with_a_complete_private_spill_file() {
+    let fx = Fixture::new();
+    // 100000 numbered lines on each stream: about 590 kB each.
+    let (out, json) = run_json(&mut fx.stockade([
+        "run",
+        "--json",
+        "--max-output",
+        "1000",
+        "--",
+        "sh",
+        "-c",
+        "seq 1 100000; seq 1 100000 >&2",
+    ]));
+    assert_code(&out, 0);
+    let full: String = (1..=100_000).map(|n| format!("{n}\n")).collect();
+    for stream in ["stdout", "stderr"] {
+        let tail = json[stream]["text"].as_str().unwrap();
+        assert_eq!(json[stream]["truncated"], true);
+        assert_eq!(tail.len(), 1000);
+        assert!(full.ends_with(tail) && tail.ends_with("99999\n100000\n"));
+        let spill = spill_of(&json, stream).expect("a spill file");
+        assert_eq!(std::fs::read_to_string(&spill).unwrap(), full, "{stream}");
+        let mode = std::fs::metadata(&spill).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let dir = spill.parent().unwrap();
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        // Spill files live in the private runtime area, not in the workspace.
+        assert!(spill.starts_with(&fx.runtime), "{}", spill.display());
+    }
+
+    // Positive control: output within the limit is whole and spills nothing.
+    let (_, json) = run_json(&mut fx.stockade([
+        "run",
+        "--json",
+        "--max-output",
+        "1000",
+        "--",
+        "seq",
+        "1",
+        "10",
+    ]));
+    assert_eq!(json["stdout"]["truncated"], false);
+    assert_eq!(spill_of(&json, "stdout"), None);
+    assert_eq!(json["stdout"]["text"], "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
+}
+
+#[test]
+fn output_past_max_spill_keeps_only_the_tail_and_no_file() {
+    let fx = Fixture::new();
+    let (out, json) = run_json(&mut fx.stockade([
+        "run",
+        "--json",
+        "--max-output",
+        "100",
+        "--max-spill",
+        "10000",
+        "--",
+        "sh",
+        "-c",
+        "seq 1 100000; seq 1 10 >&2",
+    ]));
+    assert_code(&out, 0);
+    assert_eq!(json["stdout"]["truncated"], true);
+    assert_eq!(spill_of(&json, "stdout"), None);
+    assert!(
+        json["stdout"]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("100000\n")
+    );
+    // The other stream, under both limits, is unaffected.
+    assert_eq!(json["stderr"]["truncated"], false);
+    assert_eq!(spill_of(&json, "stderr"), None);
+    // The dropped file and its directory are gone.
+    let leftovers: Vec<_> = std::fs::read_dir(fx.runtime.join("stockade"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(leftovers, Vec::<std::path::PathBuf>::new());
+}
+
+/// The largest resident set of any child this test process has waited for, in KiB.
+fn children_max_rss_kib() -> i64 {
+    // SAFETY: getrusage fills the zeroed struct we pass; no other memory is touched.
+    unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage.ru_maxrss
+    }
+}
+
+#[test]
+fn memory_stays_bounded_whatever_the_command_prints() {
+    let fx = Fixture::new();
+    // 256 MiB on stdout (past the 64 MiB default spill cap) and 16 MiB on stderr.
+    let (out, json) = run_json(&mut fx.stockade([
+        "run",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        "head -c 268435456 /dev/zero; head -c 16777216 /dev/zero >&2; echo end",
+    ]));
+    assert_code(&out, 0);
+    assert_eq!(json["stdout"]["truncated"], true);
+    assert_eq!(spill_of(&json, "stdout"), None, "past --max-spill");
+    let tail = json["stdout"]["text"].as_str().unwrap();
+    assert_eq!(tail.len(), 64_000);
+    assert!(tail.ends_with("\0end\n"));
+    let spill = spill_of(&json, "stderr").expect("stderr spilled");
+    assert_eq!(std::fs::metadata(&spill).unwrap().len(), 16 * 1024 * 1024);
+    // Every child of this test binary, stockade included, stayed far below what it
+    // printed (the tests in this file print at most a few MiB otherwise).
+    let rss = children_max_rss_kib();
+    assert!(rss < 32 * 1024, "a child grew to {rss} KiB");
+}
+
+#[test]
+fn text_is_utf8_cut_on_a_character_boundary_with_invalid_bytes_replaced() {
+    let fx = Fixture::new();
+    // "é" is two bytes: a 7-byte tail of "ééééé" starts in the middle of one.
+    let (_, json) = run_json(&mut fx.stockade([
+        "run",
+        "--json",
+        "--max-output",
+        "7",
+        "--",
+        "sh",
+        "-c",
+        "printf 'ééééé'; printf 'a\\377b' >&2",
+    ]));
+    assert_eq!(json["stdout"]["text"], "ééé");
+    assert_eq!(json["stdout"]["truncated"], true);
+    assert_eq!(json["stderr"]["text"], "a\u{fffd}b");
+}
+
+#[test]
+fn without_json_both_streams_pass_through_whole() {
+    let fx = Fixture::new();
+    // Far past the kept stderr tail: pass-through is not bounded by it.
+    let out = fx.run_sh(
+        "workspace-write",
+        "seq 1 200000; seq 1 200000 >&2; echo denied-not >&2",
+    );
+    assert_code(&out, 0);
+    let full: String = (1..=200_000).map(|n| format!("{n}\n")).collect();
+    assert_eq!(text(&out.stdout), full);
+    assert_eq!(text(&out.stderr), format!("{full}denied-not\n"));
+}

@@ -1,0 +1,468 @@
+//! `stockade run` as a supervisor: the managed range (cgroup or subreaper), timeouts,
+//! signals sent to the launcher, and exit codes. After every run that must end the
+//! command, `/proc` is searched for any process still carrying the run's tag.
+
+mod support;
+use std::process::{Command, Stdio};
+use support::*;
+
+const CONTAINMENTS: [&str; 2] = ["cgroup", "subreaper"];
+
+/// A command that leaves every kind of descendant behind: a background job, a `setsid`
+/// daemon, a double-forked orphan, and a process that ignores SIGTERM. Each is a
+/// `sleep` or loop that would outlive any test.
+const SCATTER: &str = "sleep 1000 & \
+    setsid sleep 1000 & \
+    (sleep 1000 &) ; \
+    sh -c 'trap \"\" TERM; while :; do sleep 1; done' & \
+    touch ready; \
+    sleep 1000";
+
+fn tagged_run(fx: &Fixture, tag: &str, args: &[&str], script: &str) -> Command {
+    let mut cmd = fx.stockade(["run"]);
+    cmd.args(args)
+        .args(["--", "bash", "-c", script])
+        .env("E2E_TAG", tag);
+    cmd
+}
+
+#[test]
+fn a_timeout_ends_every_kind_of_descendant_in_both_containments() {
+    for containment in CONTAINMENTS {
+        let fx = Fixture::new();
+        let tag = unique_tag("timeout");
+        let (out, json) = run_json(&mut tagged_run(
+            &fx,
+            &tag,
+            &[
+                "--json",
+                "--timeout",
+                "1s",
+                "--grace",
+                "200ms",
+                "--containment",
+                containment,
+            ],
+            SCATTER,
+        ));
+        assert_code(&out, 124);
+        assert_eq!(json["timedOut"], true, "{containment}");
+        assert_eq!(json["containment"], containment);
+        assert_eq!(json["timeoutMs"], 1000);
+        assert!(fx.ws.join("ready").exists(), "the command never got going");
+        assert_eq!(tagged_processes(&tag), vec![], "{containment}: survivors");
+    }
+}
+
+#[test]
+fn without_a_timeout_background_processes_are_reported_then_ended() {
+    for containment in CONTAINMENTS {
+        let fx = Fixture::new();
+        let tag = unique_tag("left");
+        let (out, json) = run_json(&mut tagged_run(
+            &fx,
+            &tag,
+            &["--json", "--grace", "200ms", "--containment", containment],
+            "setsid sleep 1000 & (sleep 1001 &); sh -c 'trap \"\" TERM; sleep 1002' & \
+             touch ready; exit 3",
+        ));
+        assert_code(&out, 3);
+        assert_eq!(json["timedOut"], false);
+        let left: Vec<&str> = json["leftBehind"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["command"].as_str().unwrap())
+            .collect();
+        // The orphans may not have exec'd `sleep` yet when the shell exits, so only
+        // count them: three processes were still running.
+        assert!(left.len() >= 3, "{containment}: {left:?}");
+        assert_eq!(tagged_processes(&tag), vec![], "{containment}: survivors");
+    }
+}
+
+#[test]
+fn keep_background_reports_and_leaves_them_running() {
+    // Also the positive control for the /proc search the other tests rely on.
+    let fx = Fixture::new();
+    let tag = unique_tag("keep");
+    let (out, json) = run_json(&mut tagged_run(
+        &fx,
+        &tag,
+        &["--json", "--keep-background"],
+        "setsid sleep 1000 >/dev/null 2>&1 & (exec sleep 1001 >/dev/null 2>&1 &); exit 0",
+    ));
+    assert_code(&out, 0);
+    assert!(!json["leftBehind"].as_array().unwrap().is_empty());
+    let alive = tagged_processes(&tag);
+    // They are handed back out of the run's cgroup, which is removed.
+    let groups: Vec<String> = alive
+        .iter()
+        .map(|(pid, _)| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default())
+        .collect();
+    kill_tagged(&tag);
+    assert!(
+        groups.iter().all(|g| !g.contains("/stockade-")),
+        "{groups:?}"
+    );
+    assert_eq!(alive.len(), 2, "{alive:?}");
+}
+
+fn cgroup2_mount() -> String {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    mounts
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[2] == "cgroup2").then(|| f[1].to_string())
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_command_that_traps_term_and_exits_zero_still_timed_out() {
+    let fx = Fixture::new();
+    let (out, json) = run_json(&mut fx.stockade([
+        "run",
+        "--json",
+        "--timeout",
+        "2s",
+        "--",
+        "bash",
+        "-c",
+        "trap 'echo trapped; exit 0' TERM; while :; do sleep 0.1; done",
+    ]));
+    assert_code(&out, 124);
+    assert_eq!(json["timedOut"], true);
+    assert_eq!(json["exitCode"], 0);
+    assert_eq!(json["signal"], serde_json::Value::Null);
+    assert_eq!(json["stdout"]["text"], "trapped\n");
+}
+
+#[test]
+fn signals_to_the_launcher_tear_the_range_down() {
+    for (sig, name) in [
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let fx = Fixture::new();
+        let tag = unique_tag("signal");
+        let child = tagged_run(&fx, &tag, &["--json", "--grace", "200ms"], SCATTER)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_file(&fx.ws.join("ready"));
+        // SAFETY: kill(2) on the pid of a child we spawned and have not yet waited for.
+        unsafe {
+            libc::kill(child.id() as i32, sig);
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_code(&out, 128 + sig);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["aborted"], name);
+        assert_eq!(json["timedOut"], false);
+        assert_eq!(tagged_processes(&tag), vec![], "{name}: survivors");
+    }
+}
+
+#[test]
+fn exit_codes_follow_the_wrapper_conventions_with_markers_last() {
+    let fx = Fixture::new();
+    let out = fx.run_sh("workspace-write", "exit 7");
+    assert_code(&out, 7);
+    assert_eq!(text(&out.stderr), "");
+
+    let out = fx.run_sh("workspace-write", "echo bye >&2; kill -KILL $$");
+    assert_code(&out, 128 + 9);
+    assert_eq!(text(&out.stderr), "bye\n[killed by signal: SIGKILL]\n");
+
+    let out = fx
+        .stockade(["run", "--timeout", "300ms", "--", "sleep", "1000"])
+        .output()
+        .unwrap();
+    assert_code(&out, 124);
+    assert_eq!(
+        text(&out.stderr),
+        "[timed out after 300ms]\n[killed by signal: SIGTERM]\n"
+    );
+
+    // Denial comes before the signal marker's place; here the command exits itself.
+    let out = fx.run_sh("read-only", "echo x > /etc/stockade-e2e; exit 4");
+    assert_code(&out, 4);
+    assert!(
+        text(&out.stderr)
+            .ends_with("Permission denied\n[sandbox: file access denied under read-only mode]\n"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    for mode in ["workspace-write", "danger-full-access"] {
+        let out = fx
+            .stockade(["run", "--mode", mode, "--", "no-such-program-e2e"])
+            .output()
+            .unwrap();
+        assert_code(&out, 127);
+        let out = fx
+            .stockade(["run", "--mode", mode, "--", "/etc/passwd"])
+            .output()
+            .unwrap();
+        assert_code(&out, 126);
+    }
+}
+
+#[test]
+fn a_runner_failure_exits_125_and_is_reported_as_such() {
+    let fx = Fixture::new();
+    // A stand-in runner that fails the way the real one does.
+    let fake = fx.root.join("fake-runner");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'stockade-runner: simulated failure' >&2\nexit 125\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (out, json) = run_json(
+        fx.stockade(["run", "--json", "--", "true"])
+            .env("STOCKADE_RUNNER", &fake),
+    );
+    assert_code(&out, 125);
+    assert_eq!(json["sandbox"]["runnerFailed"], true);
+    assert_eq!(json["exitCode"], 125);
+    // Positive control: the command's own 125, without the runner's line, is not one.
+    let (out, json) = run_json(&mut fx.stockade(["run", "--json", "--", "sh", "-c", "exit 125"]));
+    assert_code(&out, 125);
+    assert_eq!(json["sandbox"]["runnerFailed"], false);
+}
+
+#[test]
+fn auto_containment_uses_a_cgroup_here_and_cleans_it_up() {
+    let fx = Fixture::new();
+    let (out, json) =
+        run_json(&mut fx.stockade(["run", "--json", "--", "cat", "/proc/self/cgroup"]));
+    assert_code(&out, 0);
+    // This machine runs the suite as root with a cgroup v2 mount (shared/CONTEXT.md).
+    assert_eq!(json["containment"], "cgroup");
+    let text = json["stdout"]["text"].as_str().unwrap();
+    let line = text.lines().find(|l| l.starts_with("0::")).unwrap();
+    let group = line.trim_start_matches("0::");
+    assert!(group.contains("/stockade-"), "{line}");
+    // The group is removed once the range is empty.
+    assert!(!std::path::Path::new(&format!("{}{group}", cgroup2_mount())).exists());
+}
+
+#[test]
+fn bad_durations_are_refused_and_run_nothing() {
+    let fx = Fixture::new();
+    for bad in ["10", "5h", "-1s", ""] {
+        let out = fx
+            .stockade(["run", &format!("--timeout={bad}"), "--", "touch", "ran"])
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+        assert!(
+            text(&out.stderr).contains("--timeout"),
+            "{}",
+            text(&out.stderr)
+        );
+        assert!(!fx.ws.join("ran").exists());
+    }
+}
+
+/// Makes a new pty the controlling terminal and stdin of `cmd`, with `cmd` leading the
+/// foreground process group, as a login shell would set it up; `input` is already typed.
+/// Returns the pty's master side, which must stay open while `cmd` runs.
+fn on_a_terminal(cmd: &mut Command, input: &[u8]) -> std::fs::File {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    use std::os::unix::process::CommandExt;
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the integers we pass; the name,
+    // termios and window size pointers are null, which it accepts.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just created by openpty and are owned only here.
+    let (mut master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    };
+    master.write_all(input).unwrap();
+    cmd.stdin(Stdio::from(slave));
+    // SAFETY: runs in the forked child before exec; setsid and ioctl are
+    // async-signal-safe system calls that touch no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    master
+}
+
+#[test]
+fn a_command_on_a_terminal_can_read_it() {
+    // Unconfined, the command leads its own process group and gets the terminal's
+    // foreground (left in the background, reading would stop it with SIGTTIN and only
+    // the timeout would end it). Confined, the runner starts a new session instead, in
+    // which the terminal is no longer a controlling one and reads just work.
+    for mode in ["danger-full-access", "workspace-write"] {
+        let fx = Fixture::new();
+        let mut cmd = fx.stockade([
+            "run",
+            "--mode",
+            mode,
+            "--timeout",
+            "30s",
+            "--grace",
+            "100ms",
+            "--",
+            "sh",
+            "-c",
+            "read line; echo got:$line",
+        ]);
+        let _master = on_a_terminal(&mut cmd, b"hello\n");
+        let out = cmd.output().unwrap();
+        assert_code(&out, 0);
+        assert_eq!(text(&out.stdout), "got:hello\n", "{mode}");
+    }
+}
+
+#[test]
+fn a_command_stopped_from_its_terminal_stops_the_launcher_until_continued() {
+    // Ctrl-Z stops the terminal's foreground group, which is an unconfined command's:
+    // the launcher follows, so the user's shell sees its job stopped, and `fg` resumes
+    // both.
+    let fx = Fixture::new();
+    let mut cmd = fx.stockade([
+        "run",
+        "--mode",
+        "danger-full-access",
+        "--timeout",
+        "60s",
+        "--grace",
+        "100ms",
+        "--",
+        "sh",
+        "-c",
+        "kill -TSTP $$; echo resumed",
+    ]);
+    let _master = on_a_terminal(&mut cmd, b"");
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut status = 0;
+    // SAFETY: waitpid on our own child, writing into a local integer.
+    let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+    assert_eq!(rc, pid);
+    assert!(
+        libc::WIFSTOPPED(status),
+        "stockade was not stopped: {status:#x}"
+    );
+    // SAFETY: kill(2) on our own (stopped) child.
+    unsafe {
+        libc::kill(pid, libc::SIGCONT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "resumed\n");
+}
+
+#[test]
+fn a_stopped_command_is_continued_so_it_sees_sigterm() {
+    let fx = Fixture::new();
+    let (out, json) = run_json(&mut fx.stockade([
+        "run",
+        "--json",
+        "--timeout",
+        "300ms",
+        "--grace",
+        "60s",
+        "--",
+        "bash",
+        "-c",
+        "kill -STOP $$; echo resumed",
+    ]));
+    assert_code(&out, 124);
+    // SIGTERM did its job: no SIGKILL was needed after the grace period.
+    assert_eq!(json["signal"], "SIGTERM");
+}
+
+#[test]
+fn a_confined_command_cannot_leave_its_cgroup() {
+    let fx = Fixture::new();
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
+    let parent_procs = format!(
+        "{}{}/cgroup.procs",
+        cgroup2_mount(),
+        own.trim_end_matches('/')
+    );
+    let script = format!("echo $$ > {parent_procs} && cat /proc/self/cgroup");
+    for mode in ["read-only", "workspace-write"] {
+        let out = fx
+            .stockade(["run", "--containment", "cgroup", "--mode", mode])
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert_code(&out, 2);
+        assert!(text(&out.stderr).contains("Permission denied"), "{mode}");
+    }
+    // Positive control: unconfined (and root), the same write moves the command out.
+    let out = fx
+        .stockade([
+            "run",
+            "--containment",
+            "cgroup",
+            "--mode",
+            "danger-full-access",
+        ])
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(
+        !text(&out.stdout).contains("/stockade-"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn a_confined_command_dies_by_sigpipe_like_an_unconfined_one() {
+    // The runner is a Rust program (which ignores SIGPIPE) and an ignored signal
+    // survives execve: the target must get the default back.
+    let fx = Fixture::new();
+    for mode in ["danger-full-access", "read-only", "workspace-write"] {
+        let out = fx.run_sh(
+            mode,
+            "grep SigIgn /proc/self/status; yes | head -c1 >/dev/null",
+        );
+        assert_code(&out, 0);
+        let ignored = text(&out.stdout);
+        let mask = u64::from_str_radix(ignored.trim().trim_start_matches("SigIgn:\t"), 16)
+            .unwrap_or_else(|_| panic!("{mode}: {ignored}"));
+        assert_eq!(
+            mask & (1 << (libc::SIGPIPE - 1)),
+            0,
+            "{mode}: SIGPIPE ignored"
+        );
+        assert_eq!(text(&out.stderr), "", "{mode}: yes saw EPIPE");
+    }
+}
