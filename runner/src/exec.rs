@@ -5,6 +5,7 @@ use crate::error::RunnerError;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use stockade_policy::LaunchRequest;
 
 /// The search path used when the request's environment has no `PATH`.
@@ -70,24 +71,37 @@ pub fn exec(request: &LaunchRequest) -> RunnerError {
     }
 }
 
-/// One `execve` (see [`exec_or_sh`]) with SIGPIPE at its default disposition. Rust
-/// ignores SIGPIPE in its own programs and an ignored signal stays ignored across
-/// `execve`: without this, `yes | head -1` in the target would see EPIPE instead of
-/// dying by SIGPIPE as it does everywhere else. Ignored again if the exec fails, so
-/// writing the runner's own failure line cannot kill it.
+/// The SIGPIPE disposition the runner was started with (default or ignored: a handler
+/// does not survive the `execve` that started it), which the target gets back.
+static INHERITED_SIGPIPE: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+
+/// Ignores SIGPIPE for the runner's own life, so that writing its failure line to a
+/// closed pipe cannot kill it, and remembers the caller's disposition for the target.
+/// Called first thing in `main`.
+pub fn ignore_sigpipe_for_now() {
+    let inherited = sigpipe(libc::SIG_IGN);
+    if inherited != libc::SIG_ERR {
+        INHERITED_SIGPIPE.store(inherited, Ordering::Relaxed);
+    }
+}
+
+/// One `execve` (see [`exec_or_sh`]) with SIGPIPE back at the disposition the caller
+/// left (an ignored signal stays ignored across `execve`: were the runner's own ignore
+/// passed on, `yes | head -1` in the target would see EPIPE instead of dying by SIGPIPE
+/// as it does outside the sandbox). Ignored again if the exec fails, so writing the
+/// runner's own failure line cannot kill it.
 fn try_exec(path: &CString, argv: &[CString], envp: &[CString]) -> io::Error {
-    sigpipe(libc::SIG_DFL);
+    sigpipe(INHERITED_SIGPIPE.load(Ordering::Relaxed));
     let err = exec_or_sh(path, argv, envp);
     sigpipe(libc::SIG_IGN);
     err
 }
 
-fn sigpipe(disposition: libc::sighandler_t) {
+/// Sets SIGPIPE's disposition, returning the previous one.
+fn sigpipe(disposition: libc::sighandler_t) -> libc::sighandler_t {
     // SAFETY: installs the default or ignore disposition for SIGPIPE; no handler code of
     // ours ever runs.
-    unsafe {
-        libc::signal(libc::SIGPIPE, disposition);
-    }
+    unsafe { libc::signal(libc::SIGPIPE, disposition) }
 }
 
 /// One `execve`, retried as `/bin/sh FILE ARGS` when the kernel does not recognise the

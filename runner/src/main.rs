@@ -12,11 +12,11 @@
 //! 127, one that cannot be executed 126, each with one such line. On success the runner
 //! writes nothing at all: the target owns stdout and stderr.
 //!
-//! Entry point: the C `main`, not Rust's `fn main`. std's start-up would otherwise set
-//! SIGPIPE to "ignored" (which `execve` passes on, so `yes | head` in a confined command
-//! would fail with EPIPE instead of ending quietly), read `/proc/self/maps` and install
-//! signal stacks on every run; the target must inherit the caller's signal dispositions
-//! unchanged, and the runner is on the path of every command. `std::env::args_os` still
+//! Entry point: the C `main`, not Rust's `fn main`. std's start-up would otherwise read
+//! `/proc/self/maps`, install signal stacks and set SIGPIPE to "ignored" on every run,
+//! losing the disposition the caller left, which the target must get (exec.rs: the
+//! runner ignores SIGPIPE itself, and restores the inherited disposition just before
+//! `execve`); the runner is on the path of every command. `std::env::args_os` still
 //! works (glibc hands argv to std's initialiser).
 // The unit-test harness brings its own `main`.
 #![cfg_attr(not(test), no_main)]
@@ -202,6 +202,7 @@ fn main() {
 }
 
 fn runner_main() -> i32 {
+    exec::ignore_sigpipe_for_now();
     let err = match parse_args(std::env::args_os().skip(1)) {
         Ok(Command::Run(path)) => run(&path),
         Ok(Command::Explain(path)) => match explain::explain(&path) {

@@ -116,3 +116,44 @@ fn explain_and_version_output_reaches_a_pipe_complete() {
         format!("stockade-runner {}\n", env!("CARGO_PKG_VERSION"))
     );
 }
+
+#[test]
+fn a_runner_failure_on_a_closed_stderr_is_still_exit_125_not_sigpipe() {
+    use std::os::fd::FromRawFd;
+    let fx = Fixture::new();
+    let missing = fx.root.join("no-such-request");
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe(2) writes.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just created by pipe(2) and are owned here alone.
+    let (reader, writer) = unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    // Nobody will ever read: the runner's failure line meets EPIPE.
+    drop(reader);
+    for caller_sigpipe in ["trap - PIPE", "trap '' PIPE"] {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("{caller_sigpipe}\nexec \"$@\""))
+            .arg("sh")
+            .arg(runner_bin())
+            .arg("--request")
+            .arg(&missing)
+            .stdin(Stdio::null())
+            .stderr(writer.try_clone().unwrap())
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+    }
+    // Control: with a reader, the same failure is the documented one line.
+    let out = Command::new(runner_bin())
+        .arg("--request")
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(runner_failure_line(&out).contains("does not exist"));
+}
