@@ -601,10 +601,17 @@ fn x32_system_calls_answer_enosys() {
 fn with_fd(cmd: &mut Command, file: std::fs::File, fd: i32) {
     use std::os::fd::IntoRawFd;
     let raw = file.into_raw_fd();
-    // SAFETY: dup2 between two descriptors is async-signal-safe and touches no memory.
+    // SAFETY: dup2 and fcntl on descriptors are async-signal-safe and touch no memory.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::dup2(raw, fd) < 0 {
+            // dup2 onto itself leaves close-on-exec set (the file was opened with it), so
+            // when the file already is `fd`, clear the flag instead.
+            let r = if raw == fd {
+                libc::fcntl(fd, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(raw, fd)
+            };
+            if r < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
