@@ -319,16 +319,17 @@ w(f"- Runner overhead. On this machine even the static C runner costs {signed_ms
   "dynamic build, and entering at the C `main` skips std's runtime set-up. "
   "`opt-level = \"s\"` and a non-PIE build were considered: the first shrank the runner "
   "by 3% and its page faults by about one, not measurable in time; the second would give "
-  "up ASLR for the runner, so it is not used. The seccomp layer cost about 0.4 ms "
-  "before its programs got a binary-search prefix in front of seccompiler's linear chain "
-  "(`with_dispatch` in runner/src/seccomp.rs; same answers, checked call by call in its "
-  "unit tests); installing the three programs as one filter was tried too and saved "
-  "only about 0.03 ms more, not worth making the answers depend on program order "
-  "instead of the kernel's severity rule.")
+  "up ASLR for the runner, so it is not used. The seccomp programs got a binary-search "
+  "prefix in front of seccompiler's linear chain (`with_dispatch` in "
+  "runner/src/seccomp.rs; same answers, checked call by call in its unit tests), which "
+  "took 0.08-0.15 ms off the layer in side-by-side trials during development; installing "
+  "the three programs as one filter saved only about 0.03 ms more, not worth making the "
+  "answers depend on program order instead of the kernel's severity rule.")
 e2e_note = ("- End to end, `stockade run` adds to the runner the launcher's own start (a "
-            "second static binary), writing the request and status file, spawning and "
-            "waiting; bubblewrap's cost is namespace and mount set-up, which grows with "
-            "`--unshare-all`.")
+            "second static binary), writing the request and status file, creating a "
+            "cgroup for the command's whole process range, spawning, supervising, and "
+            "removing it all again; bubblewrap's cost is namespace and mount set-up, "
+            "which grows with `--unshare-all`.")
 if bwrap_ua and seccomp_cost:
     ours = med(e2e["stockade run (workspace-write)"])
     without = bwrap_ua / (ours - seccomp_cost["workspace-write"])
@@ -337,6 +338,14 @@ if bwrap_ua and seccomp_cost:
                  "here" + ("; where the 2x target is missed, the seccomp layer's cost is what "
                            "bounds it (see above for how to cut it)." if without >= 2 else "."))
 w(e2e_note)
+if json_ok:
+    w("- `--json` throughput. In a profile of the launcher capturing 1 GiB, about half of "
+      "its time is one `memmove`: after every read (at most 64 KiB, the pipe's size) the "
+      "capture keeps the last `--max-output` bytes (64000) by copying them, so nearly "
+      "every byte is copied once more in user space; the first 64 MiB also go to a spill "
+      "file. Growing the pipe and the reads to 1 MiB was tried and was slower here (the "
+      "buffers no longer fit the cache). Reading straight into the tail's own ring buffer "
+      "would remove that copy; it is not done yet.")
 w("- The medians move by tenths of a millisecond between runs on this shared 2-core "
   "machine (load average above); the \"min over bare\" columns are the steadier view.")
 w("")
