@@ -57,7 +57,6 @@ const BPF_JMP: u16 = 0x05;
 const BPF_JEQ: u16 = 0x10;
 const BPF_JGE: u16 = 0x30;
 const BPF_JSET: u16 = 0x40;
-const BPF_JA: u16 = 0x00;
 const BPF_K: u16 = 0x00;
 const BPF_RET: u16 = 0x06;
 #[allow(clippy::identity_op, clippy::eq_op)] // Spelled as in linux/filter.h.
@@ -68,8 +67,6 @@ const BPF_JMP_JEQ_K: u16 = BPF_JMP | BPF_JEQ | BPF_K;
 const BPF_JMP_JGE_K: u16 = BPF_JMP | BPF_JGE | BPF_K;
 #[allow(clippy::identity_op)]
 const BPF_JMP_JSET_K: u16 = BPF_JMP | BPF_JSET | BPF_K;
-#[allow(clippy::identity_op)]
-const BPF_JMP_JA: u16 = BPF_JMP | BPF_JA;
 #[allow(clippy::identity_op)]
 const BPF_RET_K: u16 = BPF_RET | BPF_K;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
@@ -180,12 +177,6 @@ fn compile_chain(rules: Rules, errno: i32, target: TargetArch) -> Result<BpfProg
     BpfProgram::try_from(filter).map_err(seccomp_error)
 }
 
-/// [`compile_chain`] behind a [`with_dispatch`] prefix: the same answers, cheaper.
-fn compile(rules: Rules, errno: i32, target: TargetArch) -> Result<BpfProgram, RunnerError> {
-    let nrs: Vec<u32> = rules.keys().map(|&nr| nr as u32).collect();
-    Ok(with_dispatch(compile_chain(rules, errno, target)?, &nrs))
-}
-
 /// Where a jump goes; resolved once the program is laid out.
 #[derive(Clone, Copy)]
 enum To {
@@ -199,9 +190,8 @@ enum To {
 /// The blocks a decision tree jumps to, laid out after it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Label {
-    /// Into seccompiler's program: it has rules for this number (or the architecture
-    /// is foreign).
-    Program,
+    /// Into seccompiler's socket program, appended last: it has rules for this number.
+    Sockets,
     Allow,
     Eperm,
     Enosys,
@@ -237,50 +227,6 @@ fn assemble(code: &Code, labels: &[(Label, usize)]) -> Option<Vec<sock_filter>> 
             })
         })
         .collect()
-}
-
-/// Prepends to `program` (a [`compile_chain`] program, which allows every native system
-/// call it has no rule for) a binary search over `nrs`, the numbers it has rules for.
-/// A native call whose number is not among them is allowed after a few comparisons;
-/// everything else falls through to `program` unchanged, so every answer is the same.
-///
-/// Why: seccompiler tests the numbers one after another, and when a filter is attached
-/// the kernel runs it over every system call number (to cache constant answers), so a
-/// long chain is paid at every start, and a little on every call the target makes
-/// (bench/results.md has the measurements). Returns `program` unchanged should the
-/// prefix not fit classic BPF's 8-bit jump offsets.
-fn with_dispatch(program: BpfProgram, nrs: &[u32]) -> BpfProgram {
-    let mut keys = nrs.to_vec();
-    keys.sort_unstable();
-    keys.dedup();
-    if keys.is_empty() {
-        return program;
-    }
-    let mut code: Code = vec![
-        (BPF_LD_W_ABS, OFFSET_ARCH, To::Next, To::Next),
-        (
-            BPF_JMP_JEQ_K,
-            arch::AUDIT_ARCH,
-            To::Next,
-            To::Label(Label::Program),
-        ),
-        (BPF_LD_W_ABS, OFFSET_NR, To::Next, To::Next),
-    ];
-    let hits: Vec<(u32, To)> = keys
-        .iter()
-        .map(|&k| (k, To::Label(Label::Program)))
-        .collect();
-    search(&hits, To::Label(Label::Allow), &mut code);
-    let allow = code.len();
-    code.push((BPF_RET_K, RET_ALLOW, To::Next, To::Next));
-    let into_program = code.len();
-    code.push((BPF_JMP_JA, 0, To::Next, To::Next));
-    let labels = [(Label::Allow, allow), (Label::Program, into_program)];
-    let Some(mut out) = assemble(&code, &labels) else {
-        return program;
-    };
-    out.extend(program);
-    out
 }
 
 /// Emits a decision tree on the accumulator (the system call number): to the target
@@ -323,11 +269,21 @@ const NAMESPACE_MASK: u32 = {
     mask as u32
 };
 
-/// The EPERM program, behind the [`guard`]: [`DENIED`], namespace flags of clone,
-/// personality changes, TIOCSTI/TIOCLINUX on any descriptor. Laid out as a binary
-/// search over the system call numbers, then one block per answer.
-fn privileged() -> Result<BpfProgram, RunnerError> {
+/// The whole filter: the [`guard`], then a binary search over the system call numbers
+/// with rules, then one block per answer. EPERM for [`DENIED`], namespace flags of
+/// clone, personality changes, TIOCSTI/TIOCLINUX on any descriptor. The socket and
+/// socketpair calls `socket_rules` names (if any) jump into seccompiler's program for
+/// those rules, appended at the end and reached by nothing else: it answers them as it
+/// would as a filter of its own.
+fn filter(socket_rules: Rules) -> Result<BpfProgram, RunnerError> {
     use Label::*;
+    let sockets = if socket_rules.is_empty() {
+        None
+    } else {
+        let nrs: Vec<u32> = socket_rules.keys().map(|&nr| nr as u32).collect();
+        let program = compile_chain(socket_rules, libc::EACCES, arch::TARGET)?;
+        Some((nrs, program))
+    };
     let mut keys: Vec<(u32, To)> = DENIED
         .iter()
         .map(|&nr| (nr as u32, To::Label(Eperm)))
@@ -337,6 +293,9 @@ fn privileged() -> Result<BpfProgram, RunnerError> {
         (libc::SYS_personality as u32, To::Label(Personality)),
         (libc::SYS_ioctl as u32, To::Label(Ioctl)),
     ]);
+    if let Some((nrs, _)) = &sockets {
+        keys.extend(nrs.iter().map(|&nr| (nr, To::Label(Sockets))));
+    }
     keys.sort_unstable_by_key(|&(nr, _)| nr);
     if keys.windows(2).any(|w| w[0].0 == w[1].0) {
         return Err(seccomp_error("a system call is listed twice in the filter"));
@@ -383,10 +342,16 @@ fn privileged() -> Result<BpfProgram, RunnerError> {
     block(Allow, &mut code, &[ret(RET_ALLOW)]);
     block(Eperm, &mut code, &[ret(RET_ERRNO | libc::EPERM as u32)]);
     block(Enosys, &mut code, &[ret(RET_ERRNO | libc::ENOSYS as u32)]);
-    assemble(&code, &labels).ok_or_else(|| seccomp_error("the filter's jumps do not fit"))
+    labels.push((Sockets, code.len()));
+    let mut program =
+        assemble(&code, &labels).ok_or_else(|| seccomp_error("the filter's jumps do not fit"))?;
+    if let Some((_, sockets)) = sockets {
+        program.extend(sockets);
+    }
+    Ok(program)
 }
 
-/// seccompiler's rules for what [`privileged`] refuses: the reference its answers are
+/// seccompiler's rules for what [`filter`] refuses with EPERM: the reference its answers are
 /// checked against.
 #[cfg(test)]
 fn privileged_rules() -> Result<Rules, RunnerError> {
@@ -420,16 +385,8 @@ fn privileged_rules() -> Result<Rules, RunnerError> {
 
 const SOCK_TYPE_MASK: u64 = 0xf;
 
-/// The EACCES program for the socket families `policy` denies; `None` when it denies
-/// none.
-fn sockets(policy: &Policy) -> Result<Option<BpfProgram>, RunnerError> {
-    let rules = socket_rules(policy)?;
-    if rules.is_empty() {
-        return Ok(None);
-    }
-    compile(rules, libc::EACCES, arch::TARGET).map(Some)
-}
-
+/// The socket families `policy` denies (EACCES), as seccompiler rules; empty when it
+/// denies none.
 fn socket_rules(policy: &Policy) -> Result<Rules, RunnerError> {
     let unix = libc::AF_UNIX as u64;
     let mut socket: Vec<SeccompRule> = Vec::new();
@@ -477,12 +434,11 @@ fn socket_rules(policy: &Policy) -> Result<Rules, RunnerError> {
     Ok(rules)
 }
 
-/// Every program `policy` needs, built before anything is applied so that a filter that
-/// cannot be built fails the run before it changes the process.
+/// The filter `policy` needs, built before anything is applied so that a filter that
+/// cannot be built fails the run before it changes the process. One program: every
+/// filter attached costs the kernel a fixed amount on top of its length.
 pub fn programs(policy: &Policy) -> Result<Vec<BpfProgram>, RunnerError> {
-    let mut programs = vec![privileged()?];
-    programs.extend(sockets(policy)?);
-    Ok(programs)
+    Ok(vec![filter(socket_rules(policy)?)?])
 }
 
 /// Installs `programs` on the calling (single) thread. no_new_privs must be set.
@@ -625,16 +581,16 @@ mod tests {
         for nr in [libc::SYS_getpid, libc::SYS_ptrace, 0x3fff_ffff] {
             let c = call(nr | 0x4000_0000, &[]);
             assert_eq!(verdict(&p, &c), ENOSYS, "nr {nr:#x}");
-            assert_eq!(run(&privileged().unwrap(), &c), ENOSYS);
+            assert_eq!(run(&privileged(), &c), ENOSYS);
         }
         // ia32 (`int 0x80`): AUDIT_ARCH_I386.
         let mut c = call(20, &[]);
         c.arch = 0x4000_0003;
         assert_eq!(verdict(&p, &c), RET_KILL_PROCESS);
-        assert_eq!(run(&privileged().unwrap(), &c), RET_KILL_PROCESS);
+        assert_eq!(run(&privileged(), &c), RET_KILL_PROCESS);
         // Native calls pass the guard.
         let getpid = call(libc::SYS_getpid, &[]);
-        assert_eq!(run(&privileged().unwrap(), &getpid), RET_ALLOW);
+        assert_eq!(run(&privileged(), &getpid), RET_ALLOW);
     }
 
     #[test]
@@ -665,20 +621,28 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_dispatch_prefix_changes_no_answer() {
-        let mut rule_sets = vec![(privileged_rules().unwrap(), libc::EPERM)];
-        for (network, ports, unix) in [
-            (Network::Deny, &[][..], false),
-            (Network::Deny, &[80, 443][..], true),
-            (Network::Allow, &[][..], false),
-        ] {
-            rule_sets.push((
-                socket_rules(&policy(network, ports, unix)).unwrap(),
-                libc::EACCES,
-            ));
+    /// The filter of a policy that denies no socket family.
+    fn privileged() -> BpfProgram {
+        filter(Rules::new()).unwrap()
+    }
+
+    /// What the programs as they were answer: the separate guard, seccompiler's
+    /// programs for the EPERM and the socket rules, combined by the kernel's severity
+    /// rule.
+    fn reference(socket_rules: Rules) -> Vec<BpfProgram> {
+        let mut reference = vec![
+            reference_guard(),
+            compile_chain(privileged_rules().unwrap(), libc::EPERM, arch::TARGET).unwrap(),
+        ];
+        if !socket_rules.is_empty() {
+            reference.push(compile_chain(socket_rules, libc::EACCES, arch::TARGET).unwrap());
         }
-        // Arguments that hit and miss every rule above: flags, commands, families.
+        reference
+    }
+
+    #[test]
+    fn the_one_filter_answers_as_the_separate_programs_did_for_every_policy() {
+        // Arguments that hit and miss every rule: flags, commands, families.
         let args: Vec<[u64; 3]> = vec![
             [0, 0, 0],
             [libc::CLONE_NEWUSER as u64 | libc::SIGCHLD as u64, 0, 0],
@@ -697,12 +661,53 @@ mod tests {
             ],
             [libc::AF_NETLINK as u64, libc::SOCK_RAW as u64, 0],
         ];
-        for (rules, errno) in rule_sets {
-            let chain = compile_chain(rules.clone(), errno, arch::TARGET).unwrap();
-            let dispatched = compile(rules, errno, arch::TARGET).unwrap();
-            assert!(dispatched.len() > chain.len(), "the prefix was not added");
-            let mut checked = 0;
-            for nr in (0..600).chain([0x3fff_ffff, 0xffff_ffff]) {
+        // Every combination of family, type and protocol for the socket calls.
+        let families = [
+            0,
+            libc::AF_UNIX as u64,
+            libc::AF_INET as u64,
+            libc::AF_INET6 as u64,
+            libc::AF_NETLINK as u64,
+            libc::AF_PACKET as u64,
+            libc::AF_UNIX as u64 | 0x1_0000_0000,
+            libc::AF_INET as u64 | 0xffff_ffff_0000_0000,
+        ];
+        let types = (0..=SOCK_TYPE_MASK).flat_map(|t| {
+            [
+                t,
+                t | (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64,
+                t | 0x1_0000_0000,
+            ]
+        });
+        let types: Vec<u64> = types.collect();
+        let protocols = [0, libc::IPPROTO_TCP as u64, libc::IPPROTO_UDP as u64, 262];
+        let mut checked = 0;
+        for (network, ports, unix) in [
+            (Network::Deny, &[][..], false),
+            (Network::Deny, &[][..], true),
+            (Network::Deny, &[80, 443][..], true),
+            (Network::Deny, &[80][..], false),
+            (Network::Allow, &[][..], false),
+            (Network::Allow, &[][..], true),
+        ] {
+            let rules = socket_rules(&policy(network, ports, unix)).unwrap();
+            let reference = reference(rules.clone());
+            let program = filter(rules).unwrap();
+            assert_eq!(
+                programs(&policy(network, ports, unix)).unwrap(),
+                vec![program.clone()]
+            );
+            let mut check = |c: &Call| {
+                assert_eq!(
+                    run(&program, c),
+                    verdict(&reference, c),
+                    "{network:?} {ports:?} {unix} nr {:#x} {:x?}",
+                    c.nr,
+                    c.args
+                );
+                checked += 1;
+            };
+            for nr in (0..600).chain([0x3fff_ffff, 0x7fff_ffff, 0xffff_ffff]) {
                 for x32 in [0, 0x4000_0000] {
                     for foreign in [false, true] {
                         for a in &args {
@@ -711,25 +716,28 @@ mod tests {
                             if foreign {
                                 c.arch = 0x4000_0003;
                             }
-                            assert_eq!(run(&dispatched, &c), run(&chain, &c), "nr {:#x}", c.nr);
-                            checked += 1;
+                            check(&c);
                         }
                     }
                 }
             }
-            assert!(checked > 10_000);
+            for nr in [libc::SYS_socket, libc::SYS_socketpair] {
+                for &f in &families {
+                    for &t in &types {
+                        for &p in &protocols {
+                            check(&call(nr, &[f, t, p]));
+                        }
+                    }
+                }
+            }
         }
+        assert!(checked > 100_000);
     }
 
     #[test]
     fn the_hand_written_program_answers_as_seccompiler_did() {
-        // The reference: the separate guard and seccompiler's program for the same
-        // rules, combined by the kernel's severity rule.
-        let reference = vec![
-            reference_guard(),
-            compile_chain(privileged_rules().unwrap(), libc::EPERM, arch::TARGET).unwrap(),
-        ];
-        let program = privileged().unwrap();
+        let reference = reference(Rules::new());
+        let program = privileged();
         assert!(program.len() < 80, "{} instructions", program.len());
         // Every namespace flag alone, all of them, with and without other flags and high
         // bits; personalities; ioctl commands with and without high bits.
@@ -820,7 +828,11 @@ mod tests {
         assert_eq!(socket(&p, AF_UNIX, SOCK_STREAM, 0), EACCES);
 
         let p = programs(&policy(Network::Allow, &[], true)).unwrap();
-        assert_eq!(p.len(), 1, "no socket program when nothing is denied");
+        assert_eq!(
+            p,
+            vec![privileged()],
+            "no socket part when nothing is denied"
+        );
         assert_eq!(socket(&p, AF_INET, SOCK_STREAM, mptcp), RET_ALLOW);
     }
 }
