@@ -45,10 +45,37 @@ pub struct Fixture {
     pub runtime: PathBuf,
 }
 
+/// Where fixtures live: cargo's target tmp dir, unless the checkout itself lies beneath a
+/// root that workspace-write grants (`/tmp`, the temp dir), where "outside every writable
+/// root" would not be outside at all; then `/var/tmp/stockade-e2e`.
+pub fn fixture_base() -> PathBuf {
+    let canonical = |p: PathBuf| p.canonicalize().unwrap_or(p);
+    let granted = [
+        canonical(PathBuf::from("/tmp")),
+        canonical(std::env::temp_dir()),
+    ];
+    let under_granted = |p: &Path| granted.iter().any(|g| p.starts_with(g));
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    std::fs::create_dir_all(&target).unwrap();
+    let target = canonical(target);
+    if !under_granted(&target) {
+        return target;
+    }
+    let fallback = PathBuf::from("/var/tmp/stockade-e2e");
+    std::fs::create_dir_all(&fallback).unwrap();
+    let fallback = canonical(fallback);
+    assert!(
+        !under_granted(&fallback),
+        "no scratch directory outside /tmp and the temp dir: {} and {} are both beneath them",
+        target.display(),
+        fallback.display()
+    );
+    fallback
+}
+
 impl Fixture {
     pub fn new() -> Fixture {
-        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        std::fs::create_dir_all(&base).unwrap();
+        let base = fixture_base();
         let root = tempfile::Builder::new()
             .prefix("e2e-")
             .tempdir_in(&base)
