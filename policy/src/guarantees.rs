@@ -252,12 +252,14 @@ pub enum Verdict {
 pub fn assess(asks: &Asks, facts: &KernelFacts) -> Vec<Assessment> {
     Guarantee::ALL
         .into_iter()
-        .map(|g| Assessment {
-            guarantee: g,
-            requirement: g.requirement(asks),
-            needs: g.needs(asks),
-            enforced: g.requirement(asks) != Requirement::NotApplicable
-                && g.needs(asks).available(facts),
+        .map(|g| {
+            let (requirement, needs) = (g.requirement(asks), g.needs(asks));
+            Assessment {
+                guarantee: g,
+                requirement,
+                needs,
+                enforced: requirement != Requirement::NotApplicable && needs.available(facts),
+            }
         })
         .collect()
 }
