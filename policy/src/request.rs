@@ -373,15 +373,16 @@ impl LaunchRequest {
             });
         }
         for (index, (name, value)) in self.env.iter().enumerate() {
-            let shown = name.to_string_lossy().into_owned();
+            // Only a refused entry is shown: no copy of every name on the runner's path.
+            let shown = || name.to_string_lossy().into_owned();
             if name.is_empty() {
                 return Err(ValidationError::EmptyEnvName { index });
             }
             if name.as_bytes().contains(&0) || value.as_bytes().contains(&0) {
-                return Err(ValidationError::NulInEnv { name: shown });
+                return Err(ValidationError::NulInEnv { name: shown() });
             }
             if name.as_bytes().contains(&b'=') {
-                return Err(ValidationError::EqualsInEnvName { name: shown });
+                return Err(ValidationError::EqualsInEnvName { name: shown() });
             }
         }
         let p = &self.policy;
