@@ -9,6 +9,9 @@ use stockade_policy::exit;
 use stockade_policy::guarantees::{Enforcement, Feature, Guarantee};
 use stockade_policy::request::{DecodeError, ValidationError};
 
+/// The runner's command line, shown by `--help` and after every usage error.
+pub const USAGE: &str = "usage: stockade-runner --request FILE | --explain FILE | --version";
+
 #[derive(Debug)]
 pub enum RunnerError {
     /// The command line is not one the runner understands.
@@ -174,10 +177,7 @@ fn errno_name(e: &io::Error) -> String {
 impl fmt::Display for RunnerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RunnerError::Usage(msg) => write!(
-                f,
-                "{msg}; usage: stockade-runner --request FILE | --explain FILE | --version"
-            ),
+            RunnerError::Usage(msg) => write!(f, "{msg}; {USAGE}"),
             RunnerError::RequestMissing { path } => write!(
                 f,
                 "request file {} does not exist (a request is consumed by its first run and cannot be replayed)",

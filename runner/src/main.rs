@@ -32,7 +32,7 @@ mod seccomp;
 mod session;
 mod status;
 
-use error::RunnerError;
+use error::{RunnerError, USAGE};
 use status::StatusFile;
 use std::ffi::OsString;
 use std::io::Write;
@@ -41,8 +41,6 @@ use stockade_policy::exit::RUNNER_PREFIX;
 use stockade_policy::grants;
 use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, Verdict};
 use stockade_policy::{LaunchRequest, Mode};
-
-const USAGE: &str = "usage: stockade-runner --request FILE | --explain FILE | --version";
 
 enum Command {
     Run(PathBuf),
