@@ -12,10 +12,10 @@ use stockade_policy::{LaunchRequest, Network};
 pub fn explain(path: &Path) -> Result<String, RunnerError> {
     let (file, meta) = request_file::open(path)?;
     // An untrusted file is still shown, with the reason the runner would refuse it.
-    let trust = request_file::check_trust(path, &meta);
-    if matches!(trust, Err(RunnerError::RequestNotRegular { .. })) {
-        return Err(trust.unwrap_err());
-    }
+    let trust = match request_file::check_trust(path, &meta) {
+        Err(e @ RunnerError::RequestNotRegular { .. }) => return Err(e),
+        trust => trust,
+    };
     let bytes = request_file::read_capped(path, file, meta.len())?;
     let request = LaunchRequest::decode(&bytes).map_err(RunnerError::Decode)?;
 
@@ -45,11 +45,10 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
         request.enforcement.as_str()
     );
     let _ = writeln!(w, "cwd:         {}", request.cwd.display());
-    match &request.status_path {
+    let _ = match &request.status_path {
         Some(p) => writeln!(w, "status:      {}", p.display()),
         None => writeln!(w, "status:      none (no status channel)"),
-    }
-    .ok();
+    };
     let _ = writeln!(w, "argv:");
     for (i, a) in request.argv.iter().enumerate() {
         let _ = writeln!(w, "  [{i}] {a:?}");

@@ -61,7 +61,7 @@ pub fn read_capped(path: &Path, file: File, expected: u64) -> Result<Vec<u8>, Ru
     let cap = MAX_REQUEST_BYTES as u64 + 1;
     // One byte more than the size, so that the read that sees end-of-file needs no growth.
     let mut bytes = Vec::with_capacity(expected.saturating_add(1).min(cap) as usize);
-    file.take(MAX_REQUEST_BYTES as u64 + 1)
+    file.take(cap)
         .read_to_end(&mut bytes)
         .map_err(|source| RunnerError::RequestIo {
             path: path.into(),
