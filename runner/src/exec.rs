@@ -19,7 +19,22 @@ fn cstring(bytes: &[u8]) -> CString {
 }
 
 /// Execs the target. Returns only on failure.
+///
+/// SIGPIPE is back at the disposition the caller left for every `execve` tried (an
+/// ignored signal stays ignored across `execve`: were the runner's own ignore passed on,
+/// `yes | head -1` in the target would see EPIPE instead of dying by SIGPIPE as it does
+/// outside the sandbox). It is set once around the whole search, which writes nothing,
+/// and ignored again when every attempt failed, so writing the runner's own failure line
+/// cannot kill it.
 pub fn exec(request: &LaunchRequest) -> RunnerError {
+    sigpipe(INHERITED_SIGPIPE.load(Ordering::Relaxed));
+    let err = search_and_exec(request);
+    sigpipe(libc::SIG_IGN);
+    err
+}
+
+/// `execve` of the program itself, or of each candidate on the search path in turn.
+fn search_and_exec(request: &LaunchRequest) -> RunnerError {
     let argv: Vec<CString> = request.argv.iter().map(|a| cstring(a.as_bytes())).collect();
     let envp: Vec<CString> = request
         .env
@@ -35,7 +50,7 @@ pub fn exec(request: &LaunchRequest) -> RunnerError {
     let program = request.argv[0].as_os_str();
 
     if program.as_bytes().contains(&b'/') {
-        let err = try_exec(&argv[0], &argv, &envp);
+        let err = exec_or_sh(&argv[0], &argv, &envp);
         return failure(program, err);
     }
 
@@ -51,7 +66,7 @@ pub fn exec(request: &LaunchRequest) -> RunnerError {
         candidate.extend_from_slice(dir);
         candidate.push(b'/');
         candidate.extend_from_slice(program.as_bytes());
-        let err = try_exec(&cstring(&candidate), &argv, &envp);
+        let err = exec_or_sh(&cstring(&candidate), &argv, &envp);
         match err.raw_os_error() {
             // Not here: keep looking.
             Some(libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT) => {}
@@ -83,18 +98,6 @@ pub fn ignore_sigpipe_for_now() {
     if inherited != libc::SIG_ERR {
         INHERITED_SIGPIPE.store(inherited, Ordering::Relaxed);
     }
-}
-
-/// One `execve` (see [`exec_or_sh`]) with SIGPIPE back at the disposition the caller
-/// left (an ignored signal stays ignored across `execve`: were the runner's own ignore
-/// passed on, `yes | head -1` in the target would see EPIPE instead of dying by SIGPIPE
-/// as it does outside the sandbox). Ignored again if the exec fails, so writing the
-/// runner's own failure line cannot kill it.
-fn try_exec(path: &CString, argv: &[CString], envp: &[CString]) -> io::Error {
-    sigpipe(INHERITED_SIGPIPE.load(Ordering::Relaxed));
-    let err = exec_or_sh(path, argv, envp);
-    sigpipe(libc::SIG_IGN);
-    err
 }
 
 /// Sets SIGPIPE's disposition, returning the previous one.
