@@ -89,7 +89,7 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     if policy.mode == Mode::DangerFullAccess {
         return Err(RunnerError::Unconfined);
     }
-    let programs = seccomp::programs(policy)?;
+    let filter = seccomp::program(policy)?;
     std::env::set_current_dir(&request.cwd).map_err(|source| RunnerError::Chdir {
         cwd: request.cwd.clone(),
         source,
@@ -104,7 +104,7 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     }
     caps::drop_all()?;
     fds::restrict(&policy.keep_fds)?;
-    seccomp::install(&programs)?;
+    seccomp::install(&filter)?;
     // Judge what the kernel actually gave, with the same rules the launcher used to
     // report enforcement to the executor. Reaching here means the filter is installed.
     let achieved = KernelFacts {

@@ -433,19 +433,15 @@ fn socket_rules(policy: &Policy) -> Result<Rules, RunnerError> {
     Ok(rules)
 }
 
-/// The filter `policy` needs, built before anything is applied so that a filter that
-/// cannot be built fails the run before it changes the process. One program: every
-/// filter attached costs the kernel a fixed amount on top of its length.
-pub fn programs(policy: &Policy) -> Result<Vec<BpfProgram>, RunnerError> {
-    Ok(vec![filter(socket_rules(policy)?)?])
+/// The one filter `policy` needs, built before anything is applied so that a filter
+/// that cannot be built fails the run before it changes the process.
+pub fn program(policy: &Policy) -> Result<BpfProgram, RunnerError> {
+    filter(socket_rules(policy)?)
 }
 
-/// Installs `programs` on the calling (single) thread. no_new_privs must be set.
-pub fn install(programs: &[BpfProgram]) -> Result<(), RunnerError> {
-    for program in programs {
-        seccompiler::apply_filter(program).map_err(seccomp_error)?;
-    }
-    Ok(())
+/// Installs `program` on the calling (single) thread. no_new_privs must be set.
+pub fn install(program: &BpfProgram) -> Result<(), RunnerError> {
+    seccompiler::apply_filter(program).map_err(seccomp_error)
 }
 
 #[cfg(test)]
@@ -544,6 +540,11 @@ mod tests {
                 code => panic!("opcode {code:#x}"),
             }
         }
+    }
+
+    /// What [`program`] installs for `policy`, as a list [`verdict`] takes.
+    fn programs(policy: &Policy) -> Result<Vec<BpfProgram>, RunnerError> {
+        Ok(vec![program(policy)?])
     }
 
     /// What the kernel answers with all programs installed: the most severe action.
