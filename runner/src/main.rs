@@ -1,11 +1,13 @@
 //! `stockade-runner`: consumes one launch request, confines itself, and execs the target.
 //!
-//! Order: consume request -> open status file -> chdir(cwd) -> new session (stdin a
-//! terminal, not a group leader) -> no_new_privs -> Landlock -> drop capabilities ->
-//! inherited fds marked close-on-exec -> seccomp (last: it filters what the steps before
-//! use) -> `confined` status record -> execve. A failure after the status file is open
-//! also writes a `failed` record (see status.rs). The status file is close-on-exec, and
-//! written with plain write(2), which the filter lets through.
+//! Order: consume request -> open status file -> refuse danger-full-access -> build the
+//! seccomp filter (a filter that cannot be built fails before anything changes) ->
+//! chdir(cwd) -> new session (stdin a terminal, not a group leader) -> no_new_privs ->
+//! Landlock -> drop capabilities -> inherited fds marked close-on-exec -> install the
+//! filter (last: it filters what the steps before use) -> judge what the kernel gave
+//! against what was reported -> `confined` status record -> execve. A failure after the
+//! status file is open also writes a `failed` record (see status.rs). The status file
+//! is close-on-exec, and written with plain write(2), which the filter lets through.
 //!
 //! Failure contract: every failure before the target starts prints exactly one stderr
 //! line beginning `stockade-runner: ` and exits 125; a target that is not found exits
