@@ -33,6 +33,7 @@ mod ruleset;
 mod seccomp;
 mod session;
 mod status;
+mod trust;
 
 use error::{RunnerError, USAGE};
 use status::StatusFile;

@@ -3,6 +3,7 @@
 //! exactly once, whatever happens next), then decoded and validated.
 
 use crate::error::RunnerError;
+use crate::trust::{self, Untrusted};
 use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -33,25 +34,14 @@ pub fn open(path: &Path) -> Result<(File, Metadata), RunnerError> {
 
 /// Refuses a file that another user could have written or read.
 pub fn check_trust(path: &Path, meta: &Metadata) -> Result<(), RunnerError> {
-    if !meta.file_type().is_file() {
-        return Err(RunnerError::RequestNotRegular { path: path.into() });
-    }
-    let euid = nix::unistd::geteuid().as_raw();
-    if meta.uid() != euid {
-        return Err(RunnerError::RequestForeignOwner {
-            path: path.into(),
-            owner: meta.uid(),
-            euid,
-        });
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        return Err(RunnerError::RequestTooOpen {
-            path: path.into(),
-            mode,
-        });
-    }
-    Ok(())
+    let path = path.into();
+    trust::check(meta).map_err(|untrusted| match untrusted {
+        Untrusted::NotRegular => RunnerError::RequestNotRegular { path },
+        Untrusted::ForeignOwner { owner, euid } => {
+            RunnerError::RequestForeignOwner { path, owner, euid }
+        }
+        Untrusted::TooOpen { mode } => RunnerError::RequestTooOpen { path, mode },
+    })
 }
 
 /// Reads at most one byte more than the size cap, so an oversized file is recognised

@@ -11,9 +11,10 @@
 //! and stderr line already say. They are not runner failures and add no record.
 
 use crate::error::RunnerError;
+use crate::trust;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use stockade_policy::guarantees::Enforcement;
 use stockade_policy::status::StatusRecord;
@@ -41,22 +42,7 @@ impl StatusFile {
                 _ => err(e.to_string()),
             })?;
         let meta = file.metadata().map_err(|e| err(e.to_string()))?;
-        if !meta.file_type().is_file() {
-            return Err(err("it is not a regular file".into()));
-        }
-        let euid = nix::unistd::geteuid().as_raw();
-        if meta.uid() != euid {
-            return Err(err(format!(
-                "it is owned by uid {}, not by the runner's uid {euid}",
-                meta.uid()
-            )));
-        }
-        if meta.mode() & 0o077 != 0 {
-            return Err(err(format!(
-                "it has mode {:04o}; it must not be readable or writable by group or others",
-                meta.mode() & 0o7777
-            )));
-        }
+        trust::check(&meta).map_err(|untrusted| err(untrusted.to_string()))?;
         if meta.len() != 0 {
             return Err(err("it is not empty (a status file is used once)".into()));
         }
