@@ -18,3 +18,20 @@ pub const SIGNAL_BASE: i32 = 128;
 /// Every line the runner itself prints on stderr begins with this prefix, and it prints
 /// at most one such line per run.
 pub const RUNNER_PREFIX: &str = "stockade-runner: ";
+
+/// `message` made to fit on one line: carriage returns and newlines (a path may hold
+/// them) escaped as `\r` and `\n`. Used for the runner's failure line and for the
+/// message of its `failed` status record, which carry the same text.
+pub fn one_line(message: &str) -> String {
+    message.replace('\r', "\\r").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_escapes_line_breaks_and_keeps_the_rest() {
+        assert_eq!(one_line("a\nb\r\nc d"), "a\\nb\\r\\nc d");
+    }
+}

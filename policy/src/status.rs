@@ -81,7 +81,7 @@ impl StatusRecord {
             StatusRecord::Failed { kind, message } => {
                 let kind = if valid_kind(kind) { kind } else { "unknown" };
                 let head = format!("{MAGIC} {VERSION} failed {kind} ");
-                let mut message = message.replace('\r', "\\r").replace('\n', "\\n");
+                let mut message = crate::exit::one_line(message);
                 let room = MAX_RECORD_BYTES - head.len() - 1;
                 if message.len() > room {
                     let mut cut = room;

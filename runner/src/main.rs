@@ -40,7 +40,7 @@ use status::StatusFile;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
-use stockade_policy::exit::RUNNER_PREFIX;
+use stockade_policy::exit::{self, RUNNER_PREFIX};
 use stockade_policy::grants;
 use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, Verdict};
 use stockade_policy::{LaunchRequest, Mode};
@@ -170,8 +170,7 @@ fn run(path: &std::path::Path) -> RunnerError {
 
 /// Prints the one failure line. Newlines in paths are escaped so it stays one line.
 fn report(err: &RunnerError) {
-    let message = err.to_string().replace('\n', "\\n").replace('\r', "\\r");
-    let line = format!("{RUNNER_PREFIX}{message}\n");
+    let line = format!("{RUNNER_PREFIX}{}\n", exit::one_line(&err.to_string()));
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
@@ -181,7 +180,7 @@ fn print(text: &str) -> i32 {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => 0,
-        Err(_) => stockade_policy::exit::RUNNER_FAILURE,
+        Err(_) => exit::RUNNER_FAILURE,
     }
 }
 
