@@ -82,7 +82,8 @@ impl StatusRecord {
                 let kind = if valid_kind(kind) { kind } else { "unknown" };
                 let head = format!("{MAGIC} {VERSION} failed {kind} ");
                 let mut message = crate::exit::one_line(message);
-                let room = MAX_RECORD_BYTES - head.len() - 1;
+                // An over-long kind leaves no room for the message rather than underflowing.
+                let room = MAX_RECORD_BYTES.saturating_sub(head.len() + 1);
                 if message.len() > room {
                     let mut cut = room;
                     while !message.is_char_boundary(cut) {
