@@ -41,7 +41,6 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use stockade_policy::exit::{self, RUNNER_PREFIX};
-use stockade_policy::grants;
 use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, Verdict};
 use stockade_policy::{LaunchRequest, Mode};
 
@@ -99,19 +98,14 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     })?;
     session::detach_from_terminal()?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
-    let applied = ruleset::restrict(&grants::grants(policy), policy)?;
-    if !applied.enforced {
-        return Err(RunnerError::Landlock(
-            "the kernel did not enforce the ruleset (Landlock unsupported or disabled)".into(),
-        ));
-    }
+    let landlock_abi = ruleset::restrict(policy)?;
     caps::drop_all()?;
     fds::restrict(&policy.keep_fds)?;
     seccomp::install(&filter)?;
     // Judge what the kernel actually gave, with the same rules the launcher used to
     // report enforcement to the executor. Reaching here means the filter is installed.
     let achieved = KernelFacts {
-        landlock_abi: applied.landlock_abi,
+        landlock_abi,
         seccomp: true,
     };
     judge(&Asks::of(policy), &achieved, request)

@@ -10,7 +10,7 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
     PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
-use stockade_policy::grants::{Access as GrantAccess, Grant};
+use stockade_policy::grants::{self, Access as GrantAccess, Grant};
 use stockade_policy::{Network, Policy};
 
 /// The ABI whose filesystem access rights are handled (ABI 5 adds the last one,
@@ -21,14 +21,6 @@ pub const HANDLED_ABI: ABI = ABI::V5;
 pub const HANDLED_NET_ABI: ABI = ABI::V4;
 /// The ABI whose scopes are always requested: abstract unix sockets and signals (ABI 6).
 pub const HANDLED_SCOPE_ABI: ABI = ABI::V6;
-
-/// What applying the ruleset achieved.
-pub struct Applied {
-    /// The Landlock ABI the kernel offered (0: none).
-    pub landlock_abi: u32,
-    /// Whether the kernel enforced the ruleset at all.
-    pub enforced: bool,
-}
 
 fn access(grant: GrantAccess) -> BitFlags<AccessFs> {
     match grant {
@@ -90,13 +82,14 @@ fn abi_number(status: &LandlockStatus) -> u32 {
     }
 }
 
-/// Restricts the calling process to `grants`, and, as `policy` asks, to the allowed TCP
-/// ports; signals and abstract unix sockets are scoped to the sandbox.
+/// Restricts the calling process to the grants of `policy` and, as it asks, to the
+/// allowed TCP ports; signals and abstract unix sockets are scoped to the sandbox.
+/// Returns the Landlock ABI the kernel offered.
 ///
 /// Best effort: what an older kernel lacks is left out here and judged afterwards from
 /// the ABI it reports (`guarantees::verdict`), which refuses to run when a required
-/// guarantee is missing.
-pub fn restrict(grants: &[Grant], policy: &Policy) -> Result<Applied, RunnerError> {
+/// guarantee is missing. A ruleset the kernel did not enforce at all is refused here.
+pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
     let ll = |e: landlock::RulesetError| RunnerError::Landlock(e.to_string());
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -120,15 +113,17 @@ pub fn restrict(grants: &[Grant], policy: &Policy) -> Result<Applied, RunnerErro
                 .map_err(ll)?;
         }
     }
-    for grant in grants {
+    for grant in &grants::grants(policy) {
         let fd = open_grant(grant)?;
         created = created
             .add_rule(PathBeneath::new(fd, access(grant.access)))
             .map_err(ll)?;
     }
     let status = created.restrict_self().map_err(ll)?;
-    Ok(Applied {
-        landlock_abi: abi_number(&status.landlock),
-        enforced: status.ruleset != RulesetStatus::NotEnforced,
-    })
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err(RunnerError::Landlock(
+            "the kernel did not enforce the ruleset (Landlock unsupported or disabled)".into(),
+        ));
+    }
+    Ok(abi_number(&status.landlock))
 }
