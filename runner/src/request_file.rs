@@ -15,7 +15,7 @@ use stockade_policy::request::MAX_REQUEST_BYTES;
 pub fn open(path: &Path) -> Result<(File, Metadata), RunnerError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .custom_flags(trust::OPEN_FLAGS)
         .open(path)
         .map_err(|source| match source.raw_os_error() {
             Some(libc::ENOENT) => RunnerError::RequestMissing { path: path.into() },

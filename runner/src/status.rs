@@ -33,7 +33,7 @@ impl StatusFile {
         };
         let file = std::fs::OpenOptions::new()
             .append(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+            .custom_flags(trust::OPEN_FLAGS)
             .open(path)
             .map_err(|e| match e.raw_os_error() {
                 Some(libc::ELOOP) => err("it is a symbolic link; refusing to follow it".into()),

@@ -1,9 +1,15 @@
-//! Whether a file handed to the runner by path (the request file, the status file) is
-//! one that no other user could have read or written: the one rule both are held to.
+//! Files handed to the runner by path (the request file, the status file): how they are
+//! opened, and whether no other user could have read or written them. The one rule both
+//! are held to.
 
 use std::fmt;
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
+
+/// How such a file is opened: never through a symbolic link, never blocking on a FIFO,
+/// never inherited by the target, never becoming the controlling terminal.
+pub const OPEN_FLAGS: libc::c_int =
+    libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
 
 /// Why a file is not trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
