@@ -105,6 +105,8 @@ pub enum RunnerError {
         path: PathBuf,
         reason: String,
     },
+    /// `--explain`, `--version` or `--help` could not write its text.
+    Stdout(io::Error),
     /// The target does not exist (exit 127).
     NotFound {
         program: OsString,
@@ -155,6 +157,7 @@ impl RunnerError {
             RunnerError::KeepFdNotOpen { .. } => "keep-fd-not-open",
             RunnerError::Setsid(_) => "setsid",
             RunnerError::Status { .. } => "status",
+            RunnerError::Stdout(_) => "stdout",
             RunnerError::NotFound { .. } => "not-found",
             RunnerError::CannotExecute { .. } => "cannot-execute",
         }
@@ -263,6 +266,7 @@ impl fmt::Display for RunnerError {
             RunnerError::Status { path, reason } => {
                 write!(f, "status file {} is unusable: {reason}", path.display())
             }
+            RunnerError::Stdout(e) => write!(f, "cannot write to standard output: {e}"),
             RunnerError::NotFound { program } => {
                 write!(f, "{}: command not found", program.to_string_lossy())
             }
@@ -333,6 +337,7 @@ mod tests {
                 path: p(),
                 reason: String::new(),
             },
+            RunnerError::Stdout(io()),
             RunnerError::NotFound {
                 program: "x".into(),
             },

@@ -169,13 +169,13 @@ fn report(err: &RunnerError) {
 }
 
 /// Writes to stdout without `println!`, which panics on a closed pipe, and flushes: with
-/// the C entry point nothing flushes std's buffer at exit.
-fn print(text: &str) -> i32 {
+/// the C entry point nothing flushes std's buffer at exit. A failed write is a runner
+/// failure like any other: one stderr line and exit 125.
+fn print(text: &str) -> Result<(), RunnerError> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => 0,
-        Err(_) => exit::RUNNER_FAILURE,
-    }
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(RunnerError::Stdout)
 }
 
 /// The process entry point (see the module comment for why it is the C one).
@@ -197,17 +197,15 @@ fn main() {
 
 fn runner_main() -> i32 {
     exec::ignore_sigpipe_for_now();
-    let err = match parse_args(std::env::args_os().skip(1)) {
-        Ok(Command::Run(path)) => run(&path),
-        Ok(Command::Explain(path)) => match explain::explain(&path) {
-            Ok(text) => return print(&text),
-            Err(e) => e,
-        },
-        Ok(Command::Version) => {
-            return print(&format!("stockade-runner {}\n", env!("CARGO_PKG_VERSION")));
-        }
-        Ok(Command::Help) => return print(&format!("{USAGE}\n")),
-        Err(e) => e,
+    let result = match parse_args(std::env::args_os().skip(1)) {
+        Ok(Command::Run(path)) => Err(run(&path)),
+        Ok(Command::Explain(path)) => explain::explain(&path).and_then(|text| print(&text)),
+        Ok(Command::Version) => print(&format!("stockade-runner {}\n", env!("CARGO_PKG_VERSION"))),
+        Ok(Command::Help) => print(&format!("{USAGE}\n")),
+        Err(e) => Err(e),
+    };
+    let Err(err) = result else {
+        return 0;
     };
     report(&err);
     err.exit_code()

@@ -36,3 +36,22 @@ fn malformed_invocations_are_runner_failures_with_a_usage_line() {
         assert!(out.stdout.is_empty());
     }
 }
+
+#[test]
+fn a_failed_write_to_stdout_is_a_runner_failure_with_one_line() {
+    // Control: the same command with a working stdout.
+    let out = runner().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty());
+    for args in [&["--version"][..], &["--help"]] {
+        let full = std::fs::File::create("/dev/full").unwrap();
+        let out = runner().args(args).stdout(full).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("stockade-runner: cannot write to standard output: "),
+            "{err}"
+        );
+    }
+}
