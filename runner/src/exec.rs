@@ -75,15 +75,12 @@ fn search_and_exec(request: &LaunchRequest) -> RunnerError {
             _ => return failure(program, err),
         }
     }
-    if saw_eacces {
-        return RunnerError::CannotExecute {
-            program: program.to_os_string(),
-            source: io::Error::from_raw_os_error(libc::EACCES),
-        };
-    }
-    RunnerError::NotFound {
-        program: program.to_os_string(),
-    }
+    let errno = if saw_eacces {
+        libc::EACCES
+    } else {
+        libc::ENOENT
+    };
+    failure(program, io::Error::from_raw_os_error(errno))
 }
 
 /// The SIGPIPE disposition the runner was started with (default or ignored: a handler
@@ -127,6 +124,7 @@ fn exec_or_sh(path: &CString, argv: &[CString], envp: &[CString]) -> io::Error {
     }
 }
 
+/// The error for `program` that `err` stopped: not found (127) or not executable (126).
 fn failure(program: &OsStr, err: io::Error) -> RunnerError {
     let program: OsString = program.to_os_string();
     if err.raw_os_error() == Some(libc::ENOENT) {
