@@ -40,9 +40,9 @@ use status::StatusFile;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
+use stockade_policy::LaunchRequest;
 use stockade_policy::exit::{self, RUNNER_PREFIX};
 use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, Verdict};
-use stockade_policy::{LaunchRequest, Mode};
 
 enum Command {
     Run(PathBuf),
@@ -88,7 +88,7 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, Runne
 /// this process and its descendants do is confined, with the returned enforcement.
 fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     let policy = &request.policy;
-    if policy.mode == Mode::DangerFullAccess {
+    if !policy.mode.is_confined() {
         return Err(RunnerError::Unconfined);
     }
     let filter = seccomp::program(policy)?;
@@ -214,8 +214,8 @@ fn runner_main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stockade_policy::Network;
     use stockade_policy::guarantees::Guarantee;
+    use stockade_policy::{Mode, Network};
 
     fn request(enforcement: Enforcement, guarantees: Vec<Guarantee>) -> LaunchRequest {
         LaunchRequest {
