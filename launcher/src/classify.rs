@@ -3,7 +3,8 @@
 //! The decision itself is `stockade_policy::classify::classify`; this module gathers its
 //! inputs (the ConfinedArgv JSON, the exit facts, the collected stderr, the runner's
 //! status record) and consumes the private directory afterwards. `stockade run` uses
-//! [`verdict`] and [`consume`] for the same decision on the processes it supervises.
+//! [`verdict`] for the same decision on the processes it supervises (and removes the
+//! private directory it made itself, through `PrivateDir::remove`).
 
 use crate::cli::ClassifyArgs;
 use crate::error::LauncherError;
