@@ -22,7 +22,7 @@
 //! [`STALE_AFTER`].
 
 use crate::error::LauncherError;
-use std::fs::{DirBuilder, OpenOptions};
+use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -129,6 +129,34 @@ fn choose_base(writable_roots: &[PathBuf]) -> Result<(PathBuf, StatusChannel), L
     choose_base_from(base_candidates(), writable_roots)
 }
 
+/// The first usable base directory, whatever the policy: for the launcher's own private
+/// files (spilled output), which no confined command is meant to write.
+pub fn first_usable_base() -> Result<PathBuf, LauncherError> {
+    choose_base(&[]).map(|(base, _)| base)
+}
+
+/// Creates a fresh 0700 directory in `base`, named `prefix` and random characters, and
+/// keeps it (the caller removes it).
+pub fn create_private_dir(base: &Path, prefix: &str) -> Result<PathBuf, LauncherError> {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir_in(base)
+        .map_err(|e| unusable(base, e.to_string()))?;
+    Ok(dir.keep())
+}
+
+/// Creates `path` as a new 0600 file for writing; fails if anything is there already,
+/// a symbolic link included.
+pub fn create_private_file(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 fn choose_base_from(
     candidates: Vec<PathBuf>,
     writable_roots: &[PathBuf],
@@ -193,13 +221,8 @@ impl PrivateDir {
     pub fn create(writable_roots: &[PathBuf]) -> Result<PrivateDir, LauncherError> {
         let (base, channel) = choose_base(writable_roots)?;
         remove_stale(&base);
-        let dir = tempfile::Builder::new()
-            .prefix(PRIVATE_PREFIX)
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir_in(&base)
-            .map_err(|e| unusable(&base, e.to_string()))?;
         let dir = PrivateDir {
-            path: dir.keep(),
+            path: create_private_dir(&base, PRIVATE_PREFIX)?,
             channel,
         };
         if let Err(e) = dir.create_file(STATUS_FILE, &[]) {
@@ -223,12 +246,7 @@ impl PrivateDir {
     fn create_file(&self, name: &str, bytes: &[u8]) -> Result<PathBuf, LauncherError> {
         let path = self.path.join(name);
         let write = || -> std::io::Result<()> {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&path)?;
+            let mut file = create_private_file(&path)?;
             file.write_all(bytes)?;
             file.flush()
         };
