@@ -8,7 +8,7 @@
 
 use crate::cli::ClassifyArgs;
 use crate::error::LauncherError;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use stockade_policy::classify::{self, Settled, Status, Verdict};
@@ -149,10 +149,7 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
     );
     // Serialising a plain struct of strings cannot fail.
     let line = serde_json::to_string(&verdict).unwrap_or_default();
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")
-        .and_then(|_| out.flush())
-        .map_err(LauncherError::WriteOutput)?;
+    crate::stdout::write(&format!("{line}\n"))?;
     consume(&confined);
     Ok(0)
 }

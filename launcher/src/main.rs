@@ -19,6 +19,7 @@ mod output;
 mod probe;
 mod request_file;
 mod run;
+mod stdout;
 mod supervise;
 mod tail;
 mod terminal;
@@ -38,13 +39,12 @@ fn confine_command(args: &ConfineArgs) -> Result<i32, LauncherError> {
     )?;
     // Serialising a plain struct of strings cannot fail.
     let json = serde_json::to_string(&confinement.confined).unwrap_or_default();
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{json}").and_then(|_| out.flush()).is_err() {
+    if let Err(e) = stdout::write(&format!("{json}\n")) {
         // Nobody will ever spawn a request we could not hand over.
         if let Some(dir) = confinement.private_dir {
             dir.remove();
         }
-        return Ok(exit::RUNNER_FAILURE);
+        return Err(e);
     }
     Ok(0)
 }
@@ -75,7 +75,9 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => exit_code(code),
         Err(e) => {
-            eprintln!("stockade: {e}");
+            // Not eprintln!: it panics when stderr is a closed pipe, and the exit code
+            // must still say what happened.
+            let _ = writeln!(std::io::stderr(), "stockade: {e}");
             exit_code(e.exit_code())
         }
     }

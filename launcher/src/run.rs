@@ -8,6 +8,7 @@ use crate::confine::{self, Confinement};
 use crate::env;
 use crate::error::LauncherError;
 use crate::output::Captured;
+use crate::stdout;
 use crate::supervise::{self, Output, Plan, Settled};
 use serde::Serialize;
 use std::io::Write;
@@ -61,10 +62,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         let result = RunResult::new(&settled, &verdict, &confined, &built.removed, s.timeout);
         // Serialising plain strings, numbers and booleans cannot fail.
         let json = serde_json::to_string(&result).unwrap_or_default();
-        let mut out = std::io::stdout().lock();
-        if writeln!(out, "{json}").and_then(|_| out.flush()).is_err() {
-            return Ok(exit::RUNNER_FAILURE);
-        }
+        stdout::write(&format!("{json}\n"))?;
     } else {
         let mut err = std::io::stderr().lock();
         for marker in markers(&settled, &verdict, confined.mode, s.timeout) {
