@@ -5,17 +5,6 @@ mod support;
 use std::process::Stdio;
 use support::*;
 
-/// The one launcher failure line, asserting there is exactly one stderr line and it
-/// carries the launcher prefix.
-#[track_caller]
-fn launcher_failure_line(out: &std::process::Output) -> String {
-    let err = text(&out.stderr);
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "expected one stderr line, got: {err:?}");
-    assert!(lines[0].starts_with("stockade: "), "{err:?}");
-    lines[0].to_string()
-}
-
 fn full() -> std::fs::File {
     std::fs::OpenOptions::new()
         .write(true)
