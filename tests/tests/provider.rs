@@ -409,6 +409,7 @@ fn classify_refuses_bad_input_with_one_line_and_exit_125() {
         text(&out.stderr).starts_with("stockade: --confined"),
         "{out:?}"
     );
+    launcher_failure_line(&out);
     let out = fx
         .stockade([
             "classify",
