@@ -9,13 +9,13 @@
 use crate::cli::ClassifyArgs;
 use crate::error::LauncherError;
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use stockade_policy::classify::{self, Settled, Status, Verdict};
 use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv, StatusChannel};
 use stockade_policy::status::{CorruptStatus, MAX_RECORD_BYTES, STATUS_FILE, StatusRecord};
 
-use crate::request_file::PRIVATE_PREFIX;
+use crate::request_file;
 
 /// Reads what the status channel of `confined` says. Only an out-of-band channel counts:
 /// an in-band status file could have been written by the command.
@@ -73,13 +73,9 @@ pub fn consume(confined: &ConfinedArgv) {
         return;
     };
     let Some(dir) = status.parent() else { return };
-    let ours = status.file_name().is_some_and(|n| n == STATUS_FILE)
-        && dir
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with(PRIVATE_PREFIX))
-        && std::fs::symlink_metadata(dir)
-            .is_ok_and(|m| m.file_type().is_dir() && m.uid() == nix::unistd::geteuid().as_raw());
-    if ours {
+    if status.file_name().is_some_and(|n| n == STATUS_FILE)
+        && request_file::own_private_dir(dir).is_some()
+    {
         let _ = std::fs::remove_dir_all(dir);
     }
 }

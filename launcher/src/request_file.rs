@@ -181,6 +181,21 @@ fn choose_base_from(
     }
 }
 
+/// The metadata of `dir` when it looks like a private directory `confine` made: named
+/// `req-*`, a real directory (not a link), owned by us. Only such a directory is ever
+/// removed.
+pub fn own_private_dir(dir: &Path) -> Option<std::fs::Metadata> {
+    let named = dir
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with(PRIVATE_PREFIX));
+    if !named {
+        return None;
+    }
+    let meta = std::fs::symlink_metadata(dir).ok()?;
+    let ours = meta.file_type().is_dir() && meta.uid() == nix::unistd::geteuid().as_raw();
+    ours.then_some(meta)
+}
+
 /// Removes private directories in `base` not modified for [`STALE_AFTER`]. Only our own
 /// `req-*` directories (never links) are touched; errors are ignored (another `confine`
 /// may be removing the same directory).
@@ -188,21 +203,16 @@ pub fn remove_stale(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
-    let euid = nix::unistd::geteuid().as_raw();
     let now = SystemTime::now();
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().starts_with(PRIVATE_PREFIX) {
-            continue;
-        }
-        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+        let Some(meta) = own_private_dir(&entry.path()) else {
             continue;
         };
         let age = meta
             .modified()
             .ok()
             .and_then(|m| now.duration_since(m).ok());
-        if meta.file_type().is_dir() && meta.uid() == euid && age.is_some_and(|a| a > STALE_AFTER) {
+        if age.is_some_and(|a| a > STALE_AFTER) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
