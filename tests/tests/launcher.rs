@@ -211,4 +211,13 @@ fn run_leaves_no_request_directories_behind() {
         "{:?}",
         fx.leftover_requests()
     );
+    // Control: this is where request directories go, so an emptiness above means run
+    // removed its own, not that it put them elsewhere. A confine never spawned leaves one.
+    fx.confine(&["--", "true"]);
+    assert_eq!(
+        fx.leftover_requests().len(),
+        1,
+        "{:?}",
+        fx.leftover_requests()
+    );
 }
