@@ -96,13 +96,15 @@ pub fn confine(
         guarantees: guarantees::enforced(&asks, &facts),
         status_path: Some(status_path.clone()),
     };
-    let written = request
-        .validate()
-        .map_err(LauncherError::Invalid)
-        .and_then(|()| dir.write_request(&request))
-        .and_then(|p| utf8(p.as_os_str(), "the request path"))
-        .and_then(|r| Ok((r, utf8(status_path.as_os_str(), "the status path")?)));
-    let (request_path, status_path) = match written {
+    let write = || -> Result<(String, String), LauncherError> {
+        request.validate().map_err(LauncherError::Invalid)?;
+        let request_path = dir.write_request(&request)?;
+        Ok((
+            utf8(request_path.as_os_str(), "the request path")?,
+            utf8(status_path.as_os_str(), "the status path")?,
+        ))
+    };
+    let (request_path, status_path) = match write() {
         Ok(p) => p,
         Err(e) => {
             dir.remove();
