@@ -53,17 +53,46 @@ fn exit_code(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(exit::RUNNER_FAILURE as u8))
 }
 
+/// A usage error as the one `stockade: ` line every failure of stockade prints: clap's
+/// message with its lines joined, the usage kept, the closing `--help` hint dropped.
+fn usage_error_line(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let mut line = String::from("stockade:");
+    for part in rendered.lines().map(str::trim) {
+        if part.is_empty() || part.starts_with("For more information") {
+            continue;
+        }
+        match part.strip_prefix("Usage: ") {
+            Some(usage) => line.push_str(&format!("; usage: {usage}")),
+            None => {
+                line.push(' ');
+                line.push_str(part.strip_prefix("error: ").unwrap_or(part));
+            }
+        }
+    }
+    line
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
-            let code = match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
-                _ => exit::RUNNER_FAILURE,
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = e.print();
+                    exit_code(0)
+                }
+                // No subcommand at all: the whole help, not a line, is the useful answer.
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    let _ = e.print();
+                    exit_code(exit::RUNNER_FAILURE)
+                }
+                _ => {
+                    let _ = writeln!(std::io::stderr(), "{}", usage_error_line(&e));
+                    exit_code(exit::RUNNER_FAILURE)
+                }
             };
-            let _ = e.print();
-            return exit_code(code);
         }
     };
     let result = match &cli.command {

@@ -41,3 +41,37 @@ fn a_stdout_that_cannot_be_written_is_one_line_and_exit_125() {
         fx.leftover_requests()
     );
 }
+
+#[test]
+fn usage_errors_are_one_line_and_exit_125_and_run_nothing() {
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    let touch = ["--", "touch", "ran"];
+    // Control: the same command with well-formed flags runs.
+    let ok = fx
+        .stockade(["run", "--timeout", "1m"])
+        .args(touch)
+        .output()
+        .unwrap();
+    assert_code(&ok, 0);
+    assert!(marker.exists());
+    std::fs::remove_file(&marker).unwrap();
+    for (args, want) in [
+        (&["run", "--timeout", "10"][..], "--timeout"),
+        (&["run", "--mode", "bogus"], "bogus"),
+        (&["run", "--env", "=x"], "NAME=VALUE"),
+        (&["run", "--no-such-flag"], "--no-such-flag"),
+        (&["confine", "--keep-fd", "1"], "--keep-fd"),
+    ] {
+        let out = fx.stockade(args).args(touch).output().unwrap();
+        assert_code(&out, 125);
+        let line = launcher_failure_line(&out);
+        assert!(line.contains(want), "{args:?}: {line}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(!marker.exists(), "{args:?} ran the command");
+    }
+    // A usage error without a command to run is one line too.
+    let out = fx.stockade(["run"]).output().unwrap();
+    assert_code(&out, 125);
+    assert!(launcher_failure_line(&out).contains("usage: stockade run"));
+}
