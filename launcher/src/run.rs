@@ -128,8 +128,9 @@ fn signal_name(sig: i32) -> String {
         .unwrap_or_else(|_| format!("SIG{sig}"))
 }
 
-/// The markers printed after the command's output, in the order agents know:
-/// truncation, denial, timeout, signal (the exit code is the exit status itself).
+/// The markers printed after the command's output, in the order agents know: denial,
+/// timeout, signal (the exit code is the exit status itself; pass-through output is never
+/// truncated, so there is no truncation marker).
 fn markers(
     settled: &Settled,
     verdict: &Verdict,
