@@ -1,11 +1,14 @@
 //! `stockade confine`: resolve the policy, judge the kernel, write the launch request,
-//! and describe the result as ConfinedArgv.
+//! and describe the result as ConfinedArgv. [`confine`] is also the first step of
+//! `stockade run`.
 
+use crate::cli::ConfineArgs;
 use crate::env;
 use crate::error::LauncherError;
 use crate::locate;
 use crate::probe;
 use crate::request_file::PrivateDir;
+use crate::stdout;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
@@ -125,6 +128,25 @@ pub fn confine(
         },
         private_dir: Some(dir),
     })
+}
+
+/// `stockade confine`: prints the ConfinedArgv as one JSON line.
+pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
+    let confinement = confine(
+        &args.policy.to_request(),
+        &args.command.command,
+        env::target_env(&args.env).vars,
+    )?;
+    // Serialising a plain struct of strings cannot fail.
+    let json = serde_json::to_string(&confinement.confined).unwrap_or_default();
+    if let Err(e) = stdout::write(&format!("{json}\n")) {
+        // Nobody will ever spawn a request we could not hand over.
+        if let Some(dir) = confinement.private_dir {
+            dir.remove();
+        }
+        return Err(e);
+    }
+    Ok(0)
 }
 
 #[cfg(test)]

@@ -1,11 +1,13 @@
 //! `stockade`: the executor-facing side of the sandbox.
 //!
 //! - `confine` writes a launch request and prints the ConfinedArgv JSON;
-//! - `run` confines, spawns and waits, passing the command's streams through;
-//! - `probe` shows the kernel facts and which guarantees each mode would get here.
+//! - `run` confines, supervises and reports (streams passed through with markers after
+//!   them, or captured into one JSON document with `--json`);
+//! - `probe` shows the kernel facts and which guarantees each mode would get here;
 //! - `classify` prints the verdict on a settled process spawned from a ConfinedArgv.
 //!
-//! Every failure of stockade itself prints one `stockade: ` line and exits 125.
+//! Every failure of stockade itself, usage errors included, prints one `stockade: ` line
+//! and exits 125 (126/127 when a command run without the runner cannot be started).
 
 mod classify;
 mod cli;
@@ -25,29 +27,10 @@ mod tail;
 mod terminal;
 
 use clap::Parser;
-use cli::{Cli, Command, ConfineArgs};
-use error::LauncherError;
+use cli::{Cli, Command};
 use std::io::Write;
 use std::process::ExitCode;
 use stockade_policy::exit;
-
-fn confine_command(args: &ConfineArgs) -> Result<i32, LauncherError> {
-    let confinement = confine::confine(
-        &args.policy.to_request(),
-        &args.command.command,
-        env::target_env(&args.env).vars,
-    )?;
-    // Serialising a plain struct of strings cannot fail.
-    let json = serde_json::to_string(&confinement.confined).unwrap_or_default();
-    if let Err(e) = stdout::write(&format!("{json}\n")) {
-        // Nobody will ever spawn a request we could not hand over.
-        if let Some(dir) = confinement.private_dir {
-            dir.remove();
-        }
-        return Err(e);
-    }
-    Ok(0)
-}
 
 fn exit_code(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(exit::RUNNER_FAILURE as u8))
@@ -96,7 +79,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match &cli.command {
-        Command::Confine(args) => confine_command(args),
+        Command::Confine(args) => confine::run(args),
         Command::Run(args) => run::run(args),
         Command::Probe(args) => probe::probe_command(args.json),
         Command::Classify(args) => classify::run(args),
