@@ -20,6 +20,9 @@
 //! to group and others. Private directories left behind by executors that never
 //! classified (they died) are removed by a later `confine` once older than
 //! [`STALE_AFTER`].
+//!
+//! The spill files of `stockade run --json` (`output.rs`) use the same base directories
+//! and the same private directory and file creation.
 
 use crate::error::LauncherError;
 use std::fs::{DirBuilder, File, OpenOptions};
