@@ -100,18 +100,40 @@ pub fn signal_name(given: &str) -> Result<String, LauncherError> {
     Ok(signal.as_str().to_string())
 }
 
+/// The most `classify` reads of either input. Executors pass a bounded stderr tail and a
+/// small JSON object; anything larger is refused rather than read into memory whole.
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+
 fn read_input(what: &'static str, path: &Path) -> Result<Vec<u8>, LauncherError> {
     let mut bytes = Vec::new();
+    let limit = MAX_INPUT_BYTES + 1;
     let result = if path == Path::new("-") {
-        std::io::stdin().lock().read_to_end(&mut bytes).map(|_| ())
+        std::io::stdin()
+            .lock()
+            .take(limit)
+            .read_to_end(&mut bytes)
+            .map(|_| ())
     } else {
-        std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut bytes).map(|_| ()))
+        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes).map(|_| ()))
     };
-    result.map_err(|source| LauncherError::ReadInput {
-        what,
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let too_large = || {
+        std::io::Error::other(format!(
+            "larger than {MAX_INPUT_BYTES} bytes; pass the last part of the stream"
+        ))
+    };
+    result
+        .and_then(|()| {
+            if bytes.len() as u64 > MAX_INPUT_BYTES {
+                Err(too_large())
+            } else {
+                Ok(())
+            }
+        })
+        .map_err(|source| LauncherError::ReadInput {
+            what,
+            path: path.to_path_buf(),
+            source,
+        })?;
     Ok(bytes)
 }
 
