@@ -15,7 +15,7 @@
 //
 // Prints one JSON object: { verdict, exitCode, signal, stdout, stderr }.
 // Exits 0 when it obtained a verdict; otherwise prints { error, sandboxUnavailable }
-// and exits 125.
+// and exits 125. Bad usage of this script prints one `executor: ` line and exits 2.
 
 'use strict';
 

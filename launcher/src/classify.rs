@@ -3,18 +3,19 @@
 //! The decision itself is `stockade_policy::classify::classify`; this module gathers its
 //! inputs (the ConfinedArgv JSON, the exit facts, the collected stderr, the runner's
 //! status record) and consumes the private directory afterwards. `stockade run` uses
-//! [`verdict`] and [`consume`] for the same decision on the processes it supervises.
+//! [`verdict`] for the same decision on the processes it supervises (and removes the
+//! private directory it made itself, through `PrivateDir::remove`).
 
 use crate::cli::ClassifyArgs;
 use crate::error::LauncherError;
-use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use stockade_policy::classify::{self, Settled, Status, Verdict};
 use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv, StatusChannel};
 use stockade_policy::status::{CorruptStatus, MAX_RECORD_BYTES, STATUS_FILE, StatusRecord};
 
-use crate::request_file::PRIVATE_PREFIX;
+use crate::request_file;
 
 /// Reads what the status channel of `confined` says. Only an out-of-band channel counts:
 /// an in-band status file could have been written by the command.
@@ -72,13 +73,9 @@ pub fn consume(confined: &ConfinedArgv) {
         return;
     };
     let Some(dir) = status.parent() else { return };
-    let ours = status.file_name().is_some_and(|n| n == STATUS_FILE)
-        && dir
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with(PRIVATE_PREFIX))
-        && std::fs::symlink_metadata(dir)
-            .is_ok_and(|m| m.file_type().is_dir() && m.uid() == nix::unistd::geteuid().as_raw());
-    if ours {
+    if status.file_name().is_some_and(|n| n == STATUS_FILE)
+        && request_file::own_private_dir(dir).is_some()
+    {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
@@ -103,18 +100,40 @@ pub fn signal_name(given: &str) -> Result<String, LauncherError> {
     Ok(signal.as_str().to_string())
 }
 
+/// The most `classify` reads of either input. Executors pass a bounded stderr tail and a
+/// small JSON object; anything larger is refused rather than read into memory whole.
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+
 fn read_input(what: &'static str, path: &Path) -> Result<Vec<u8>, LauncherError> {
     let mut bytes = Vec::new();
+    let limit = MAX_INPUT_BYTES + 1;
     let result = if path == Path::new("-") {
-        std::io::stdin().lock().read_to_end(&mut bytes).map(|_| ())
+        std::io::stdin()
+            .lock()
+            .take(limit)
+            .read_to_end(&mut bytes)
+            .map(|_| ())
     } else {
-        std::fs::File::open(path).and_then(|mut f| f.read_to_end(&mut bytes).map(|_| ()))
+        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes).map(|_| ()))
     };
-    result.map_err(|source| LauncherError::ReadInput {
-        what,
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let too_large = || {
+        std::io::Error::other(format!(
+            "larger than {MAX_INPUT_BYTES} bytes; pass the last part of the stream"
+        ))
+    };
+    result
+        .and_then(|()| {
+            if bytes.len() as u64 > MAX_INPUT_BYTES {
+                Err(too_large())
+            } else {
+                Ok(())
+            }
+        })
+        .map_err(|source| LauncherError::ReadInput {
+            what,
+            path: path.to_path_buf(),
+            source,
+        })?;
     Ok(bytes)
 }
 
@@ -148,10 +167,7 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
     );
     // Serialising a plain struct of strings cannot fail.
     let line = serde_json::to_string(&verdict).unwrap_or_default();
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{line}")
-        .and_then(|_| out.flush())
-        .map_err(LauncherError::WriteOutput)?;
+    crate::stdout::write(&format!("{line}\n"))?;
     consume(&confined);
     Ok(0)
 }

@@ -13,7 +13,7 @@ use stockade_policy::{Mode, Network, PolicyRequest};
     about = "Run commands confined by Landlock and seccomp: stockade confine | run | classify | probe",
     after_help = "Exit codes: the command's own code; 124 timed out; 125 stockade or its runner failed (nothing ran); \
 126 the program could not be executed; 127 the program was not found; 128+N killed by signal N.\n\
-The runner is looked up in $STOCKADE_RUNNER, then next to this executable."
+The runner is looked up in $STOCKADE_RUNNER, then next to this executable, then in /usr/libexec/stockade/."
 )]
 pub struct Cli {
     #[command(subcommand)]

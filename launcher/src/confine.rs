@@ -1,11 +1,14 @@
 //! `stockade confine`: resolve the policy, judge the kernel, write the launch request,
-//! and describe the result as ConfinedArgv.
+//! and describe the result as ConfinedArgv. [`confine`] is also the first step of
+//! `stockade run`.
 
+use crate::cli::ConfineArgs;
 use crate::env;
 use crate::error::LauncherError;
 use crate::locate;
 use crate::probe;
 use crate::request_file::PrivateDir;
+use crate::stdout;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
@@ -96,13 +99,15 @@ pub fn confine(
         guarantees: guarantees::enforced(&asks, &facts),
         status_path: Some(status_path.clone()),
     };
-    let written = request
-        .validate()
-        .map_err(LauncherError::Invalid)
-        .and_then(|()| dir.write_request(&request))
-        .and_then(|p| utf8(p.as_os_str(), "the request path"))
-        .and_then(|r| Ok((r, utf8(status_path.as_os_str(), "the status path")?)));
-    let (request_path, status_path) = match written {
+    let write = || -> Result<(String, String), LauncherError> {
+        request.validate().map_err(LauncherError::Invalid)?;
+        let request_path = dir.write_request(&request)?;
+        Ok((
+            utf8(request_path.as_os_str(), "the request path")?,
+            utf8(status_path.as_os_str(), "the status path")?,
+        ))
+    };
+    let (request_path, status_path) = match write() {
         Ok(p) => p,
         Err(e) => {
             dir.remove();
@@ -123,6 +128,25 @@ pub fn confine(
         },
         private_dir: Some(dir),
     })
+}
+
+/// `stockade confine`: prints the ConfinedArgv as one JSON line.
+pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
+    let confinement = confine(
+        &args.policy.to_request(),
+        &args.command.command,
+        env::target_env(&args.env).vars,
+    )?;
+    // Serialising a plain struct of strings cannot fail.
+    let json = serde_json::to_string(&confinement.confined).unwrap_or_default();
+    if let Err(e) = stdout::write(&format!("{json}\n")) {
+        // Nobody will ever spawn a request we could not hand over.
+        if let Some(dir) = confinement.private_dir {
+            dir.remove();
+        }
+        return Err(e);
+    }
+    Ok(0)
 }
 
 #[cfg(test)]

@@ -9,9 +9,8 @@
 use crate::error::LauncherError;
 use crate::request_file;
 use crate::tail::{SignatureScanner, Tail};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 /// The private directory holding one run's spill files, created on first need.
@@ -28,36 +27,8 @@ impl SpillDir {
         // The first usable base directory of the request files (a private area the
         // caller already trusts). Confined commands cannot write there in practice, and
         // the random 0700 directory keeps everyone else out.
-        let candidates = request_file::base_candidates();
-        let mut last = None;
-        let base = candidates
-            .into_iter()
-            .find(|b| match request_file::ensure_base(b) {
-                Ok(()) => true,
-                Err(e) => {
-                    last = Some(e);
-                    false
-                }
-            });
-        let base = match (base, last) {
-            (Some(b), _) => b,
-            (None, Some(e)) => return Err(e),
-            (None, None) => {
-                return Err(LauncherError::PrivateDir {
-                    path: std::env::temp_dir(),
-                    reason: "no usable private directory".into(),
-                });
-            }
-        };
-        let dir = tempfile::Builder::new()
-            .prefix("out-")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir_in(&base)
-            .map_err(|e| LauncherError::PrivateDir {
-                path: base.clone(),
-                reason: e.to_string(),
-            })?
-            .keep();
+        let base = request_file::first_usable_base()?;
+        let dir = request_file::create_private_dir(&base, "out-")?;
         self.path = Some(dir.clone());
         Ok(dir)
     }
@@ -204,13 +175,7 @@ impl Capture {
     /// then reported with its tail alone), so its reason is not kept.
     fn open_spill(&self, dir: &mut SpillDir) -> Option<(PathBuf, File)> {
         let path = dir.get().ok()?.join(self.name);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
-            .ok()?;
+        let file = request_file::create_private_file(&path).ok()?;
         Some((path, file))
     }
 

@@ -5,7 +5,6 @@ use crate::error::LauncherError;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::Write as _;
 use stockade_policy::Mode;
 use stockade_policy::guarantees::{
     self, Asks, Enforcement, Guarantee, GuaranteeReport, KernelFacts, TESTED_LANDLOCK_ABI, Verdict,
@@ -204,11 +203,8 @@ pub fn probe_command(json: bool) -> Result<i32, LauncherError> {
     } else {
         table(&p)
     };
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => Ok(0),
-        Err(_) => Ok(stockade_policy::exit::RUNNER_FAILURE),
-    }
+    crate::stdout::write(&text)?;
+    Ok(0)
 }
 
 #[cfg(test)]

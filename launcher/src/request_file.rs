@@ -20,9 +20,12 @@
 //! to group and others. Private directories left behind by executors that never
 //! classified (they died) are removed by a later `confine` once older than
 //! [`STALE_AFTER`].
+//!
+//! The spill files of `stockade run --json` (`output.rs`) use the same base directories
+//! and the same private directory and file creation.
 
 use crate::error::LauncherError;
-use std::fs::{DirBuilder, OpenOptions};
+use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -129,6 +132,34 @@ fn choose_base(writable_roots: &[PathBuf]) -> Result<(PathBuf, StatusChannel), L
     choose_base_from(base_candidates(), writable_roots)
 }
 
+/// The first usable base directory, whatever the policy: for the launcher's own private
+/// files (spilled output), which no confined command is meant to write.
+pub fn first_usable_base() -> Result<PathBuf, LauncherError> {
+    choose_base(&[]).map(|(base, _)| base)
+}
+
+/// Creates a fresh 0700 directory in `base`, named `prefix` and random characters, and
+/// keeps it (the caller removes it).
+pub fn create_private_dir(base: &Path, prefix: &str) -> Result<PathBuf, LauncherError> {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir_in(base)
+        .map_err(|e| unusable(base, e.to_string()))?;
+    Ok(dir.keep())
+}
+
+/// Creates `path` as a new 0600 file for writing; fails if anything is there already,
+/// a symbolic link included.
+pub fn create_private_file(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
 fn choose_base_from(
     candidates: Vec<PathBuf>,
     writable_roots: &[PathBuf],
@@ -153,6 +184,21 @@ fn choose_base_from(
     }
 }
 
+/// The metadata of `dir` when it looks like a private directory `confine` made: named
+/// `req-*`, a real directory (not a link), owned by us. Only such a directory is ever
+/// removed.
+pub fn own_private_dir(dir: &Path) -> Option<std::fs::Metadata> {
+    let named = dir
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with(PRIVATE_PREFIX));
+    if !named {
+        return None;
+    }
+    let meta = std::fs::symlink_metadata(dir).ok()?;
+    let ours = meta.file_type().is_dir() && meta.uid() == nix::unistd::geteuid().as_raw();
+    ours.then_some(meta)
+}
+
 /// Removes private directories in `base` not modified for [`STALE_AFTER`]. Only our own
 /// `req-*` directories (never links) are touched; errors are ignored (another `confine`
 /// may be removing the same directory).
@@ -160,21 +206,16 @@ pub fn remove_stale(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
-    let euid = nix::unistd::geteuid().as_raw();
     let now = SystemTime::now();
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().starts_with(PRIVATE_PREFIX) {
-            continue;
-        }
-        let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+        let Some(meta) = own_private_dir(&entry.path()) else {
             continue;
         };
         let age = meta
             .modified()
             .ok()
             .and_then(|m| now.duration_since(m).ok());
-        if meta.file_type().is_dir() && meta.uid() == euid && age.is_some_and(|a| a > STALE_AFTER) {
+        if age.is_some_and(|a| a > STALE_AFTER) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
@@ -193,13 +234,8 @@ impl PrivateDir {
     pub fn create(writable_roots: &[PathBuf]) -> Result<PrivateDir, LauncherError> {
         let (base, channel) = choose_base(writable_roots)?;
         remove_stale(&base);
-        let dir = tempfile::Builder::new()
-            .prefix(PRIVATE_PREFIX)
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .tempdir_in(&base)
-            .map_err(|e| unusable(&base, e.to_string()))?;
         let dir = PrivateDir {
-            path: dir.keep(),
+            path: create_private_dir(&base, PRIVATE_PREFIX)?,
             channel,
         };
         if let Err(e) = dir.create_file(STATUS_FILE, &[]) {
@@ -223,12 +259,7 @@ impl PrivateDir {
     fn create_file(&self, name: &str, bytes: &[u8]) -> Result<PathBuf, LauncherError> {
         let path = self.path.join(name);
         let write = || -> std::io::Result<()> {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&path)?;
+            let mut file = create_private_file(&path)?;
             file.write_all(bytes)?;
             file.flush()
         };

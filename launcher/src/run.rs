@@ -8,6 +8,7 @@ use crate::confine::{self, Confinement};
 use crate::env;
 use crate::error::LauncherError;
 use crate::output::Captured;
+use crate::stdout;
 use crate::supervise::{self, Output, Plan, Settled};
 use serde::Serialize;
 use std::io::Write;
@@ -61,10 +62,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         let result = RunResult::new(&settled, &verdict, &confined, &built.removed, s.timeout);
         // Serialising plain strings, numbers and booleans cannot fail.
         let json = serde_json::to_string(&result).unwrap_or_default();
-        let mut out = std::io::stdout().lock();
-        if writeln!(out, "{json}").and_then(|_| out.flush()).is_err() {
-            return Ok(exit::RUNNER_FAILURE);
-        }
+        stdout::write(&format!("{json}\n"))?;
     } else {
         let mut err = std::io::stderr().lock();
         for marker in markers(&settled, &verdict, confined.mode, s.timeout) {
@@ -130,8 +128,9 @@ fn signal_name(sig: i32) -> String {
         .unwrap_or_else(|_| format!("SIG{sig}"))
 }
 
-/// The markers printed after the command's output, in the order agents know:
-/// truncation, denial, timeout, signal (the exit code is the exit status itself).
+/// The markers printed after the command's output, in the order agents know: denial,
+/// timeout, signal (the exit code is the exit status itself; pass-through output is never
+/// truncated, so there is no truncation marker).
 fn markers(
     settled: &Settled,
     verdict: &Verdict,

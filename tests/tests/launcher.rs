@@ -84,6 +84,7 @@ fn a_missing_workspace_fails_with_125_names_it_and_runs_nothing() {
             "{}",
             text(&out.stderr)
         );
+        launcher_failure_line(&out);
         assert!(out.stdout.is_empty());
         assert!(!marker.exists());
     }
@@ -97,6 +98,7 @@ fn a_missing_workspace_fails_with_125_names_it_and_runs_nothing() {
         .unwrap();
     assert_code(&out, 125);
     assert!(text(&out.stderr).contains("writable root"));
+    launcher_failure_line(&out);
 }
 
 /// `stockade ARGS` with Landlock masked from the kernel (see `no-landlock`).
@@ -129,6 +131,7 @@ fn without_landlock_confined_modes_are_refused_and_nothing_runs() {
             let err = text(&out.stderr);
             assert!(err.contains("SANDBOX_UNAVAILABLE"), "{err}");
             assert!(err.contains(mode), "{err}");
+            launcher_failure_line(&out);
             assert!(out.stdout.is_empty());
             assert!(!marker.exists(), "{sub} {mode} ran unconfined");
         }
@@ -166,12 +169,7 @@ fn the_runner_refuses_a_request_when_the_kernel_cannot_confine() {
         "-c",
         &format!("touch {}", marker.display()),
     ]);
-    let argv: Vec<String> = v["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().into())
-        .collect();
+    let argv = confined_argv(&v);
     let out = std::process::Command::new(bin("no-landlock"))
         .args(&argv)
         .output()
@@ -210,6 +208,15 @@ fn run_leaves_no_request_directories_behind() {
     assert_code(&fx.run_sh("read-only", "exit 4"), 4);
     assert!(
         fx.leftover_requests().is_empty(),
+        "{:?}",
+        fx.leftover_requests()
+    );
+    // Control: this is where request directories go, so an emptiness above means run
+    // removed its own, not that it put them elsewhere. A confine never spawned leaves one.
+    fx.confine(&["--", "true"]);
+    assert_eq!(
+        fx.leftover_requests().len(),
+        1,
         "{:?}",
         fx.leftover_requests()
     );

@@ -136,12 +136,7 @@ fn a_request_spawned_where_the_kernel_gives_less_is_refused() {
     let fx = Fixture::new();
     let marker = fx.outside.join("ran");
     let c = fx.confine(&["--", "sh", "-c", &format!("touch {}", marker.display())]);
-    let argv: Vec<&str> = c["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let argv = confined_argv(&c);
     let out = Command::new(bin("no-landlock"))
         .args(&argv)
         .stdin(Stdio::null())

@@ -409,6 +409,7 @@ fn classify_refuses_bad_input_with_one_line_and_exit_125() {
         text(&out.stderr).starts_with("stockade: --confined"),
         "{out:?}"
     );
+    launcher_failure_line(&out);
     let out = fx
         .stockade([
             "classify",
@@ -496,4 +497,38 @@ fn the_runner_opens_only_an_empty_private_regular_status_file_and_never_follows_
         std::fs::read_to_string(&good).unwrap(),
         "stockade-status 1 confined full\n"
     );
+}
+
+#[test]
+fn classify_refuses_an_oversized_input_and_classifies_the_same_facts_with_a_normal_one() {
+    let fx = Fixture::new();
+    let v = fx.confine(&["--", "bash", "-c", "echo hi >&2; exit 3"]);
+    let out = spawn_argv(&v);
+    assert_code(&out, 3);
+    let confined = fx.root.join("confined.json");
+    std::fs::write(&confined, v.to_string()).unwrap();
+    // A sparse file one byte over the cap: cheap to make, refused without a verdict.
+    let big = fx.root.join("big-stderr");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len((64 << 20) + 1).unwrap();
+    let run = |stderr: &std::path::Path| {
+        fx.stockade(["classify", "--exit-code", "3", "--confined"])
+            .arg(&confined)
+            .arg("--stderr")
+            .arg(stderr)
+            .output()
+            .unwrap()
+    };
+    let res = run(&big);
+    assert_code(&res, 125);
+    let line = launcher_failure_line(&res);
+    assert!(line.contains("larger than"), "{line}");
+    assert!(res.stdout.is_empty());
+    // Control: the real stderr classifies as an ordinary failure.
+    let small = fx.root.join("stderr");
+    std::fs::write(&small, &out.stderr).unwrap();
+    let res = run(&small);
+    assert_code(&res, 0);
+    let verdict: Value = serde_json::from_slice(&res.stdout).unwrap();
+    assert_eq!(verdict["outcome"], "failed");
 }

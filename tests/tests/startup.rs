@@ -13,12 +13,7 @@ const SIGPIPE_BIT: u64 = 1 << (13 - 1);
 /// Spawns the ConfinedArgv through `sh`, after running `setup` in that shell (e.g. a
 /// `trap`), so the runner starts with the dispositions the shell leaves.
 fn spawn_via_sh(confined: &serde_json::Value, setup: &str) -> std::process::Output {
-    let argv: Vec<&str> = confined["argv"]
-        .as_array()
-        .expect("argv")
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let argv = confined_argv(confined);
     Command::new("sh")
         .arg("-c")
         .arg(format!("{setup}\nexec \"$@\""))

@@ -148,12 +148,7 @@ impl Fixture {
 
 /// Spawns a ConfinedArgv `argv` the way an executor would, as a separate process.
 pub fn spawn_argv(confined: &serde_json::Value) -> Output {
-    let argv: Vec<String> = confined["argv"]
-        .as_array()
-        .expect("argv")
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect();
+    let argv = confined_argv(confined);
     Command::new(&argv[0])
         .args(&argv[1..])
         .stdin(Stdio::null())
@@ -319,4 +314,25 @@ pub fn run_request(path: &Path) -> Output {
         .stdin(Stdio::null())
         .output()
         .unwrap()
+}
+
+/// The `argv` of a ConfinedArgv JSON object, as strings.
+pub fn confined_argv(confined: &serde_json::Value) -> Vec<String> {
+    confined["argv"]
+        .as_array()
+        .expect("argv")
+        .iter()
+        .map(|v| v.as_str().expect("argv entries are strings").to_string())
+        .collect()
+}
+
+/// The one launcher failure line, asserting there is exactly one stderr line and it
+/// carries the launcher prefix.
+#[track_caller]
+pub fn launcher_failure_line(out: &Output) -> String {
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one stderr line, got: {err:?}");
+    assert!(lines[0].starts_with("stockade: "), "{err:?}");
+    lines[0].to_string()
 }
