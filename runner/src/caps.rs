@@ -113,6 +113,10 @@ fn names(mask: u64) -> String {
     names.join(", ")
 }
 
+fn read_error(e: std::io::Error) -> RunnerError {
+    RunnerError::Capabilities(format!("cannot read the capability sets: {e}"))
+}
+
 fn still_holds(set: &str, mask: u64) -> RunnerError {
     RunnerError::Capabilities(format!(
         "the {set} set still holds {} after clearing it",
@@ -152,7 +156,11 @@ fn read_back(
             Ok(1) => left |= 1 << cap,
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) && cap > 0 => break,
-            Err(e) => return Err(error(set, e)),
+            Err(e) => {
+                return Err(RunnerError::Capabilities(format!(
+                    "cannot read the {set} set: {e}"
+                )));
+            }
         }
     }
     Ok(left)
@@ -163,7 +171,7 @@ pub fn drop_all() -> Result<(), RunnerError> {
     // Without CAP_SETPCAP the bounding set cannot shrink. That is an unprivileged
     // caller: its permitted set is what matters, and no_new_privs keeps execve from
     // granting anything the bounding set would otherwise allow.
-    let before = capget().map_err(|e| error("effective", e))?;
+    let before = capget().map_err(read_error)?;
     let can_bound = before.effective & (1 << CAP_SETPCAP) != 0;
     // The order matters: the bounding set first, while CAP_SETPCAP is still effective.
     if can_bound {
@@ -178,7 +186,7 @@ pub fn drop_all() -> Result<(), RunnerError> {
     capset_empty().map_err(|e| error("permitted", e))?;
 
     // Read everything back.
-    let after = capget().map_err(|e| error("permitted", e))?;
+    let after = capget().map_err(read_error)?;
     for (set, mask) in [
         ("effective", after.effective),
         ("permitted", after.permitted),
