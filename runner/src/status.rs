@@ -2,9 +2,10 @@
 //!
 //! The status file is opened right after the request is consumed and before anything is
 //! confined: without following a symbolic link, close-on-exec (so the target never holds
-//! the descriptor), and only if it is a regular 0600 file of ours that is still empty (a
-//! status file is used once). The runner writes one record, with one `write(2)`:
-//! `confined` just before `execve`, or `failed` when it fails before that.
+//! the descriptor), and only if it passes the request file's trust check (trust.rs: a
+//! regular file of ours, no group or other bits; the launcher creates it 0600) and is
+//! still empty (a status file is used once). The runner writes one record, with one
+//! `write(2)`: `confined` just before `execve`, or `failed` when it fails before that.
 //!
 //! Exit 126/127 (target not executable / not found) happen after the `confined` record:
 //! confinement was applied and the command itself could not start, which the exit code
