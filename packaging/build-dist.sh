@@ -30,8 +30,10 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static" \
     cargo build --release --locked -p stockade-launcher -p stockade-runner --target "$host"
 
-install -D -m 0755 "target/$host/release/stockade" "$dest/usr/bin/stockade"
-install -D -m 0755 "target/$host/release/stockade-runner" \
+# Cargo's output directory, wherever CARGO_TARGET_DIR puts it.
+out=${CARGO_TARGET_DIR:-$root/target}/$host/release
+install -D -m 0755 "$out/stockade" "$dest/usr/bin/stockade"
+install -D -m 0755 "$out/stockade-runner" \
     "$dest/usr/libexec/stockade/stockade-runner"
 install -D -m 0644 README.md "$dest/usr/share/doc/stockade/README.md"
 

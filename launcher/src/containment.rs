@@ -2,8 +2,8 @@
 //!
 //! Two kinds of containment, best first:
 //! - **cgroup**: a fresh cgroup v2 child group under the launcher's own group (on the
-//!   `cgroup2` mount found in `/proc/self/mounts`). The command joins it before it
-//!   executes, so every descendant is a member whatever it does with sessions and
+//!   `cgroup2` mount: see `cgroup2_mount`). The command is created inside it
+//!   (spawn.rs), so every descendant is a member whatever it does with sessions and
 //!   process groups; kill is `cgroup.kill`, emptiness is `populated 0` in
 //!   `cgroup.events`. Needs write access to the launcher's group (root, or a delegated
 //!   subtree).
@@ -18,7 +18,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 /// Which containment holds the range; its name appears in results.
@@ -37,12 +37,12 @@ impl Kind {
     }
 }
 
-/// A cgroup created for one command, and the open `cgroup.procs` the child writes itself
-/// into before it executes.
+/// A cgroup created for one command, and its directory open: the child is created
+/// straight into it (spawn.rs).
 #[derive(Debug)]
 pub struct Cgroup {
     dir: PathBuf,
-    procs: File,
+    fd: OwnedFd,
 }
 
 impl Cgroup {
@@ -57,19 +57,24 @@ impl Cgroup {
             random_suffix()
         ));
         std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let procs = OpenOptions::new()
-            .write(true)
-            .open(dir.join("cgroup.procs"))
-            .map_err(|e| {
-                let _ = std::fs::remove_dir(&dir);
-                format!("cannot open {}/cgroup.procs: {e}", dir.display())
-            })?;
-        Ok(Cgroup { dir, procs })
+        let fd = File::open(&dir).map(OwnedFd::from).map_err(|e| {
+            let _ = std::fs::remove_dir(&dir);
+            format!("cannot open {}: {e}", dir.display())
+        })?;
+        Ok(Cgroup { dir, fd })
     }
 
-    /// The descriptor the child writes `0` to, to join the group.
-    pub fn procs_fd(&self) -> RawFd {
-        self.procs.as_raw_fd()
+    /// The group's directory, for `clone3(CLONE_INTO_CGROUP)`.
+    pub fn dir_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// The group's `cgroup.procs`, for a child that joins by writing itself into it
+    /// (kernels without `CLONE_INTO_CGROUP`).
+    pub fn open_procs(&self) -> std::io::Result<File> {
+        OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.procs"))
     }
 
     /// Removes the (empty) group. The kernel may still be finishing exited members, so a
@@ -133,10 +138,10 @@ impl Range {
 
     pub fn is_empty(&self) -> bool {
         match &self.cgroup {
-            Some(cg) => match std::fs::read_to_string(cg.dir.join("cgroup.events")) {
-                Ok(events) => events.lines().any(|l| l == "populated 0"),
+            Some(cg) => match read_small(cg.dir.join("cgroup.events")) {
+                Some(events) => events.lines().any(|l| l == "populated 0"),
                 // Unreadable: judge by the member list instead.
-                Err(_) => self.members().is_empty(),
+                None => self.members().is_empty(),
             },
             None => self.members().is_empty(),
         }
@@ -158,11 +163,16 @@ impl Range {
 
     /// Removes what the containment created. Processes still in the range (kept with
     /// `--keep-background`) are handed back to the launcher's own group first, so no
-    /// group of ours is left behind.
-    pub fn release(&self) {
+    /// group of ours is left behind. `empty`: what `is_empty` just said, so that the
+    /// common case reads `cgroup.events` no more.
+    pub fn release(&self, empty: bool) {
         let Some(cg) = &self.cgroup else {
             return;
         };
+        if empty {
+            cg.remove();
+            return;
+        }
         if let Some(parent) = cg.dir.parent() {
             // A member may fork while it is moved: a few rounds catch its children.
             for _ in 0..10 {
@@ -184,15 +194,45 @@ fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     OpenOptions::new().write(true).open(path)?.write_all(bytes)
 }
 
-/// Where the cgroup v2 hierarchy is mounted (not necessarily `/sys/fs/cgroup`: hybrid
-/// layouts mount it at `/sys/fs/cgroup/unified`).
+/// Where the cgroup v2 hierarchy is mounted: `/sys/fs/cgroup` (unified layout) or
+/// `/sys/fs/cgroup/unified` (hybrid layout) when the filesystem there is cgroup2, which
+/// one `statfs` each tells; otherwise the first cgroup2 mount in `/proc/self/mounts`
+/// (formatting that file walks every mount: it is the slow way, kept for odd layouts).
 fn cgroup2_mount() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    use nix::sys::statfs::{CGROUP2_SUPER_MAGIC, statfs};
+    for known in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        if statfs(known).is_ok_and(|fs| fs.filesystem_type() == CGROUP2_SUPER_MAGIC) {
+            return Some(PathBuf::from(known));
+        }
+    }
+    let mounts = read_small("/proc/self/mounts")?;
     mounts.lines().find_map(|line| {
         let mut fields = line.split(' ');
         let (_, target, fstype) = (fields.next()?, fields.next()?, fields.next()?);
         (fstype == "cgroup2").then(|| PathBuf::from(unescape_mount(target)))
     })
+}
+
+/// Reads a small kernel-generated file (`/proc`, cgroupfs). These report a size of 0, so
+/// `fs::read_to_string` would stat the file and then read it in growing probes of 32
+/// bytes and up; one read into a page-sized buffer usually takes it all.
+fn read_small(path: impl AsRef<Path>) -> Option<String> {
+    let mut file = File::open(path).ok()?;
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match std::io::Read::read(&mut file, &mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).ok()
 }
 
 /// `/proc/self/mounts` writes space, tab, newline and backslash as octal escapes.
@@ -206,7 +246,7 @@ fn unescape_mount(field: &str) -> String {
 
 /// This process's cgroup v2 path (the `0::` line of `/proc/self/cgroup`).
 fn own_cgroup() -> Option<String> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let text = read_small("/proc/self/cgroup")?;
     text.lines()
         .find_map(|l| l.strip_prefix("0::"))
         .map(str::to_string)
@@ -214,10 +254,11 @@ fn own_cgroup() -> Option<String> {
 
 fn random_suffix() -> String {
     let mut bytes = [0u8; 6];
-    if File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .is_err()
-    {
+    // SAFETY: getrandom(2) writes at most `bytes.len()` bytes into the local buffer.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if got != bytes.len() as isize {
+        // The name only has to be unlikely to collide with another launcher's (the pid
+        // is in it too); creating an existing group fails rather than sharing it.
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -228,7 +269,7 @@ fn random_suffix() -> String {
 }
 
 fn read_pids(path: &Path) -> Vec<i32> {
-    std::fs::read_to_string(path)
+    read_small(path)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| l.trim().parse().ok())
@@ -244,7 +285,7 @@ struct Stat {
 /// The fields of `/proc/PID/stat` we need. `comm` may contain spaces and parentheses,
 /// so the fields after it are found from the last `)`.
 fn read_stat(pid: i32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let text = read_small(format!("/proc/{pid}/stat"))?;
     let open = text.find('(')?;
     let close = text.rfind(')')?;
     let comm = text.get(open + 1..close)?.to_string();

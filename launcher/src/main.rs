@@ -8,6 +8,17 @@
 //!
 //! Every failure of stockade itself, usage errors included, prints one `stockade: ` line
 //! and exits 125 (126/127 when a command run without the runner cannot be started).
+//!
+//! Entry point: the C `main`, not Rust's `fn main`, as in the runner. std's start-up
+//! would read `/proc/self/maps` (glibc computing the main thread's stack for std's stack
+//! overflow guard) and set up an alternate signal stack on every run, and the launcher
+//! is on the path of every command. What that start-up does that matters here is done
+//! by hand in `main`: standard descriptors that are closed are opened on `/dev/null`
+//! (so no file the launcher opens can land on fd 0-2), SIGPIPE is ignored (a closed
+//! stdout is an error to report, not a silent death; commands get the default back, as
+//! `Command` resets it), and stdout is flushed at exit.
+// The unit-test harness brings its own `main`.
+#![cfg_attr(not(test), no_main)]
 
 mod classify;
 mod cli;
@@ -21,6 +32,7 @@ mod output;
 mod probe;
 mod request_file;
 mod run;
+mod spawn;
 mod stdout;
 mod supervise;
 mod tail;
@@ -29,11 +41,15 @@ mod terminal;
 use clap::Parser;
 use cli::{Cli, Command};
 use std::io::Write;
-use std::process::ExitCode;
 use stockade_policy::exit;
 
-fn exit_code(code: i32) -> ExitCode {
-    ExitCode::from(u8::try_from(code).unwrap_or(exit::RUNNER_FAILURE as u8))
+/// An exit status for `code`; anything outside 0-255 is a failure of stockade itself.
+fn exit_status(code: i32) -> i32 {
+    if (0..=255).contains(&code) {
+        code
+    } else {
+        exit::RUNNER_FAILURE
+    }
 }
 
 /// A usage error as the one `stockade: ` line every failure of stockade prints: clap's
@@ -56,7 +72,47 @@ fn usage_error_line(e: &clap::Error) -> String {
     line
 }
 
-fn main() -> ExitCode {
+/// The process entry point (see the module comment for why it is the C one).
+// SAFETY: `main` is the one C entry symbol of this binary; nothing else defines it.
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    open_standard_descriptors();
+    // SAFETY: setting a signal's disposition to "ignore" before anything else runs.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let code = launcher_main();
+    let _ = std::io::stdout().flush();
+    code
+}
+
+/// Unit-test builds bring the harness's own entry point; this keeps the code reachable.
+#[cfg(test)]
+fn main() {
+    open_standard_descriptors();
+    std::process::exit(launcher_main())
+}
+
+/// Opens `/dev/null` on each of fd 0, 1 and 2 that is closed, as std's start-up does:
+/// otherwise the next file opened (a request file, a cgroup) would become the stdin,
+/// stdout or stderr of whatever writes there.
+fn open_standard_descriptors() {
+    for fd in 0..3 {
+        // SAFETY: fcntl(F_GETFD) only queries a descriptor number; open returns a new
+        // descriptor (the lowest free one, which is `fd`) that stays open on purpose.
+        unsafe {
+            if libc::fcntl(fd, libc::F_GETFD) == -1
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::EBADF)
+            {
+                libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            }
+        }
+    }
+}
+
+fn launcher_main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -64,16 +120,16 @@ fn main() -> ExitCode {
             return match e.kind() {
                 ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
                     let _ = e.print();
-                    exit_code(0)
+                    exit_status(0)
                 }
                 // No subcommand at all: the whole help, not a line, is the useful answer.
                 ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
                     let _ = e.print();
-                    exit_code(exit::RUNNER_FAILURE)
+                    exit_status(exit::RUNNER_FAILURE)
                 }
                 _ => {
                     let _ = writeln!(std::io::stderr(), "{}", usage_error_line(&e));
-                    exit_code(exit::RUNNER_FAILURE)
+                    exit_status(exit::RUNNER_FAILURE)
                 }
             };
         }
@@ -85,12 +141,12 @@ fn main() -> ExitCode {
         Command::Classify(args) => classify::run(args),
     };
     match result {
-        Ok(code) => exit_code(code),
+        Ok(code) => exit_status(code),
         Err(e) => {
             // Not eprintln!: it panics when stderr is a closed pipe, and the exit code
             // must still say what happened.
             let _ = writeln!(std::io::stderr(), "stockade: {e}");
-            exit_code(e.exit_code())
+            exit_status(e.exit_code())
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::cli::ContainmentChoice;
 use crate::containment::{self, Cgroup, Member, Range};
 use crate::error::LauncherError;
 use crate::output::{Capture, Captured, SpillDir};
+use crate::spawn::{self, Spawned};
 use crate::terminal;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
@@ -20,7 +21,7 @@ use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How much of stderr is kept for classification when it is passed through. The
@@ -125,28 +126,22 @@ fn signal_fd() -> Result<SignalFd, LauncherError> {
     SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(err)
 }
 
-fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, session: Session) -> std::io::Result<Child> {
+fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, session: Session) -> std::io::Result<Spawned> {
     let program = plan.argv.first().map(String::as_str).unwrap_or_default();
     let mut cmd = Command::new(program);
     cmd.args(&plan.argv[1..])
         .env_clear()
         .envs(plan.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::inherit())
-        .stdout(match plan.output {
-            Output::PassThrough => Stdio::inherit(),
-            Output::Capture { .. } => Stdio::piped(),
-        })
-        .stderr(Stdio::piped());
+        .stdin(Stdio::inherit());
     if session != Session::RunnerDetaches {
         // Signals for the range never hit the launcher, and the runner sees it is
         // already a group leader.
         cmd.process_group(0);
     }
     let foreground = session == Session::OwnGroupForeground;
-    let procs_fd = cgroup.map(Cgroup::procs_fd);
     // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (sigprocmask, write) on memory it owns and a
-    // descriptor opened before the fork; it allocates nothing and touches no lock.
+    // async-signal-safe system calls (tcsetpgrp, sigprocmask) on memory it owns; it
+    // allocates nothing and touches no lock.
     unsafe {
         cmd.pre_exec(move || {
             if foreground {
@@ -159,16 +154,14 @@ fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, session: Session) -> std::io::Res
             if libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            // Writing "0" moves the writer itself into the group, before it can fork.
-            if let Some(fd) = procs_fd
-                && libc::write(fd, b"0".as_ptr().cast(), 1) != 1
-            {
-                return Err(std::io::Error::last_os_error());
-            }
             Ok(())
         });
     }
-    cmd.spawn()
+    let stdout = match plan.output {
+        Output::PassThrough => spawn::Stdout::Inherit,
+        Output::Capture { .. } => spawn::Stdout::Pipe,
+    };
+    spawn::spawn(cmd, stdout, cgroup)
 }
 
 /// Reaps every exited child (orphans re-parent to us), keeping the direct child's status.
@@ -263,7 +256,7 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
             LauncherError::Supervise(format!("cgroup containment is unavailable: {e}"))
         })?),
     };
-    let (mut child, cgroup) = match spawn(plan, cgroup.as_ref(), session) {
+    let (child, cgroup) = match spawn(plan, cgroup.as_ref(), session) {
         Ok(child) => (child, cgroup),
         // The command never started (the failure is before exec): try again without the
         // cgroup, which is the one extra step that can fail there.
@@ -282,7 +275,7 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
         }
     };
     let start = Instant::now();
-    let direct = Pid::from_raw(child.id() as i32);
+    let direct = child.pid;
     let range = Range::new(cgroup, direct);
 
     let mut spill = SpillDir::default();
@@ -297,11 +290,11 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
         ),
     };
     let mut out = out_capture.map(|capture| Stream {
-        pipe: child.stdout.take(),
+        pipe: child.stdout,
         capture,
     });
     let mut err = Stream {
-        pipe: child.stderr.take(),
+        pipe: Some(child.stderr),
         capture: err_capture.scanning(plan.denial_signatures),
     };
     if let Some(p) = out.as_ref().and_then(|s| s.pipe.as_ref()) {
@@ -419,16 +412,13 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
 
     // Take what is still buffered. With the range empty nobody writes any more; with
     // processes deliberately left running, take one pipe's worth and stop.
-    let drain = if range.is_empty() {
-        usize::MAX
-    } else {
-        PUMP_READS
-    };
+    let empty = range.is_empty();
+    let drain = if empty { usize::MAX } else { PUMP_READS };
     if let Some(s) = out.as_mut() {
         s.pump(&mut buf, &mut spill, drain);
     }
     err.pump(&mut buf, &mut spill, drain);
-    range.release();
+    range.release(empty);
     let denial_seen = err.capture.signature_seen();
     let stdout = out.map(|s| s.capture.finish());
     let stderr = err.capture.finish();

@@ -123,6 +123,9 @@ pub enum PolicyError {
     KeepFd { fd: i32 },
     /// `--allow-tcp-connect 0`: not a port anything can connect to.
     TcpPortZero,
+    /// `--allow-tcp-connect` with `--network allow` in a confined mode: every port is
+    /// reachable already, so the port list would silently mean nothing.
+    TcpPortsWithNetworkAllowed,
 }
 
 impl fmt::Display for PolicyError {
@@ -155,6 +158,9 @@ impl fmt::Display for PolicyError {
             PolicyError::TcpPortZero => {
                 f.write_str("--allow-tcp-connect 0: port 0 cannot be connected to")
             }
+            PolicyError::TcpPortsWithNetworkAllowed => f.write_str(
+                "--allow-tcp-connect has no effect with --network allow (every port is reachable); drop one of them",
+            ),
         }
     }
 }
@@ -236,6 +242,9 @@ impl PolicyRequest {
         } else {
             Network::Allow
         };
+        if self.mode.is_confined() && network == Network::Allow && !allow_tcp_connect.is_empty() {
+            return Err(PolicyError::TcpPortsWithNetworkAllowed);
+        }
         Ok(Policy {
             mode: self.mode,
             workspace,
@@ -383,6 +392,33 @@ mod tests {
             ..PolicyRequest::new(Mode::DangerFullAccess)
         };
         assert_eq!(req.resolve(&dir, None).unwrap().network, Network::Allow);
+    }
+
+    #[test]
+    fn tcp_ports_with_the_network_allowed_are_refused_in_confined_modes() {
+        let dir = tempdir();
+        let ports = |mode, network| PolicyRequest {
+            network,
+            allow_tcp_connect: vec![443],
+            ..PolicyRequest::new(mode)
+        };
+        let err = ports(Mode::WorkspaceWrite, Some(Network::Allow))
+            .resolve(&dir, None)
+            .unwrap_err();
+        assert!(
+            matches!(err, PolicyError::TcpPortsWithNetworkAllowed),
+            "{err}"
+        );
+        assert!(err.to_string().contains("--network allow"), "{err}");
+        // Controls: with the network denied (explicitly or by default) the ports are the
+        // exceptions; danger-full-access ignores every network flag.
+        for (mode, network) in [
+            (Mode::WorkspaceWrite, Some(Network::Deny)),
+            (Mode::ReadOnly, None),
+            (Mode::DangerFullAccess, Some(Network::Allow)),
+        ] {
+            assert!(ports(mode, network).resolve(&dir, None).is_ok(), "{mode}");
+        }
     }
 
     #[test]

@@ -1,2 +1,31 @@
 //! End-to-end tests of `stockade` and `stockade-runner` live in `tests/`; helper
 //! programs they run live in `src/bin/`.
+
+use seccompiler::{SeccompAction, SeccompFilter, SeccompRule, TargetArch};
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+
+/// The body of the kernel-feature masks (`no-landlock`, `no-clone3`): runs the command
+/// in this process's arguments under a seccomp filter that makes `syscalls` fail with
+/// ENOSYS, exactly what a kernel without them answers, for it and its descendants.
+pub fn exec_without(helper: &str, syscalls: &[i64]) -> ! {
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    if args.is_empty() {
+        eprintln!("usage: {helper} CMD [ARGS...]");
+        std::process::exit(2);
+    }
+    let rules: BTreeMap<i64, Vec<SeccompRule>> =
+        syscalls.iter().map(|&nr| (nr, Vec::new())).collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        TargetArch::x86_64,
+    )
+    .expect("seccomp filter");
+    let program: seccompiler::BpfProgram = filter.try_into().expect("seccomp program");
+    seccompiler::apply_filter(&program).expect("apply seccomp filter");
+    let err = std::process::Command::new(&args[0]).args(&args[1..]).exec();
+    eprintln!("{helper}: cannot exec {:?}: {err}", args[0]);
+    std::process::exit(127);
+}

@@ -158,6 +158,8 @@ fn bad_hardening_flags_are_refused_and_run_nothing() {
         &["--allow-tcp-connect", "http"],
         &["--allow-tcp-connect", "0"],
         &["--allow-tcp-connect", "70000"],
+        // Contradictory: with the network allowed every port is reachable already.
+        &["--allow-tcp-connect", "443", "--network", "allow"],
         &["--keep-fd", "1"],
         &["--keep-fd", "-3"],
     ] {

@@ -466,3 +466,111 @@ fn a_confined_command_dies_by_sigpipe_like_an_unconfined_one() {
         assert_eq!(text(&out.stderr), "", "{mode}: yes saw EPIPE");
     }
 }
+
+/// The launcher creates the command straight into its cgroup with `clone3`; where that
+/// system call is missing it forks and the child writes itself into the group before it
+/// executes. Both ways, the first thing the command sees is its own group, and a
+/// timeout ends every kind of descendant.
+#[test]
+fn without_clone3_the_command_still_starts_inside_its_cgroup() {
+    // The mask works: clone3 is missing under it, and present (refusing its empty
+    // arguments) without it.
+    let clone3 = |cmd: &mut Command| text(&cmd.arg("clone3").output().unwrap().stdout);
+    let masked_attack = clone3(Command::new(bin("no-clone3")).arg(bin("attack")));
+    assert_eq!(masked_attack.trim(), "errno ENOSYS");
+    assert_eq!(
+        clone3(&mut Command::new(bin("attack"))).trim(),
+        "errno EINVAL"
+    );
+
+    for mask in [Some("no-clone3"), None] {
+        let fx = Fixture::new();
+        let (out, json) = run_json(&mut fx.stockade_masked(
+            mask,
+            [
+                "run",
+                "--json",
+                "--containment",
+                "cgroup",
+                "--",
+                "cat",
+                "/proc/self/cgroup",
+            ],
+        ));
+        assert_code(&out, 0);
+        assert_eq!(json["containment"], "cgroup", "{mask:?}");
+        let stdout = json["stdout"]["text"].as_str().unwrap();
+        let line = stdout.lines().find(|l| l.starts_with("0::")).unwrap();
+        let group = line.trim_start_matches("0::");
+        assert!(group.contains("/stockade-"), "{mask:?}: {line}");
+        assert!(!std::path::Path::new(&format!("{}{group}", cgroup2_mount())).exists());
+
+        let tag = unique_tag("no-clone3");
+        let mut scatter = fx.stockade_masked(
+            mask,
+            ["run", "--json", "--timeout", "1s", "--grace", "200ms"],
+        );
+        scatter
+            .args(["--containment", "cgroup", "--", "bash", "-c", SCATTER])
+            .env("E2E_TAG", &tag);
+        let (out, json) = run_json(&mut scatter);
+        assert_code(&out, 124);
+        assert_eq!(json["containment"], "cgroup", "{mask:?}");
+        assert!(
+            fx.ws.join("ready").exists(),
+            "{mask:?}: the command never got going"
+        );
+        assert_eq!(tagged_processes(&tag), vec![], "{mask:?}: survivors");
+    }
+}
+
+/// Started with stdin and stdout closed, the launcher opens `/dev/null` on them before
+/// anything else (as std's start-up would), so the command inherits `/dev/null` and not
+/// whatever file the launcher opened next (a request, a status file, a cgroup).
+#[test]
+fn closed_standard_descriptors_become_dev_null() {
+    let fx = Fixture::new();
+    let report = fx.ws.join("fds");
+    let script = format!(
+        "fds=$(readlink /proc/$$/fd/0 /proc/$$/fd/1); echo \"$fds\" > {}",
+        report.display()
+    );
+    let out = fx
+        .stockade_masked(
+            Some("closed-stdio"),
+            [
+                "run",
+                "--mode",
+                "workspace-write",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        )
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let fds = std::fs::read_to_string(&report).unwrap();
+    assert_eq!(fds, "/dev/null\n/dev/null\n", "{}", text(&out.stderr));
+    // Control: with them open, the command gets what the launcher was given.
+    let out = fx
+        .stockade_masked(
+            None,
+            [
+                "run",
+                "--mode",
+                "workspace-write",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        )
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let fds = std::fs::read_to_string(&report).unwrap();
+    assert!(fds.lines().nth(1).unwrap().starts_with("pipe:"), "{fds}");
+}

@@ -115,6 +115,31 @@ impl Fixture {
         cmd
     }
 
+    /// `stockade ARGS` as `stockade` above, run under a wrapper helper that changes what
+    /// it starts with (`no-landlock`, `no-clone3`, `closed-stdio`), or plainly when
+    /// `mask` is `None`.
+    pub fn stockade_masked<I, S>(&self, mask: Option<&str>, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = match mask {
+            Some(helper) => {
+                let mut c = Command::new(bin(helper));
+                c.arg(stockade_bin());
+                c
+            }
+            None => Command::new(stockade_bin()),
+        };
+        cmd.args(args)
+            .current_dir(&self.ws)
+            .env("STOCKADE_RUNNER", runner_bin())
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env_remove("TMPDIR")
+            .stdin(Stdio::null());
+        cmd
+    }
+
     /// `stockade run --mode MODE -- sh -c SCRIPT`, collected.
     pub fn run_sh(&self, mode: &str, script: &str) -> Output {
         self.stockade(["run", "--mode", mode, "--", "sh", "-c", script])
