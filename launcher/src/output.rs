@@ -4,7 +4,8 @@
 //! Once a stream grows past that, its complete content also goes to a spill file (0600,
 //! in a private 0700 directory) so nothing is lost, until it grows past `max_spill`:
 //! then the file is deleted and only the tail remains. Whatever the command prints, the
-//! launcher holds at most the tail and one read buffer per stream.
+//! launcher holds at most the tail (in a buffer with some slack, see `Tail`) and one read
+//! buffer per stream.
 
 use crate::error::LauncherError;
 use crate::request_file;
