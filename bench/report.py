@@ -367,13 +367,32 @@ if bwrap_ua and seccomp_cost:
                            "bounds it (see above for how to cut it)." if without >= 2 else "."))
 w(e2e_note)
 if json_ok:
-    w("- `--json` throughput. In a profile of the launcher capturing 1 GiB, about half of "
-      "its time is one `memmove`: after every read (at most 64 KiB, the pipe's size) the "
-      "capture keeps the last `--max-output` bytes (64000) by copying them, so nearly "
-      "every byte is copied once more in user space; the first 64 MiB also go to a spill "
-      "file. Growing the pipe and the reads to 1 MiB was tried and was slower here (the "
-      "buffers no longer fit the cache). Reading straight into the tail's own ring buffer "
-      "would remove that copy; it is not done yet.")
+    json_share = bare_pipe / med(tput["stockade run --json"])
+    piped = tput.get("stockade run (pass-through), into a pipe")
+    piped_note = ""
+    if piped:
+        piped_share = bare_pipe / med(piped)
+        piped_note = (f" In this run the confined writer alone, its stdout passed through "
+                      f"to the same `cat` (the launcher reads none of it), reached "
+                      f"{piped_share:.0%} of bare, and `--json` {json_share:.0%}.")
+    w("- `--json` throughput. What bounds it is the confined writer into a pipe, not the "
+      "capture." + piped_note + " With `--mode danger-full-access` (no runner) the same "
+      "pipe runs at bare speed. In pinned trials (writer on one CPU, reader on the other; "
+      "2026-11-29) bare took 0.31 s, the confined writer into `cat` 0.61 s, the same with a "
+      "bench-only runner without its seccomp filter 0.48 s, and `--json` 0.56-0.59 s with "
+      "or without the filter: the filter costs about 150 ns per system call (measured "
+      "with 2 million one-byte `dd` reads and writes), and with `head`'s many small writes "
+      "it changes how writer and reader wake each other. Making the launcher's reader "
+      "cheaper made things worse: with less work per read it drains the pipe after nearly "
+      "every 4 KiB write (more polls, reads and context switches); reading straight into "
+      "a ring buffer, calling `waitpid` only after SIGCHLD, reading only the descriptors "
+      "`poll` reports, `epoll`, a 256 KiB or 1 MiB pipe, and pausing or spinning after a "
+      "small read were each measured and dropped (numbers in the git history of this "
+      "file). Kept: the tail buffer (launcher/src/tail.rs) appends into room for "
+      "`--max-output` plus 256 KiB-4 MiB and compacts once per that much, instead of "
+      "moving the whole tail on every read: the launcher's user time for 1 GiB halves at "
+      "the default 64000, and with `--max-output 10000000` capture went from 7.8 s to "
+      "1.0-1.2 s.")
 w("- The medians move by tenths of a millisecond between runs on this shared 2-core "
   "machine (load average above); the \"min over bare\" columns are the steadier view.")
 w("")
