@@ -379,8 +379,8 @@ if bwrap_ua and seccomp_cost:
     without = bwrap_ua / (ours - seccomp_cost["workspace-write"])
     e2e_note += (f" Without the seccomp layer's {signed_ms(seccomp_cost['workspace-write'])} "
                  f"`stockade run` would be {without:.2f}x faster than `bwrap --unshare-all` "
-                 "here" + ("; where the 2x target is missed, the seccomp layer's cost is what "
-                           "bounds it (see above for how to cut it)." if without >= 2 else "."))
+                 "here" + ("; the 2x target is missed, and the seccomp layer's cost is "
+                           "what bounds it." if without >= 2 > bwrap_ua / ours else "."))
 w(e2e_note)
 if json_ok:
     piped = tput.get("pinned: stockade run (pass-through), into a pipe")
@@ -403,8 +403,8 @@ if json_ok:
       "every 4 KiB write (more polls, reads and context switches); reading straight into "
       "a ring buffer, calling `waitpid` only after SIGCHLD, reading only the descriptors "
       "`poll` reports, `epoll`, a 256 KiB or 1 MiB pipe, and pausing or spinning after a "
-      "small read were each measured and dropped (numbers in the git history of this "
-      "file). Kept: the tail buffer (launcher/src/tail.rs) appends into room for "
+      "small read were each measured and dropped (numbers: bench/results.md as of commit "
+      "8b9762c). Kept: the tail buffer (launcher/src/tail.rs) appends into room for "
       "`--max-output` plus 256 KiB-4 MiB and compacts once per that much, instead of "
       "moving the whole tail on every read: the launcher's user time for 1 GiB halves at "
       "the default 64000, and with `--max-output 10000000` capture went from 7.8 s to "
