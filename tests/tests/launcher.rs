@@ -103,13 +103,7 @@ fn a_missing_workspace_fails_with_125_names_it_and_runs_nothing() {
 
 /// `stockade ARGS` with Landlock masked from the kernel (see `no-landlock`).
 fn without_landlock(fx: &Fixture, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(bin("no-landlock"))
-        .arg(stockade_bin())
-        .args(args)
-        .current_dir(&fx.ws)
-        .env("STOCKADE_RUNNER", runner_bin())
-        .env("XDG_RUNTIME_DIR", &fx.runtime)
-        .stdin(std::process::Stdio::null())
+    fx.stockade_masked(Some("no-landlock"), args)
         .output()
         .unwrap()
 }

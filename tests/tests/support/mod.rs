@@ -105,14 +105,7 @@ impl Fixture {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = Command::new(stockade_bin());
-        cmd.args(args)
-            .current_dir(&self.ws)
-            .env("STOCKADE_RUNNER", runner_bin())
-            .env("XDG_RUNTIME_DIR", &self.runtime)
-            .env_remove("TMPDIR")
-            .stdin(Stdio::null());
-        cmd
+        self.stockade_masked(None, args)
     }
 
     /// `stockade ARGS` as `stockade` above, run under a wrapper helper that changes what
