@@ -74,7 +74,7 @@ pub fn confine(
     }
 
     let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
-    let tmpdir = env::get(&env, "TMPDIR").map(Path::new);
+    let tmpdir = stockade_policy::environment::lookup(&env, "TMPDIR").map(Path::new);
     let resolved = policy.resolve(&cwd, tmpdir)?;
     let asks = Asks::of(&resolved);
     let facts = probe::kernel_facts();
@@ -95,8 +95,7 @@ pub fn confine(
         cwd,
         env,
         policy: resolved,
-        enforcement,
-        guarantees: guarantees::enforced(&asks, &facts),
+        promised: facts,
         status_path: Some(status_path.clone()),
     };
     let write = || -> Result<(String, String), LauncherError> {

@@ -17,11 +17,6 @@ pub fn target_env(args: &EnvArgs) -> BuiltEnv {
     environment::build(std::env::vars_os().collect(), &request)
 }
 
-/// The value of `name` in `env`.
-pub fn get<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a OsString> {
-    env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v)
-}
-
 /// Parses one `--env NAME=VALUE`.
 pub fn parse_assignment(text: &str) -> Result<(OsString, OsString), String> {
     match text.split_once('=') {

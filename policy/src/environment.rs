@@ -82,6 +82,15 @@ pub fn build(caller: Vec<(OsString, OsString)>, request: &EnvRequest) -> BuiltEn
     built
 }
 
+/// The value of `name` in `env`: the last entry wins, as for `execve`'s consumers
+/// (`getenv` implementations disagree on duplicates; the last one is what a shell sees).
+pub fn lookup<'a>(env: &'a [(OsString, OsString)], name: &str) -> Option<&'a OsString> {
+    env.iter()
+        .rev()
+        .find(|(k, _)| k.as_os_str() == OsStr::new(name))
+        .map(|(_, v)| v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

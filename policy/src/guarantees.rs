@@ -30,6 +30,16 @@ pub struct KernelFacts {
     pub seccomp: bool,
 }
 
+impl KernelFacts {
+    /// Whether a kernel with these facts gives at least what one with `promised` would:
+    /// every guarantee's availability only grows with each fact, so every guarantee and
+    /// the enforcement judged on `promised` hold on `self` too. The runner's one check
+    /// that it is not about to start the target with less than the executor was told.
+    pub fn covers(&self, promised: &KernelFacts) -> bool {
+        self.landlock_abi >= promised.landlock_abi && (self.seccomp || !promised.seccomp)
+    }
+}
+
 /// A kernel feature a guarantee depends on.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Feature {
@@ -459,6 +469,43 @@ mod tests {
         let enforced = enforced(&asks, &abi(5));
         assert!(!enforced.contains(&Guarantee::Signals));
         assert!(enforced.contains(&Guarantee::DeviceIoctl));
+    }
+
+    #[test]
+    fn covering_facts_give_every_promised_guarantee() {
+        let no_seccomp = KernelFacts {
+            landlock_abi: 7,
+            seccomp: false,
+        };
+        let all = [abi(0), abi(1), abi(3), abi(5), abi(6), abi(7), no_seccomp];
+        for asks in [
+            defaults(Mode::ReadOnly),
+            defaults(Mode::WorkspaceWrite),
+            Asks {
+                tcp_connect: true,
+                ..defaults(Mode::WorkspaceWrite)
+            },
+        ] {
+            for promised in all {
+                for achieved in all {
+                    if !achieved.covers(&promised) {
+                        continue;
+                    }
+                    let given = enforced(&asks, &achieved);
+                    for g in enforced(&asks, &promised) {
+                        assert!(given.contains(&g), "{g:?}: {promised:?} -> {achieved:?}");
+                    }
+                    if verdict(&asks, &promised) == Verdict::Confined(Enforcement::Full) {
+                        assert_eq!(
+                            verdict(&asks, &achieved),
+                            Verdict::Confined(Enforcement::Full)
+                        );
+                    }
+                }
+            }
+        }
+        assert!(!abi(5).covers(&abi(6)));
+        assert!(!no_seccomp.covers(&abi(7)));
     }
 
     #[test]

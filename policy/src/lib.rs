@@ -16,7 +16,8 @@
 //! - [`guarantees`]: which guarantees a policy asks for and what kernel feature each
 //!   needs, hence whether enforcement is `full` or `partial` (or impossible).
 //! - [`request`]: the launch request the launcher writes and the runner consumes, its
-//!   binary file format and its validation.
+//!   binary file format and its validation. Its body is the serde form of
+//!   [`LaunchRequest`] and [`Policy`] themselves; [`raw`] carries OS byte strings.
 //! - [`confined`]: the ConfinedArgv contract handed to executors.
 //! - [`status`]: the runner's out-of-band status record.
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
@@ -31,6 +32,7 @@ pub mod grants;
 pub mod guarantees;
 pub mod mode;
 pub mod policy;
+pub mod raw;
 pub mod request;
 pub mod status;
 

@@ -85,15 +85,21 @@ pub struct PolicyRequest {
 
 /// A resolved policy: every path absolute, canonical and known to exist as a directory
 /// at resolution time.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// This struct *is* the policy part of the launch request's wire format (serde, see
+/// [`crate::request`]): a field added here travels to the runner with no other change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
     pub mode: Mode,
     /// The canonical workspace root.
+    #[serde(with = "crate::raw")]
     pub workspace: PathBuf,
     /// The canonical extra writable roots, in the order given.
+    #[serde(with = "crate::raw")]
     pub writable_roots: Vec<PathBuf>,
     /// The canonical `$TMPDIR` of the target's environment, when it names an existing
     /// directory (`workspace-write` grants it).
+    #[serde(with = "crate::raw")]
     pub tmpdir: Option<PathBuf>,
     /// Whether the network is usable (always `Allow` in `danger-full-access`).
     pub network: Network,
@@ -225,13 +231,13 @@ impl PolicyRequest {
             .filter(|p| p.is_absolute())
             .and_then(|p| canonical_dir(p).ok());
         let mut keep_fds = self.keep_fds.clone();
-        if let Some(&fd) = keep_fds.iter().find(|&&fd| fd <= 2) {
+        if let Some(fd) = first_unkeepable_fd(&keep_fds) {
             return Err(PolicyError::KeepFd { fd });
         }
         keep_fds.sort_unstable();
         keep_fds.dedup();
         let mut allow_tcp_connect = self.allow_tcp_connect.clone();
-        if allow_tcp_connect.contains(&0) {
+        if has_port_zero(&allow_tcp_connect) {
             return Err(PolicyError::TcpPortZero);
         }
         allow_tcp_connect.sort_unstable();
@@ -256,6 +262,19 @@ impl PolicyRequest {
             keep_fds,
         })
     }
+}
+
+/// The first descriptor in `fds` that cannot be named to keep: 0, 1 and 2 are always
+/// passed on, and negative numbers are not descriptors. Shared by [`PolicyRequest::resolve`]
+/// (the caller's flags) and request validation (a decoded file).
+pub(crate) fn first_unkeepable_fd(fds: &[i32]) -> Option<i32> {
+    fds.iter().copied().find(|&fd| fd <= 2)
+}
+
+/// Whether `ports` names port 0, which nothing can connect to. Shared like
+/// [`first_unkeepable_fd`].
+pub(crate) fn has_port_zero(ports: &[u16]) -> bool {
+    ports.contains(&0)
 }
 
 enum DirError {

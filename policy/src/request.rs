@@ -6,7 +6,7 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic  b"STKDREQ\n"
-//! 8       2     format version, little endian (currently 1)
+//! 8       2     format version, little endian (currently 2)
 //! 10      4     body length N, little endian
 //! 14      N     body: bincode 2 (standard config) encoding of the request
 //! ```
@@ -17,44 +17,49 @@
 //! Paths, arguments and environment entries are carried as raw bytes: Linux allows any
 //! byte but NUL in them, and the format must not lose what the caller passed.
 
-use crate::guarantees::{Enforcement, Guarantee};
-use crate::mode::Mode;
-use crate::policy::{Network, Policy};
+use crate::environment;
+use crate::guarantees::KernelFacts;
+use crate::policy::{Policy, first_unkeepable_fd, has_port_zero};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::fmt;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// The first bytes of every launch request file.
 pub const MAGIC: [u8; 8] = *b"STKDREQ\n";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 /// Magic, version and body length.
 pub const HEADER_LEN: usize = 8 + 2 + 4;
 /// The largest request file accepted (4 MiB): larger than any argv + environment the
 /// kernel would accept for `execve`, small enough that reading it is harmless.
 pub const MAX_REQUEST_BYTES: usize = 4 << 20;
 
-/// Everything needed to start one confined command.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Everything needed to start one confined command. The struct is the wire body
+/// (serde, with raw bytes for everything the OS treats as bytes): its fields and the
+/// policy's are written down once, here and in [`Policy`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchRequest {
     /// The target's argv; `argv[0]` is resolved like `execvp` over the request's `PATH`.
+    #[serde(with = "crate::raw")]
     pub argv: Vec<OsString>,
     /// The directory the target starts in (absolute).
+    #[serde(with = "crate::raw")]
     pub cwd: PathBuf,
     /// The target's complete environment, in order.
+    #[serde(with = "crate::raw")]
     pub env: Vec<(OsString, OsString)>,
     /// The resolved policy to enforce.
     pub policy: Policy,
-    /// The enforcement the launcher reported to the executor. The runner refuses to
-    /// start the target when the kernel gives less, so the report is never a lie.
-    pub enforcement: Enforcement,
-    /// The guarantees the launcher reported as enforced. The runner refuses to start the
-    /// target unless it achieved every one of them.
-    pub guarantees: Vec<Guarantee>,
+    /// The kernel facts the launcher judged this policy against when it reported
+    /// `enforcement` and `guarantees` to the executor. Both derive from the policy and
+    /// these facts, so the runner refuses to start the target unless what the kernel
+    /// actually gave covers them ([`KernelFacts::covers`]): the report is never a lie.
+    pub promised: KernelFacts,
     /// The status file the runner reports to (see [`crate::status`]), absolute; `None`
     /// when the launcher provides no status channel.
+    #[serde(with = "crate::raw")]
     pub status_path: Option<PathBuf>,
 }
 
@@ -212,33 +217,9 @@ impl fmt::Display for ValidationError {
 
 impl std::error::Error for ValidationError {}
 
-/// The body as it is encoded: bytes for everything the OS treats as bytes.
-#[derive(Serialize, Deserialize)]
-struct Body {
-    argv: Vec<Vec<u8>>,
-    cwd: Vec<u8>,
-    env: Vec<(Vec<u8>, Vec<u8>)>,
-    mode: Mode,
-    workspace: Vec<u8>,
-    writable_roots: Vec<Vec<u8>>,
-    tmpdir: Option<Vec<u8>>,
-    network: Network,
-    allow_tcp_connect: Vec<u16>,
-    allow_unix_sockets: bool,
-    keep_fds: Vec<i32>,
-    enforcement: Enforcement,
-    guarantees: Vec<Guarantee>,
-    status_path: Option<Vec<u8>>,
-}
-
-fn bytes(p: &std::path::Path) -> Vec<u8> {
-    p.as_os_str().as_bytes().to_vec()
-}
-
-fn path(b: Vec<u8>) -> PathBuf {
-    PathBuf::from(OsString::from_vec(b))
-}
-
+/// The one bincode configuration for both directions: standard encoding, and a decode
+/// limit so that a hostile length prefix cannot make the decoder allocate more than a
+/// request file may hold.
 fn config() -> impl bincode::config::Config {
     bincode::config::standard().with_limit::<MAX_REQUEST_BYTES>()
 }
@@ -248,32 +229,7 @@ impl LaunchRequest {
     /// that would exceed [`MAX_REQUEST_BYTES`] is refused here, so the launcher never
     /// writes a file the runner would reject.
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
-        let body = Body {
-            argv: self.argv.iter().map(|a| a.as_bytes().to_vec()).collect(),
-            cwd: bytes(&self.cwd),
-            env: self
-                .env
-                .iter()
-                .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-                .collect(),
-            mode: self.policy.mode,
-            workspace: bytes(&self.policy.workspace),
-            writable_roots: self
-                .policy
-                .writable_roots
-                .iter()
-                .map(|p| bytes(p))
-                .collect(),
-            tmpdir: self.policy.tmpdir.as_deref().map(bytes),
-            network: self.policy.network,
-            allow_tcp_connect: self.policy.allow_tcp_connect.clone(),
-            allow_unix_sockets: self.policy.allow_unix_sockets,
-            keep_fds: self.policy.keep_fds.clone(),
-            enforcement: self.enforcement,
-            guarantees: self.guarantees.clone(),
-            status_path: self.status_path.as_deref().map(bytes),
-        };
-        let encoded = bincode::serde::encode_to_vec(&body, bincode::config::standard())
+        let encoded = bincode::serde::encode_to_vec(self, config())
             .map_err(|e| EncodeError::Bincode(e.to_string()))?;
         let len = HEADER_LEN + encoded.len();
         if len > MAX_REQUEST_BYTES {
@@ -321,7 +277,7 @@ impl LaunchRequest {
                 extra: bytes.len() - expected,
             });
         }
-        let (body, used): (Body, usize) =
+        let (request, used): (LaunchRequest, usize) =
             bincode::serde::decode_from_slice(&bytes[HEADER_LEN..], config()).map_err(|e| {
                 DecodeError::Corrupt {
                     reason: e.to_string(),
@@ -332,28 +288,7 @@ impl LaunchRequest {
                 reason: format!("the body is {body_len} bytes but the request ends after {used}"),
             });
         }
-        Ok(LaunchRequest {
-            argv: body.argv.into_iter().map(OsString::from_vec).collect(),
-            cwd: path(body.cwd),
-            env: body
-                .env
-                .into_iter()
-                .map(|(k, v)| (OsString::from_vec(k), OsString::from_vec(v)))
-                .collect(),
-            policy: Policy {
-                mode: body.mode,
-                workspace: path(body.workspace),
-                writable_roots: body.writable_roots.into_iter().map(path).collect(),
-                tmpdir: body.tmpdir.map(path),
-                network: body.network,
-                allow_tcp_connect: body.allow_tcp_connect,
-                allow_unix_sockets: body.allow_unix_sockets,
-                keep_fds: body.keep_fds,
-            },
-            enforcement: body.enforcement,
-            guarantees: body.guarantees,
-            status_path: body.status_path.map(path),
-        })
+        Ok(request)
     }
 
     /// Checks what the format cannot express: each violation is its own error.
@@ -397,10 +332,10 @@ impl LaunchRequest {
                 return Err(ValidationError::RelativePolicyPath { path: path.clone() });
             }
         }
-        if let Some(&fd) = p.keep_fds.iter().find(|&&fd| fd <= 2) {
+        if let Some(fd) = first_unkeepable_fd(&p.keep_fds) {
             return Err(ValidationError::BadKeepFd { fd });
         }
-        if p.allow_tcp_connect.contains(&0) {
+        if has_port_zero(&p.allow_tcp_connect) {
             return Err(ValidationError::TcpPortZero);
         }
         if let Some(status) = &self.status_path {
@@ -416,20 +351,18 @@ impl LaunchRequest {
         Ok(())
     }
 
-    /// The value of `name` in the request's environment (the last one wins, as for
-    /// `execve`'s consumers).
+    /// The value of `name` in the request's environment (see [`environment::lookup`]).
     pub fn env_var(&self, name: &str) -> Option<&OsString> {
-        self.env
-            .iter()
-            .rev()
-            .find(|(k, _)| k.as_bytes() == name.as_bytes())
-            .map(|(_, v)| v)
+        environment::lookup(&self.env, name)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mode::Mode;
+    use crate::policy::Network;
+    use std::os::unix::ffi::OsStringExt;
 
     fn sample() -> LaunchRequest {
         LaunchRequest {
@@ -446,15 +379,20 @@ mod tests {
             policy: Policy {
                 mode: Mode::WorkspaceWrite,
                 workspace: "/work/ws".into(),
-                writable_roots: vec!["/srv/a".into()],
+                writable_roots: vec![
+                    "/srv/a".into(),
+                    PathBuf::from(OsString::from_vec(b"/srv/\xfe".to_vec())),
+                ],
                 tmpdir: Some("/var/tmp".into()),
                 network: Network::Deny,
                 allow_tcp_connect: vec![443],
                 allow_unix_sockets: true,
                 keep_fds: vec![3, 9],
             },
-            enforcement: Enforcement::Full,
-            guarantees: vec![Guarantee::FilesystemWrites, Guarantee::Fds],
+            promised: KernelFacts {
+                landlock_abi: 7,
+                seccomp: true,
+            },
             status_path: Some("/run/user/0/stockade/req-1/status".into()),
         }
     }

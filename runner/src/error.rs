@@ -6,7 +6,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 use stockade_policy::exit;
-use stockade_policy::guarantees::{Enforcement, Feature, Guarantee};
+use stockade_policy::guarantees::{Feature, Guarantee, KernelFacts};
 use stockade_policy::request::{DecodeError, ValidationError};
 
 /// The runner's command line, shown by `--help` and after every usage error.
@@ -78,13 +78,13 @@ pub enum RunnerError {
     Unavailable {
         missing: Vec<(Guarantee, Feature)>,
     },
-    /// The kernel gives less than the launcher reported to the executor.
-    LessThanReported {
-        reported: Enforcement,
-    },
-    /// The runner achieved less than a guarantee the launcher reported as enforced.
-    NotAchieved {
-        guarantee: Guarantee,
+    /// The kernel gives less than the launcher promised the executor: `missing` names the
+    /// guarantees reported as enforced that this kernel does not give (empty when only
+    /// a fact the report rests on is lower).
+    LessThanPromised {
+        promised: KernelFacts,
+        achieved: KernelFacts,
+        missing: Vec<Guarantee>,
     },
     /// Landlock refused the ruleset.
     Landlock(String),
@@ -148,8 +148,7 @@ impl RunnerError {
             RunnerError::GrantPath { .. } => "grant-path",
             RunnerError::GrantNotDirectory { .. } => "grant-not-directory",
             RunnerError::Unavailable { .. } => "sandbox-unavailable",
-            RunnerError::LessThanReported { .. } => "less-than-reported",
-            RunnerError::NotAchieved { .. } => "guarantee-not-achieved",
+            RunnerError::LessThanPromised { .. } => "less-than-reported",
             RunnerError::Landlock(_) => "landlock",
             RunnerError::Seccomp(_) => "seccomp",
             RunnerError::Capabilities(_) => "capabilities",
@@ -242,16 +241,25 @@ impl fmt::Display for RunnerError {
                 }
                 Ok(())
             }
-            RunnerError::LessThanReported { reported } => write!(
-                f,
-                "the kernel enforces less than the {} enforcement reported for this request; refusing to run",
-                reported.as_str()
-            ),
-            RunnerError::NotAchieved { guarantee } => write!(
-                f,
-                "the {} guarantee was reported as enforced but the kernel did not give it; refusing to run",
-                guarantee.name()
-            ),
+            RunnerError::LessThanPromised {
+                promised,
+                achieved,
+                missing,
+            } => {
+                write!(
+                    f,
+                    "the kernel gives less than was reported for this request (Landlock ABI {} and seccomp {} promised, {} and {} achieved)",
+                    promised.landlock_abi,
+                    if promised.seccomp { "on" } else { "off" },
+                    achieved.landlock_abi,
+                    if achieved.seccomp { "on" } else { "off" },
+                )?;
+                if !missing.is_empty() {
+                    let names: Vec<&str> = missing.iter().map(|g| g.name()).collect();
+                    write!(f, "; not given: {}", names.join(", "))?;
+                }
+                f.write_str("; refusing to run")
+            }
             RunnerError::Landlock(e) => write!(f, "landlock: {e}"),
             RunnerError::Seccomp(e) => write!(f, "seccomp filter: {e}"),
             RunnerError::Capabilities(e) => write!(f, "capabilities: {e}"),
@@ -329,8 +337,16 @@ mod tests {
                 path: p(),
             },
             RunnerError::Unavailable { missing: vec![] },
-            RunnerError::LessThanReported {
-                reported: Enforcement::Full,
+            RunnerError::LessThanPromised {
+                promised: KernelFacts {
+                    landlock_abi: 7,
+                    seccomp: true,
+                },
+                achieved: KernelFacts {
+                    landlock_abi: 5,
+                    seccomp: true,
+                },
+                missing: vec![],
             },
             RunnerError::Landlock(String::new()),
             RunnerError::Status {

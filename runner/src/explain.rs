@@ -6,6 +6,7 @@ use crate::request_file;
 use std::fmt::Write as _;
 use std::path::Path;
 use stockade_policy::grants::{self, Access};
+use stockade_policy::guarantees::{self, Asks, Verdict};
 use stockade_policy::request::FORMAT_VERSION;
 use stockade_policy::{LaunchRequest, Network};
 
@@ -39,10 +40,31 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
         }
     }
     let _ = writeln!(w, "mode:        {}", request.policy.mode);
+    let asks = Asks::of(&request.policy);
+    match guarantees::verdict(&asks, &request.promised) {
+        Verdict::Confined(e) => {
+            let _ = writeln!(
+                w,
+                "enforcement: {} (as reported to the executor)",
+                e.as_str()
+            );
+        }
+        Verdict::Unavailable { .. } | Verdict::Unconfined => {
+            let _ = writeln!(
+                w,
+                "enforcement: none (the runner would refuse this request)"
+            );
+        }
+    }
     let _ = writeln!(
         w,
-        "enforcement: {} (as reported to the executor)",
-        request.enforcement.as_str()
+        "promised:    Landlock ABI {}, seccomp {} (the kernel facts the report rests on)",
+        request.promised.landlock_abi,
+        if request.promised.seccomp {
+            "on"
+        } else {
+            "off"
+        }
     );
     let _ = writeln!(w, "cwd:         {}", request.cwd.display());
     let _ = match &request.status_path {
@@ -98,7 +120,10 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
         if kept.is_empty() { "" } else { ", " },
         kept.join(", ")
     );
-    let reported: Vec<&str> = request.guarantees.iter().map(|g| g.name()).collect();
+    let reported: Vec<&str> = guarantees::enforced(&asks, &request.promised)
+        .into_iter()
+        .map(|g| g.name())
+        .collect();
     let _ = writeln!(w, "guarantees reported enforced: {}", reported.join(", "));
     Ok(out)
 }

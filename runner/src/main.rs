@@ -111,7 +111,9 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     judge(&Asks::of(policy), &achieved, request)
 }
 
-/// Refuses to start the target when it would get less than the executor was told.
+/// Refuses to start the target when it would get less than the executor was told: the
+/// report derives from the policy and the facts the launcher promised, so the one check
+/// is that what this kernel gave covers those facts.
 fn judge(
     asks: &Asks,
     achieved: &KernelFacts,
@@ -122,13 +124,16 @@ fn judge(
         Verdict::Unavailable { missing } => return Err(RunnerError::Unavailable { missing }),
         Verdict::Unconfined => return Err(RunnerError::Unconfined),
     };
-    let given = guarantees::enforced(asks, achieved);
-    if let Some(&guarantee) = request.guarantees.iter().find(|g| !given.contains(g)) {
-        return Err(RunnerError::NotAchieved { guarantee });
-    }
-    if enforcement == Enforcement::Partial && request.enforcement == Enforcement::Full {
-        return Err(RunnerError::LessThanReported {
-            reported: request.enforcement,
+    if !achieved.covers(&request.promised) {
+        let given = guarantees::enforced(asks, achieved);
+        let missing = guarantees::enforced(asks, &request.promised)
+            .into_iter()
+            .filter(|g| !given.contains(g))
+            .collect();
+        return Err(RunnerError::LessThanPromised {
+            promised: request.promised,
+            achieved: *achieved,
+            missing,
         });
     }
     Ok(enforcement)
@@ -217,7 +222,7 @@ mod tests {
     use stockade_policy::guarantees::Guarantee;
     use stockade_policy::{Mode, Network};
 
-    fn request(enforcement: Enforcement, guarantees: Vec<Guarantee>) -> LaunchRequest {
+    fn request(promised: u32) -> LaunchRequest {
         LaunchRequest {
             argv: vec!["true".into()],
             cwd: "/".into(),
@@ -232,8 +237,7 @@ mod tests {
                 allow_unix_sockets: false,
                 keep_fds: Vec::new(),
             },
-            enforcement,
-            guarantees,
+            promised: achieved(promised),
             status_path: None,
         }
     }
@@ -246,39 +250,28 @@ mod tests {
     }
 
     #[test]
-    fn a_reported_guarantee_the_kernel_did_not_give_is_refused() {
+    fn less_than_the_promised_facts_is_refused() {
         let asks = Asks::defaults(Mode::ReadOnly);
-        let all = guarantees::enforced(&asks, &achieved(7));
-        let r = request(Enforcement::Full, all.clone());
-        assert!(judge(&asks, &achieved(7), &r).is_ok());
-        // Scopes missing (ABI 5): the signals guarantee was promised, so refuse.
-        let err = judge(&asks, &achieved(5), &r).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                RunnerError::NotAchieved {
-                    guarantee: Guarantee::Signals
-                }
-            ),
-            "{err}"
-        );
+        assert!(judge(&asks, &achieved(7), &request(7)).is_ok());
+        // A newer kernel than the one judged at confine time gives at least as much.
+        assert!(judge(&asks, &achieved(7), &request(6)).is_ok());
+        // Scopes missing (ABI 5) although ABI 7 was promised: the signals guarantee was
+        // reported, so refuse, naming it.
+        let err = judge(&asks, &achieved(5), &request(7)).unwrap_err();
+        match &err {
+            RunnerError::LessThanPromised { missing, .. } => {
+                assert!(missing.contains(&Guarantee::Signals), "{err}")
+            }
+            _ => panic!("{err}"),
+        }
+        assert!(err.to_string().contains("signals"), "{err}");
         // Reported partial with what ABI 5 gives: accepted.
-        let partial = request(
-            Enforcement::Partial,
-            guarantees::enforced(&asks, &achieved(5)),
-        );
-        assert!(judge(&asks, &achieved(5), &partial).is_ok());
-        // Reported full without naming guarantees: still refused on less than full.
-        let full = request(Enforcement::Full, Vec::new());
-        assert!(matches!(
-            judge(&asks, &achieved(5), &full),
-            Err(RunnerError::LessThanReported { .. })
-        ));
+        assert!(judge(&asks, &achieved(5), &request(5)).is_ok());
     }
 
     #[test]
     fn tcp_ports_without_landlock_network_rules_are_unavailable() {
-        let mut r = request(Enforcement::Partial, Vec::new());
+        let mut r = request(3);
         r.policy.allow_tcp_connect = vec![443];
         let asks = Asks::of(&r.policy);
         let err = judge(&asks, &achieved(3), &r).unwrap_err();

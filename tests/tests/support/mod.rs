@@ -287,7 +287,7 @@ pub fn run_json(cmd: &mut Command) -> (Output, serde_json::Value) {
 /// A valid read-only request running `sh -c SCRIPT` in the fixture's workspace, with a
 /// minimal environment.
 pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest {
-    use stockade_policy::guarantees::Enforcement;
+    use stockade_policy::guarantees::KernelFacts;
     use stockade_policy::{Mode, Policy};
     stockade_policy::LaunchRequest {
         argv: vec!["sh".into(), "-c".into(), script.into()],
@@ -303,8 +303,11 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
             allow_unix_sockets: false,
             keep_fds: Vec::new(),
         },
-        enforcement: Enforcement::Full,
-        guarantees: Vec::new(),
+        // The least a confined run can rest on: any kernel that runs it covers this.
+        promised: KernelFacts {
+            landlock_abi: 1,
+            seccomp: true,
+        },
         status_path: None,
     }
 }
