@@ -1,0 +1,534 @@
+//! The filter runs through a small classic-BPF interpreter, on `seccomp_data` built by
+//! hand: what the kernel would answer for each system call, without installing. The
+//! reference it is compared with is seccompiler's programs for the same rules, as the
+//! filter was once built, combined by the kernel's rule (the most severe answer wins).
+
+use super::bpf::{
+    JEQ_K as BPF_JMP_JEQ_K, JSET_K as BPF_JMP_JSET_K, LD_W_ABS, OFFSET_ARCH, OFFSET_NR, RET_ALLOW,
+    RET_K, RET_KILL_PROCESS,
+};
+use super::*;
+use seccompiler::{
+    SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch, sock_filter,
+};
+use std::collections::BTreeMap;
+
+#[cfg(target_arch = "x86_64")]
+const TARGET: TargetArch = TargetArch::x86_64;
+#[cfg(target_arch = "aarch64")]
+const TARGET: TargetArch = TargetArch::aarch64;
+const BPF_LD_W_ABS: u16 = LD_W_ABS;
+const TIOCSTI: u64 = super::TIOCSTI as u64;
+const TIOCLINUX: u64 = super::TIOCLINUX as u64;
+const PERSONALITY_QUERY: u64 = super::PERSONALITY_QUERY as u64;
+const BPF_RET_K: u16 = RET_K;
+const RET_ERRNO: u32 = libc::SECCOMP_RET_ERRNO;
+
+fn cond(arg: u8, len: Len, op: Op, value: u64) -> Result<SeccompCondition, RunnerError> {
+    SeccompCondition::new(arg, len, op, value).map_err(seccomp_error)
+}
+
+fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, RunnerError> {
+    SeccompRule::new(conditions).map_err(seccomp_error)
+}
+
+type Rules = BTreeMap<i64, Vec<SeccompRule>>;
+
+/// seccompiler's program for `rules`: `errno` when a rule matches, allow otherwise
+/// (also for every system call `rules` does not name).
+fn compile_chain(rules: Rules, errno: i32, target: TargetArch) -> Result<BpfProgram, RunnerError> {
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(errno as u32),
+        target,
+    )
+    .map_err(seccomp_error)?;
+    BpfProgram::try_from(filter).map_err(seccomp_error)
+}
+
+/// seccompiler's rules for what [`filter`] refuses with EPERM: the reference its answers are
+/// checked against.
+fn privileged_rules() -> Result<Rules, RunnerError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        DENIED.iter().map(|&nr| (nr, Vec::new())).collect();
+    // clone's flags are an unsigned long in the first argument (x86_64 and aarch64).
+    let clone = NAMESPACE_FLAGS
+        .iter()
+        .map(|&flag| rule(vec![cond(0, Len::Qword, Op::MaskedEq(flag), flag)?]))
+        .collect::<Result<_, _>>()?;
+    rules.insert(libc::SYS_clone, clone);
+    // personality takes an unsigned int: compare the low 32 bits, as the kernel reads it.
+    rules.insert(
+        libc::SYS_personality,
+        vec![rule(vec![
+            cond(0, Len::Dword, Op::Ne, 0)?,
+            cond(0, Len::Dword, Op::Ne, PERSONALITY_QUERY)?,
+        ])?],
+    );
+    // The ioctl command is an unsigned int in the kernel: high bits of the register are
+    // ignored there, so they must be ignored here.
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![cond(1, Len::Dword, Op::Eq, TIOCSTI)?])?,
+            rule(vec![cond(1, Len::Dword, Op::Eq, TIOCLINUX)?])?,
+        ],
+    );
+    Ok(rules)
+}
+
+const SOCK_TYPE_MASK: u64 = 0xf;
+
+/// The socket families `policy` denies (EACCES), as seccompiler rules; empty when it
+/// denies none.
+fn socket_rules(policy: &Policy) -> Result<Rules, RunnerError> {
+    let unix = libc::AF_UNIX as u64;
+    let mut socket: Vec<SeccompRule> = Vec::new();
+    let mut socketpair: Vec<SeccompRule> = Vec::new();
+    if !policy.allow_unix_sockets {
+        socket.push(rule(vec![cond(0, Len::Dword, Op::Eq, unix)?])?);
+    }
+    if policy.network == Network::Deny {
+        // socketpair only ever connects a process to itself: AF_UNIX stays allowed.
+        socketpair.push(rule(vec![cond(0, Len::Dword, Op::Ne, unix)?])?);
+        if policy.allow_tcp_connect.is_empty() {
+            socket.push(rule(vec![cond(0, Len::Dword, Op::Ne, unix)?])?);
+        } else {
+            // TCP stays creatable so that Landlock can allow the named ports (and deny
+            // every other connect and bind); every other family, type and protocol
+            // (UDP, raw, MPTCP, ...) is refused here.
+            let (inet, inet6) = (libc::AF_INET as u64, libc::AF_INET6 as u64);
+            socket.push(rule(vec![
+                cond(0, Len::Dword, Op::Ne, unix)?,
+                cond(0, Len::Dword, Op::Ne, inet)?,
+                cond(0, Len::Dword, Op::Ne, inet6)?,
+            ])?);
+            for family in [inet, inet6] {
+                for ty in (0..=SOCK_TYPE_MASK).filter(|&t| t != libc::SOCK_STREAM as u64) {
+                    socket.push(rule(vec![
+                        cond(0, Len::Dword, Op::Eq, family)?,
+                        cond(1, Len::Dword, Op::MaskedEq(SOCK_TYPE_MASK), ty)?,
+                    ])?);
+                }
+                socket.push(rule(vec![
+                    cond(0, Len::Dword, Op::Eq, family)?,
+                    cond(2, Len::Dword, Op::Ne, 0)?,
+                    cond(2, Len::Dword, Op::Ne, libc::IPPROTO_TCP as u64)?,
+                ])?);
+            }
+        }
+    }
+    let mut rules = BTreeMap::new();
+    if !socket.is_empty() {
+        rules.insert(libc::SYS_socket, socket);
+    }
+    if !socketpair.is_empty() {
+        rules.insert(libc::SYS_socketpair, socketpair);
+    }
+    Ok(rules)
+}
+
+use std::path::PathBuf;
+
+fn stmt(code: u16, k: u32) -> sock_filter {
+    sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
+    sock_filter { code, jt, jf, k }
+}
+
+/// The guard as it was a filter of its own, before [`filter`] took it in: the
+/// reference for its answers.
+fn reference_guard() -> BpfProgram {
+    let mut p = vec![
+        stmt(BPF_LD_W_ABS, OFFSET_ARCH),
+        jump(BPF_JMP_JEQ_K, arch::AUDIT_ARCH, 1, 0),
+        stmt(BPF_RET_K, RET_KILL_PROCESS),
+        stmt(BPF_LD_W_ABS, OFFSET_NR),
+    ];
+    if let Some(bit) = arch::X32_BIT {
+        p.push(jump(BPF_JMP_JSET_K, bit, 0, 1));
+        p.push(stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32));
+    }
+    p.push(jump(BPF_JMP_JEQ_K, libc::SYS_clone3 as u32, 0, 1));
+    p.push(stmt(BPF_RET_K, RET_ERRNO | libc::ENOSYS as u32));
+    p.push(stmt(BPF_RET_K, RET_ALLOW));
+    p
+}
+
+struct Call {
+    nr: u32,
+    arch: u32,
+    args: [u64; 6],
+}
+
+fn call(nr: i64, args: &[u64]) -> Call {
+    let mut a = [0u64; 6];
+    a[..args.len()].copy_from_slice(args);
+    Call {
+        nr: nr as u32,
+        arch: arch::AUDIT_ARCH,
+        args: a,
+    }
+}
+
+fn load(c: &Call, offset: u32) -> u32 {
+    match offset {
+        0 => c.nr,
+        4 => c.arch,
+        8 | 12 => 0,
+        o if (16..64).contains(&o) && o % 4 == 0 => {
+            let arg = c.args[((o - 16) / 8) as usize];
+            if (o - 16) % 8 == 0 {
+                arg as u32
+            } else {
+                (arg >> 32) as u32
+            }
+        }
+        o => panic!("load at offset {o}"),
+    }
+}
+
+/// Runs one program (the subset of classic BPF that seccomp filters here use).
+fn run(program: &[sock_filter], c: &Call) -> u32 {
+    let (mut a, mut pc) = (0u32, 0usize);
+    loop {
+        let i = &program[pc];
+        pc += 1;
+        match i.code {
+            0x20 => a = load(c, i.k),   // ld [k]
+            0x54 => a &= i.k,           // and #k
+            0x05 => pc += i.k as usize, // ja
+            0x06 => return i.k,         // ret #k
+            code if code & 0x07 == 0x05 => {
+                let taken = match code & 0xf0 {
+                    0x10 => a == i.k,
+                    0x20 => a > i.k,
+                    0x30 => a >= i.k,
+                    0x40 => a & i.k != 0,
+                    other => panic!("jump op {other:#x}"),
+                };
+                pc += if taken { i.jt } else { i.jf } as usize;
+            }
+            code => panic!("opcode {code:#x}"),
+        }
+    }
+}
+
+/// What [`program`] installs for `policy`, as a list [`verdict`] takes.
+fn programs(policy: &Policy) -> Result<Vec<BpfProgram>, RunnerError> {
+    Ok(vec![program(policy)?])
+}
+
+/// What the kernel answers with all programs installed: the most severe action.
+fn verdict(programs: &[BpfProgram], c: &Call) -> u32 {
+    programs
+        .iter()
+        .map(|p| run(p, c))
+        .min_by_key(|r| (r & 0xffff_0000) as i32)
+        .unwrap()
+}
+
+const EPERM: u32 = RET_ERRNO | libc::EPERM as u32;
+const EACCES: u32 = RET_ERRNO | libc::EACCES as u32;
+const ENOSYS: u32 = RET_ERRNO | libc::ENOSYS as u32;
+
+fn policy(network: Network, ports: &[u16], unix: bool) -> Policy {
+    Policy {
+        mode: stockade_policy::Mode::WorkspaceWrite,
+        workspace: PathBuf::from("/w"),
+        writable_roots: Vec::new(),
+        tmpdir: None,
+        network,
+        allow_tcp_connect: ports.to_vec(),
+        allow_unix_sockets: unix,
+        keep_fds: Vec::new(),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn x32_numbers_get_enosys_and_foreign_architectures_are_killed() {
+    let p = programs(&policy(Network::Allow, &[], true)).unwrap();
+    // x32 getpid, and x32 ptrace, which an exact-number filter would let through.
+    for nr in [libc::SYS_getpid, libc::SYS_ptrace, 0x3fff_ffff] {
+        let c = call(nr | 0x4000_0000, &[]);
+        assert_eq!(verdict(&p, &c), ENOSYS, "nr {nr:#x}");
+        assert_eq!(run(&privileged(), &c), ENOSYS);
+    }
+    // ia32 (`int 0x80`): AUDIT_ARCH_I386.
+    let mut c = call(20, &[]);
+    c.arch = 0x4000_0003;
+    assert_eq!(verdict(&p, &c), RET_KILL_PROCESS);
+    assert_eq!(run(&privileged(), &c), RET_KILL_PROCESS);
+    // Native calls pass the guard.
+    let getpid = call(libc::SYS_getpid, &[]);
+    assert_eq!(run(&privileged(), &getpid), RET_ALLOW);
+}
+
+#[test]
+fn escape_hatches_get_eperm_and_ordinary_calls_pass() {
+    let p = programs(&policy(Network::Allow, &[], true)).unwrap();
+    for &nr in DENIED {
+        assert_eq!(verdict(&p, &call(nr, &[])), EPERM, "nr {nr}");
+    }
+    for nr in [libc::SYS_read, libc::SYS_openat, libc::SYS_execve] {
+        assert_eq!(verdict(&p, &call(nr, &[])), RET_ALLOW);
+    }
+    assert_eq!(verdict(&p, &call(libc::SYS_clone3, &[])), ENOSYS);
+    let user = libc::CLONE_NEWUSER as u64 | libc::SIGCHLD as u64;
+    assert_eq!(verdict(&p, &call(libc::SYS_clone, &[user])), EPERM);
+    let thread = (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND) as u64;
+    assert_eq!(verdict(&p, &call(libc::SYS_clone, &[thread])), RET_ALLOW);
+    let pers = libc::SYS_personality;
+    assert_eq!(verdict(&p, &call(pers, &[0])), RET_ALLOW);
+    assert_eq!(verdict(&p, &call(pers, &[0xffff_ffff])), RET_ALLOW);
+    assert_eq!(verdict(&p, &call(pers, &[0x0004_0000])), EPERM);
+    // High bits of the ioctl command are dropped by the kernel, so here too.
+    for cmd in [TIOCSTI, TIOCLINUX, TIOCSTI | 0x1_0000_0000] {
+        assert_eq!(verdict(&p, &call(libc::SYS_ioctl, &[0, cmd])), EPERM);
+    }
+    assert_eq!(
+        verdict(&p, &call(libc::SYS_ioctl, &[0, libc::TIOCGWINSZ])),
+        RET_ALLOW
+    );
+}
+
+/// The filter of a policy that denies no socket family.
+fn privileged() -> BpfProgram {
+    program(&policy(Network::Allow, &[], true)).unwrap()
+}
+
+/// What the programs as they were answer: the separate guard, seccompiler's
+/// programs for the EPERM and the socket rules, combined by the kernel's severity
+/// rule.
+fn reference(socket_rules: Rules) -> Vec<BpfProgram> {
+    let mut reference = vec![
+        reference_guard(),
+        compile_chain(privileged_rules().unwrap(), libc::EPERM, TARGET).unwrap(),
+    ];
+    if !socket_rules.is_empty() {
+        reference.push(compile_chain(socket_rules, libc::EACCES, TARGET).unwrap());
+    }
+    reference
+}
+
+#[test]
+fn the_one_filter_answers_as_the_separate_programs_did_for_every_policy() {
+    // Arguments that hit and miss every rule: flags, commands, families.
+    let args: Vec<[u64; 3]> = vec![
+        [0, 0, 0],
+        [libc::CLONE_NEWUSER as u64 | libc::SIGCHLD as u64, 0, 0],
+        [libc::CLONE_NEWNET as u64, 0, 0],
+        [0x0004_0000, 0, 0],
+        [0xffff_ffff, 0, 0],
+        [0, TIOCSTI, 0],
+        [0, TIOCLINUX | 0x1_0000_0000, 0],
+        [libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0],
+        [libc::AF_INET as u64, libc::SOCK_DGRAM as u64, 0],
+        [libc::AF_INET6 as u64, libc::SOCK_STREAM as u64, 262],
+        [
+            libc::AF_INET as u64,
+            libc::SOCK_STREAM as u64,
+            libc::IPPROTO_TCP as u64,
+        ],
+        [libc::AF_NETLINK as u64, libc::SOCK_RAW as u64, 0],
+    ];
+    // Every combination of family, type and protocol for the socket calls.
+    let families = [
+        0,
+        libc::AF_UNIX as u64,
+        libc::AF_INET as u64,
+        libc::AF_INET6 as u64,
+        libc::AF_NETLINK as u64,
+        libc::AF_PACKET as u64,
+        libc::AF_UNIX as u64 | 0x1_0000_0000,
+        libc::AF_INET as u64 | 0xffff_ffff_0000_0000,
+    ];
+    let types = (0..=SOCK_TYPE_MASK).flat_map(|t| {
+        [
+            t,
+            t | (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64,
+            t | 0x1_0000_0000,
+        ]
+    });
+    let types: Vec<u64> = types.collect();
+    let protocols = [0, libc::IPPROTO_TCP as u64, libc::IPPROTO_UDP as u64, 262];
+    let mut checked = 0;
+    for (network, ports, unix) in [
+        (Network::Deny, &[][..], false),
+        (Network::Deny, &[][..], true),
+        (Network::Deny, &[80, 443][..], true),
+        (Network::Deny, &[80][..], false),
+        (Network::Allow, &[][..], false),
+        (Network::Allow, &[][..], true),
+    ] {
+        let rules = socket_rules(&policy(network, ports, unix)).unwrap();
+        let reference = reference(rules.clone());
+        let program = program(&policy(network, ports, unix)).unwrap();
+        let mut check = |c: &Call| {
+            assert_eq!(
+                run(&program, c),
+                verdict(&reference, c),
+                "{network:?} {ports:?} {unix} nr {:#x} {:x?}",
+                c.nr,
+                c.args
+            );
+            checked += 1;
+        };
+        for nr in (0..600).chain([0x3fff_ffff, 0x7fff_ffff, 0xffff_ffff]) {
+            for x32 in [0, 0x4000_0000] {
+                for foreign in [false, true] {
+                    for a in &args {
+                        let mut c = call(0, a);
+                        c.nr = nr | x32;
+                        if foreign {
+                            c.arch = 0x4000_0003;
+                        }
+                        check(&c);
+                    }
+                }
+            }
+        }
+        for nr in [libc::SYS_socket, libc::SYS_socketpair] {
+            for &f in &families {
+                for &t in &types {
+                    for &p in &protocols {
+                        check(&call(nr, &[f, t, p]));
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 100_000);
+}
+
+#[test]
+fn the_hand_written_program_answers_as_seccompiler_did() {
+    let reference = reference(Rules::new());
+    let program = privileged();
+    assert!(program.len() < 80, "{} instructions", program.len());
+    // Every namespace flag alone, all of them, with and without other flags and high
+    // bits; personalities; ioctl commands with and without high bits.
+    let mut values: Vec<u64> = vec![0, 1, 0xffff_ffff, 0x1_0000_0000, u64::MAX];
+    for &flag in &NAMESPACE_FLAGS {
+        values.extend([
+            flag,
+            flag | libc::SIGCHLD as u64,
+            flag | 0xff_0000_0000,
+            !flag,
+        ]);
+    }
+    values.extend([
+        NAMESPACE_MASK as u64,
+        (libc::CLONE_VM | libc::CLONE_THREAD | libc::CLONE_SIGHAND) as u64,
+        libc::SIGCHLD as u64,
+        0x0004_0000,
+        0x1_ffff_ffff,
+        0xffff_fffe,
+        TIOCSTI,
+        TIOCLINUX,
+        TIOCSTI | 0x1_0000_0000,
+        TIOCLINUX | 0xffff_ffff_0000_0000,
+        TIOCSTI + 1,
+        libc::TIOCGWINSZ,
+    ]);
+    let mut checked = 0;
+    for nr in (0..600).chain([0x3fff_ffff, 0x7fff_ffff, 0xffff_ffff]) {
+        for x32 in [0, 0x4000_0000] {
+            for foreign in [false, true] {
+                for &a0 in &values {
+                    for a1 in [0, a0, TIOCSTI, TIOCLINUX | 0x1_0000_0000] {
+                        let mut c = call(0, &[a0, a1, a0]);
+                        c.nr = nr | x32;
+                        if foreign {
+                            c.arch = 0x4000_0003;
+                        }
+                        let want = verdict(&reference, &c);
+                        assert_eq!(run(&program, &c), want, "nr {:#x} {a0:#x} {a1:#x}", c.nr);
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 100_000);
+}
+
+fn socket(p: &[BpfProgram], family: i32, ty: i32, proto: i32) -> u32 {
+    verdict(
+        p,
+        &call(libc::SYS_socket, &[family as u64, ty as u64, proto as u64]),
+    )
+}
+
+#[test]
+fn socket_families_follow_the_policy() {
+    use libc::{AF_INET, AF_INET6, AF_NETLINK, AF_UNIX, SOCK_DGRAM, SOCK_STREAM};
+    let mptcp = 262;
+    let stream = SOCK_STREAM | libc::SOCK_CLOEXEC;
+
+    let p = programs(&policy(Network::Deny, &[], false)).unwrap();
+    for (f, t) in [(AF_INET, stream), (AF_INET6, SOCK_DGRAM), (AF_UNIX, stream)] {
+        assert_eq!(socket(&p, f, t, 0), EACCES);
+    }
+    let pair = |p: &[BpfProgram], f: i32| {
+        verdict(
+            p,
+            &call(libc::SYS_socketpair, &[f as u64, SOCK_STREAM as u64]),
+        )
+    };
+    assert_eq!(pair(&p, AF_UNIX), RET_ALLOW);
+    assert_eq!(pair(&p, AF_INET), EACCES);
+
+    let p = programs(&policy(Network::Deny, &[80], true)).unwrap();
+    assert_eq!(socket(&p, AF_INET, stream, 0), RET_ALLOW);
+    assert_eq!(
+        socket(&p, AF_INET6, SOCK_STREAM, libc::IPPROTO_TCP),
+        RET_ALLOW
+    );
+    assert_eq!(socket(&p, AF_UNIX, SOCK_STREAM, 0), RET_ALLOW);
+    assert_eq!(socket(&p, AF_INET, SOCK_DGRAM, 0), EACCES);
+    assert_eq!(socket(&p, AF_INET, SOCK_STREAM, mptcp), EACCES);
+    assert_eq!(socket(&p, AF_NETLINK, libc::SOCK_RAW, 0), EACCES);
+
+    let p = programs(&policy(Network::Allow, &[], false)).unwrap();
+    assert_eq!(socket(&p, AF_INET, SOCK_DGRAM, 0), RET_ALLOW);
+    assert_eq!(socket(&p, AF_UNIX, SOCK_STREAM, 0), EACCES);
+
+    let p = programs(&policy(Network::Allow, &[], true)).unwrap();
+    assert_eq!(
+        p,
+        vec![privileged()],
+        "no socket part when nothing is denied"
+    );
+    assert_eq!(socket(&p, AF_INET, SOCK_STREAM, mptcp), RET_ALLOW);
+}
+
+#[test]
+fn every_policy_s_filter_stays_short() {
+    // Attaching costs the kernel time in proportion to the length: allowed TCP ports
+    // are a masked compare, not a rule per socket type (seccompiler's 350 instructions).
+    for (network, ports, unix) in [
+        (Network::Deny, &[][..], false),
+        (Network::Deny, &[443][..], false),
+        (Network::Deny, &[80, 443][..], true),
+        (Network::Allow, &[][..], false),
+        (Network::Allow, &[][..], true),
+    ] {
+        let len = program(&policy(network, ports, unix)).unwrap().len();
+        eprintln!("{network:?} {ports:?} {unix}: {len} instructions");
+        assert!(
+            len < 100,
+            "{network:?} {ports:?} {unix}: {len} instructions"
+        );
+    }
+}
