@@ -37,7 +37,7 @@ use bpf::{
     load_arg, ret, ret_errno,
 };
 use seccompiler::BpfProgram;
-use stockade_policy::{Network, Policy};
+use stockade_policy::{Mode, Network, Policy};
 
 #[cfg(target_arch = "x86_64")]
 mod arch {
@@ -69,6 +69,18 @@ enum Label {
     Socketpair,
     /// `socket(AF_INET/AF_INET6, ...)` with allowed TCP ports: type and protocol.
     InetSocket,
+    /// EPERM when the mode in this argument has the set-uid or set-gid bit.
+    SetidMode(u32),
+    /// EPERM unless the pid in the first argument is 0 (the caller itself).
+    SelfPid,
+    /// EPERM unless `(which, who)` is `(PRIO_PROCESS, 0)`.
+    SetpriorityOfSelf,
+    /// EPERM unless `(which, who)` is `(IOPRIO_WHO_PROCESS, 0)`.
+    IoprioOfSelf,
+    /// EPERM when the flags in this argument ask for TCP Fast Open.
+    FastOpen(u32),
+    /// `setsockopt(IPPROTO_TCP, TCP_FASTOPEN or TCP_FASTOPEN_CONNECT)`.
+    Setsockopt,
 }
 use Label::*;
 
@@ -76,6 +88,7 @@ type Asm = Code<Label>;
 const ALLOW: To<Label> = To::Label(Allow);
 const EPERM: To<Label> = To::Label(Eperm);
 const EACCES: To<Label> = To::Label(Eacces);
+const ENOSYS: To<Label> = To::Label(Enosys);
 
 /// The guard, the start of the filter: architecture check, x32 range, clone3. Leaves the
 /// system call number in the accumulator.
@@ -165,27 +178,196 @@ const DENIED: &[i64] = &[
     libc::SYS_open_by_handle_at,
 ];
 
+/// Calls numbered alike on every architecture (the unified table) that libc does not
+/// name on all of them.
+const SYS_FCHMODAT2: i64 = 452;
+const SYS_SETXATTRAT: i64 = 463;
+const SYS_REMOVEXATTRAT: i64 = 466;
+
+/// The set-uid and set-gid bits of a mode.
+const SETID_BITS: u32 = (libc::S_ISUID | libc::S_ISGID) as u32;
+
+/// Extended attribute writes, refused (EPERM) in every confined mode. Landlock governs
+/// none of them, and their names (`security.capability`, `system.posix_acl_access`,
+/// `trusted.*`) live in memory a filter cannot read: a file capability or an ACL
+/// granting others write access must not be settable on anything the command owns.
+const XATTR_WRITES: &[i64] = &[
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
+    SYS_SETXATTRAT,
+    SYS_REMOVEXATTRAT,
+];
+
+/// Where the mode is among each call's arguments, for the calls that set mode bits:
+/// in every confined mode none may set the set-uid or set-gid bit (Landlock governs no
+/// metadata, so a command could otherwise make any file it owns set-uid, outside the
+/// writable roots too; as root, a set-uid-root file). Creating a file with those bits
+/// is the same, so `open`, `creat` and `mknod` are checked as well.
+const MODE_SETTERS: &[(i64, u32)] = &[
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_chmod, 1),
+    (libc::SYS_fchmod, 1),
+    (libc::SYS_fchmodat, 2),
+    (SYS_FCHMODAT2, 2),
+];
+const MODE_CREATORS: &[(i64, u32)] = &[
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_open, 2),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_creat, 1),
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_mknod, 1),
+    (libc::SYS_openat, 3),
+    (libc::SYS_mknodat, 2),
+];
+
+/// Every other metadata change, refused outright in read-only mode (where nothing may
+/// change): owners and times. The mode setters are refused there too.
+const OTHER_METADATA: &[i64] = &[
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_chown,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_lchown,
+    libc::SYS_fchown,
+    libc::SYS_fchownat,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_utime,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_utimes,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_futimesat,
+    libc::SYS_utimensat,
+];
+
+/// Calls addressed by a pid that change another process (its limits, scheduling,
+/// memory placement) or read its state: allowed only on the caller itself (pid 0).
+/// Landlock's signal scope covers signals, not these. A thread's own tid is a pid here
+/// too, so `pthread_setaffinity_np` on another thread is refused: the filter cannot tell
+/// the caller's threads from other processes.
+const SELF_PID_ONLY: &[i64] = &[
+    libc::SYS_prlimit64,
+    libc::SYS_sched_setaffinity,
+    libc::SYS_sched_setscheduler,
+    libc::SYS_sched_setparam,
+    libc::SYS_sched_setattr,
+    libc::SYS_migrate_pages,
+    libc::SYS_move_pages,
+    libc::SYS_get_robust_list,
+];
+
+/// Calls on other processes that name them by a descriptor or by two pids, which a
+/// filter cannot relate to the caller: refused (EPERM).
+const OTHER_PROCESSES: &[i64] = &[
+    libc::SYS_process_madvise,
+    libc::SYS_process_mrelease,
+    libc::SYS_kcmp,
+];
+
+/// System V IPC and POSIX message queues, refused (EPERM). Without an IPC namespace
+/// their objects are shared with every process of the host, outside ones included, and
+/// outlive the run. POSIX shared memory and semaphores are files in `/dev/shm`, which
+/// the filesystem rules govern.
+const IPC: &[i64] = &[
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_shmdt,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+    libc::SYS_mq_open,
+    libc::SYS_mq_unlink,
+    libc::SYS_mq_timedsend,
+    libc::SYS_mq_timedreceive,
+    libc::SYS_mq_notify,
+    libc::SYS_mq_getsetattr,
+];
+
+/// `IOPRIO_WHO_PROCESS` (linux/ioprio.h).
+const IOPRIO_WHO_PROCESS: u32 = 1;
+
 /// Which system calls have a rule under `policy`, and where each one goes.
 fn rules(policy: &Policy) -> Vec<(i64, To<Label>)> {
-    let mut rules: Vec<(i64, To<Label>)> = DENIED.iter().map(|&nr| (nr, EPERM)).collect();
+    let eperm = |list: &[i64]| list.iter().map(|&nr| (nr, EPERM)).collect::<Vec<_>>();
+    let mut rules: Vec<(i64, To<Label>)> = eperm(DENIED);
     rules.extend([
         (libc::SYS_clone, To::Label(Clone)),
         (libc::SYS_personality, To::Label(Personality)),
         (libc::SYS_ioctl, To::Label(Ioctl)),
+        // open_how, with the mode, is in memory: ENOSYS, as on kernels before 5.6, makes
+        // callers fall back to openat, whose mode the filter reads.
+        (libc::SYS_openat2, ENOSYS),
     ]);
+    rules.extend(eperm(XATTR_WRITES));
+    let setid = |&(nr, arg): &(i64, u32)| (nr, To::Label(SetidMode(arg)));
+    if policy.mode == Mode::ReadOnly {
+        rules.extend(MODE_SETTERS.iter().map(|&(nr, _)| (nr, EPERM)));
+        rules.extend(eperm(OTHER_METADATA));
+    } else {
+        rules.extend(MODE_SETTERS.iter().map(setid));
+    }
+    rules.extend(MODE_CREATORS.iter().map(setid));
+    rules.extend(SELF_PID_ONLY.iter().map(|&nr| (nr, To::Label(SelfPid))));
+    rules.extend([
+        (libc::SYS_setpriority, To::Label(SetpriorityOfSelf)),
+        (libc::SYS_ioprio_set, To::Label(IoprioOfSelf)),
+    ]);
+    rules.extend(eperm(OTHER_PROCESSES));
+    rules.extend(eperm(IPC));
     if policy.network == Network::Deny || !policy.allow_unix_sockets {
         rules.push((libc::SYS_socket, To::Label(Socket)));
     }
     if policy.network == Network::Deny {
         rules.push((libc::SYS_socketpair, To::Label(Socketpair)));
+        // TCP Fast Open connects (sends a SYN with data) from `sendto`/`sendmsg`
+        // without passing the connect hook Landlock's port rules sit on.
+        rules.extend([
+            (libc::SYS_sendto, To::Label(FastOpen(3))),
+            (libc::SYS_sendmsg, To::Label(FastOpen(2))),
+            (libc::SYS_sendmmsg, To::Label(FastOpen(3))),
+            (libc::SYS_setsockopt, To::Label(Setsockopt)),
+        ]);
+        if !policy.allow_tcp_connect.is_empty() {
+            // listen() on an unbound TCP socket binds it to a free port without the bind
+            // hook Landlock's rules sit on, and then accepts connections. listen cannot
+            // tell a TCP socket from a unix one, so with TCP sockets creatable it is
+            // refused for every socket.
+            rules.push((libc::SYS_listen, EPERM));
+        }
     }
     rules
 }
 
 /// The argument checks of the calls [`rules`] sends to a block, each ending in an answer.
-fn blocks(policy: &Policy, code: &mut Asm, labels: &mut Vec<(Label, usize)>) {
+/// Only the blocks something jumps to are laid out (`used` starts with the targets of the
+/// decision tree; a block only jumps to blocks after it).
+fn blocks(
+    policy: &Policy,
+    code: &mut Asm,
+    labels: &mut Vec<(Label, usize)>,
+    used: &mut Vec<Label>,
+) {
     let mut block = |label: Label, insns: &[bpf::Insn<Label>]| {
+        if !used.contains(&label) {
+            return;
+        }
         labels.push((label, code.len()));
+        for &(_, _, jt, jf) in insns {
+            for to in [jt, jf] {
+                if let To::Label(l) = to {
+                    used.push(l);
+                }
+            }
+        }
         code.extend_from_slice(insns);
     };
     // clone's flags are an unsigned long in the first argument (x86_64 and aarch64);
@@ -256,6 +438,46 @@ fn blocks(policy: &Policy, code: &mut Asm, labels: &mut Vec<(Label, usize)>) {
         // socketpair only ever connects a process to itself: AF_UNIX stays allowed.
         block(Socketpair, &[load_arg(0), (JEQ_K, unix, ALLOW, EACCES)]);
     }
+    // Modes are a umode_t, flags an unsigned int, pids and `which` an int: the low half
+    // of each argument is all the kernel reads.
+    for arg in [1, 2, 3] {
+        block(
+            SetidMode(arg),
+            &[load_arg(arg), (JSET_K, SETID_BITS, EPERM, ALLOW)],
+        );
+    }
+    block(SelfPid, &[load_arg(0), (JEQ_K, 0, ALLOW, EPERM)]);
+    let of_self = |which: u32| {
+        [
+            load_arg(0),
+            (JEQ_K, which, To::Next, EPERM),
+            load_arg(1),
+            (JEQ_K, 0, ALLOW, EPERM),
+        ]
+    };
+    block(SetpriorityOfSelf, &of_self(libc::PRIO_PROCESS));
+    block(IoprioOfSelf, &of_self(IOPRIO_WHO_PROCESS));
+    if deny {
+        for arg in [2, 3] {
+            block(
+                FastOpen(arg),
+                &[
+                    load_arg(arg),
+                    (JSET_K, libc::MSG_FASTOPEN as u32, EPERM, ALLOW),
+                ],
+            );
+        }
+        block(
+            Setsockopt,
+            &[
+                load_arg(1),
+                (JEQ_K, libc::IPPROTO_TCP as u32, To::Next, ALLOW),
+                load_arg(2),
+                (JEQ_K, libc::TCP_FASTOPEN as u32, EPERM, To::Next),
+                (JEQ_K, libc::TCP_FASTOPEN_CONNECT as u32, EPERM, ALLOW),
+            ],
+        );
+    }
     // Last: classic BPF only jumps forwards.
     block(Allow, &[ret(RET_ALLOW)]);
     block(Eperm, &[ret(ret_errno(libc::EPERM))]);
@@ -277,8 +499,16 @@ pub fn program(policy: &Policy) -> Result<BpfProgram, RunnerError> {
     let mut code = Asm::new();
     guard(&mut code);
     bpf::search(&keys, ALLOW, &mut code);
+    let mut used: Vec<Label> = code
+        .iter()
+        .flat_map(|&(_, _, jt, jf)| [jt, jf])
+        .filter_map(|to| match to {
+            To::Label(l) => Some(l),
+            _ => None,
+        })
+        .collect();
     let mut labels = Vec::new();
-    blocks(policy, &mut code, &mut labels);
+    blocks(policy, &mut code, &mut labels, &mut used);
     bpf::assemble(&code, &labels).ok_or_else(|| seccomp_error("the filter's jumps do not fit"))
 }
 

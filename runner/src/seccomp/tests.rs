@@ -307,14 +307,91 @@ fn privileged() -> BpfProgram {
     program(&policy(Network::Allow, &[], true)).unwrap()
 }
 
-/// What the programs as they were answer: the separate guard, seccompiler's
-/// programs for the EPERM and the socket rules, combined by the kernel's severity
-/// rule.
-fn reference(socket_rules: Rules) -> Vec<BpfProgram> {
+/// seccompiler's rules for the sealing rules under `policy` (metadata, other processes,
+/// IPC, TCP Fast Open and listen), refused with EPERM.
+fn sealing_rules(policy: &Policy) -> Result<Rules, RunnerError> {
+    let mut rules = Rules::new();
+    let always = |rules: &mut Rules, list: &[i64]| {
+        for &nr in list {
+            rules.insert(nr, Vec::new());
+        }
+    };
+    always(&mut rules, XATTR_WRITES);
+    always(&mut rules, OTHER_PROCESSES);
+    always(&mut rules, IPC);
+    let setid = |arg: u32| -> Result<Vec<SeccompRule>, RunnerError> {
+        [libc::S_ISUID as u64, libc::S_ISGID as u64]
+            .into_iter()
+            .map(|bit| rule(vec![cond(arg as u8, Len::Dword, Op::MaskedEq(bit), bit)?]))
+            .collect()
+    };
+    if policy.mode == Mode::ReadOnly {
+        for &(nr, _) in MODE_SETTERS {
+            rules.insert(nr, Vec::new());
+        }
+        always(&mut rules, OTHER_METADATA);
+    } else {
+        for &(nr, arg) in MODE_SETTERS {
+            rules.insert(nr, setid(arg)?);
+        }
+    }
+    for &(nr, arg) in MODE_CREATORS {
+        rules.insert(nr, setid(arg)?);
+    }
+    for &nr in SELF_PID_ONLY {
+        rules.insert(nr, vec![rule(vec![cond(0, Len::Dword, Op::Ne, 0)?])?]);
+    }
+    for (nr, which) in [
+        (libc::SYS_setpriority, libc::PRIO_PROCESS as u64),
+        (libc::SYS_ioprio_set, 1),
+    ] {
+        let which = rule(vec![cond(0, Len::Dword, Op::Ne, which)?])?;
+        let who = rule(vec![cond(1, Len::Dword, Op::Ne, 0)?])?;
+        rules.insert(nr, vec![which, who]);
+    }
+    if policy.network == Network::Deny {
+        let fastopen = libc::MSG_FASTOPEN as u64;
+        let fast = |arg: u8| -> Result<Vec<SeccompRule>, RunnerError> {
+            Ok(vec![rule(vec![cond(
+                arg,
+                Len::Dword,
+                Op::MaskedEq(fastopen),
+                fastopen,
+            )?])?])
+        };
+        rules.insert(libc::SYS_sendto, fast(3)?);
+        rules.insert(libc::SYS_sendmsg, fast(2)?);
+        rules.insert(libc::SYS_sendmmsg, fast(3)?);
+        let tcp = libc::IPPROTO_TCP as u64;
+        let opt = |name: i32| -> Result<SeccompRule, RunnerError> {
+            rule(vec![
+                cond(1, Len::Dword, Op::Eq, tcp)?,
+                cond(2, Len::Dword, Op::Eq, name as u64)?,
+            ])
+        };
+        rules.insert(
+            libc::SYS_setsockopt,
+            vec![opt(libc::TCP_FASTOPEN)?, opt(libc::TCP_FASTOPEN_CONNECT)?],
+        );
+        if !policy.allow_tcp_connect.is_empty() {
+            rules.insert(libc::SYS_listen, Vec::new());
+        }
+    }
+    Ok(rules)
+}
+
+/// What the programs as they were answer: the separate guard, seccompiler's programs for
+/// the EPERM, ENOSYS and socket rules, combined by the kernel's severity rule.
+fn reference(policy: &Policy) -> Vec<BpfProgram> {
+    let mut eperm = privileged_rules().unwrap();
+    eperm.extend(sealing_rules(policy).unwrap());
+    let enosys: Rules = [(libc::SYS_openat2, Vec::new())].into_iter().collect();
     let mut reference = vec![
         reference_guard(),
-        compile_chain(privileged_rules().unwrap(), libc::EPERM, TARGET).unwrap(),
+        compile_chain(eperm, libc::EPERM, TARGET).unwrap(),
+        compile_chain(enosys, libc::ENOSYS, TARGET).unwrap(),
     ];
+    let socket_rules = socket_rules(policy).unwrap();
     if !socket_rules.is_empty() {
         reference.push(compile_chain(socket_rules, libc::EACCES, TARGET).unwrap());
     }
@@ -324,8 +401,36 @@ fn reference(socket_rules: Rules) -> Vec<BpfProgram> {
 #[test]
 fn the_one_filter_answers_as_the_separate_programs_did_for_every_policy() {
     // Arguments that hit and miss every rule: flags, commands, families.
-    let args: Vec<[u64; 3]> = vec![
-        [0, 0, 0],
+    let fastopen = libc::MSG_FASTOPEN as u64;
+    let (tcp, setid) = (
+        libc::IPPROTO_TCP as u64,
+        (libc::S_ISUID | libc::S_ISGID) as u64,
+    );
+    let args: Vec<[u64; 4]> = vec![
+        [0, 0, 0, 0],
+        // Modes with and without the set-id bits, in each position.
+        [0, 0o4755, 0, 0],
+        [0, 0, 0o2755, 0],
+        [0, 0, 0, 0o6000],
+        [0o7777, 0o755, 0o1777, 0o644],
+        [0, 0x1_0000_0000 | setid, 0xffff_0000_0000_0000, !setid],
+        // Pids, `which` and `who`.
+        [5, 0, 0, 0],
+        [0, 5, 0, 0],
+        [1, 0, 0, 0],
+        [2, 0, 0, 0],
+        [0x1_0000_0000, 0, 0, 0],
+        [u64::MAX, u64::MAX, 0, 0],
+        // MSG_FASTOPEN and the TCP options.
+        [3, 0, fastopen, 0],
+        [3, 0, 0, fastopen | libc::MSG_NOSIGNAL as u64],
+        [3, tcp, libc::TCP_FASTOPEN as u64, 0],
+        [3, tcp, libc::TCP_FASTOPEN_CONNECT as u64, 0],
+        [3, tcp | 0x1_0000_0000, libc::TCP_FASTOPEN_CONNECT as u64, 0],
+        [3, libc::SOL_SOCKET as u64, libc::TCP_FASTOPEN as u64, 0],
+        [3, tcp, libc::TCP_NODELAY as u64, 0],
+    ];
+    let args3: Vec<[u64; 3]> = vec![
         [libc::CLONE_NEWUSER as u64 | libc::SIGCHLD as u64, 0, 0],
         [libc::CLONE_NEWNET as u64, 0, 0],
         [0x0004_0000, 0, 0],
@@ -342,6 +447,10 @@ fn the_one_filter_answers_as_the_separate_programs_did_for_every_policy() {
         ],
         [libc::AF_NETLINK as u64, libc::SOCK_RAW as u64, 0],
     ];
+    let args: Vec<[u64; 4]> = args
+        .into_iter()
+        .chain(args3.into_iter().map(|a| [a[0], a[1], a[2], 0]))
+        .collect();
     // Every combination of family, type and protocol for the socket calls.
     let families = [
         0,
@@ -363,22 +472,31 @@ fn the_one_filter_answers_as_the_separate_programs_did_for_every_policy() {
     let types: Vec<u64> = types.collect();
     let protocols = [0, libc::IPPROTO_TCP as u64, libc::IPPROTO_UDP as u64, 262];
     let mut checked = 0;
-    for (network, ports, unix) in [
-        (Network::Deny, &[][..], false),
-        (Network::Deny, &[][..], true),
-        (Network::Deny, &[80, 443][..], true),
-        (Network::Deny, &[80][..], false),
-        (Network::Allow, &[][..], false),
-        (Network::Allow, &[][..], true),
-    ] {
-        let rules = socket_rules(&policy(network, ports, unix)).unwrap();
-        let reference = reference(rules.clone());
-        let program = program(&policy(network, ports, unix)).unwrap();
+    for (mode, network, ports, unix) in
+        [Mode::WorkspaceWrite, Mode::ReadOnly]
+            .into_iter()
+            .flat_map(|mode| {
+                [
+                    (mode, Network::Deny, &[][..], false),
+                    (mode, Network::Deny, &[][..], true),
+                    (mode, Network::Deny, &[80, 443][..], true),
+                    (mode, Network::Deny, &[80][..], false),
+                    (mode, Network::Allow, &[][..], false),
+                    (mode, Network::Allow, &[][..], true),
+                ]
+            })
+    {
+        let policy = Policy {
+            mode,
+            ..policy(network, ports, unix)
+        };
+        let reference = reference(&policy);
+        let program = program(&policy).unwrap();
         let mut check = |c: &Call| {
             assert_eq!(
                 run(&program, c),
                 verdict(&reference, c),
-                "{network:?} {ports:?} {unix} nr {:#x} {:x?}",
+                "{mode:?} {network:?} {ports:?} {unix} nr {:#x} {:x?}",
                 c.nr,
                 c.args
             );
@@ -413,9 +531,8 @@ fn the_one_filter_answers_as_the_separate_programs_did_for_every_policy() {
 
 #[test]
 fn the_hand_written_program_answers_as_seccompiler_did() {
-    let reference = reference(Rules::new());
+    let reference = reference(&policy(Network::Allow, &[], true));
     let program = privileged();
-    assert!(program.len() < 80, "{} instructions", program.len());
     // Every namespace flag alone, all of them, with and without other flags and high
     // bits; personalities; ioctl commands with and without high bits.
     let mut values: Vec<u64> = vec![0, 1, 0xffff_ffff, 0x1_0000_0000, u64::MAX];
@@ -527,7 +644,7 @@ fn every_policy_s_filter_stays_short() {
         let len = program(&policy(network, ports, unix)).unwrap().len();
         eprintln!("{network:?} {ports:?} {unix}: {len} instructions");
         assert!(
-            len < 100,
+            len < 200,
             "{network:?} {ports:?} {unix}: {len} instructions"
         );
     }
