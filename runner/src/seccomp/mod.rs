@@ -165,6 +165,7 @@ const DENIED: &[i64] = &[
     libc::SYS_fsmount,
     libc::SYS_fspick,
     libc::SYS_mount_setattr,
+    SYS_OPEN_TREE_ATTR,
     // Namespaces: a user namespace hands out capabilities over a fresh world.
     libc::SYS_unshare,
     libc::SYS_setns,
@@ -183,9 +184,11 @@ const DENIED: &[i64] = &[
 const SYS_FCHMODAT2: i64 = 452;
 const SYS_SETXATTRAT: i64 = 463;
 const SYS_REMOVEXATTRAT: i64 = 466;
+const SYS_OPEN_TREE_ATTR: i64 = 467;
+const SYS_FILE_SETATTR: i64 = 469;
 
 /// The set-uid and set-gid bits of a mode.
-const SETID_BITS: u32 = (libc::S_ISUID | libc::S_ISGID) as u32;
+const SETID_BITS: u32 = libc::S_ISUID | libc::S_ISGID;
 
 /// Extended attribute writes, refused (EPERM) in every confined mode. Landlock governs
 /// none of them, and their names (`security.capability`, `system.posix_acl_access`,
@@ -241,7 +244,14 @@ const OTHER_METADATA: &[i64] = &[
     #[cfg(target_arch = "x86_64")]
     libc::SYS_futimesat,
     libc::SYS_utimensat,
+    // Inode flags and the extended `fsxattr` (project, extent size, no-dump, ...).
+    SYS_FILE_SETATTR,
 ];
+
+/// The ioctl commands that set inode flags (`chattr`), refused in read-only mode with
+/// the other metadata calls: `FS_IOC_SETFLAGS` (and its 32-bit twin, the same command
+/// with a 4-byte size) and `FS_IOC_FSSETXATTR`.
+const SETATTR_IOCTLS: [u32; 3] = [0x4008_6602, 0x4004_6602, 0x401c_5820];
 
 /// Calls addressed by a pid that change another process (its limits, scheduling,
 /// memory placement) or read its state: allowed only on the caller itself (pid 0).
@@ -386,14 +396,12 @@ fn blocks(
         ],
     );
     // The ioctl command is an unsigned int in the kernel.
-    block(
-        Ioctl,
-        &[
-            load_arg(1),
-            (JEQ_K, TIOCSTI, EPERM, To::Next),
-            (JEQ_K, TIOCLINUX, EPERM, ALLOW),
-        ],
-    );
+    let mut ioctl = vec![load_arg(1), (JEQ_K, TIOCSTI, EPERM, To::Next)];
+    if policy.mode == Mode::ReadOnly {
+        ioctl.extend(SETATTR_IOCTLS.map(|cmd| (JEQ_K, cmd, EPERM, To::Next)));
+    }
+    ioctl.push((JEQ_K, TIOCLINUX, EPERM, ALLOW));
+    block(Ioctl, &ioctl);
     let unix = libc::AF_UNIX as u32;
     // socket(family, type, protocol): the family is an int.
     let mut socket = vec![load_arg(0)];
