@@ -303,7 +303,8 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
             allow_unix_sockets: false,
             keep_fds: Vec::new(),
         },
-        enforcement: Enforcement::Full,
+        // Workspace-write cannot hold metadata outside the writable roots yet.
+        enforcement: Enforcement::Partial,
         guarantees: Vec::new(),
         status_path: None,
     }
