@@ -181,7 +181,10 @@ fn the_command_cannot_write_the_status_file_by_path() {
     assert_eq!(c["statusChannel"], "in-band");
     let out = spawn_argv(&c);
     assert_code(&out, 0);
-    assert_eq!(status_text(&c), "stockade-status 1 confined partial\nforged\n");
+    assert_eq!(
+        status_text(&c),
+        "stockade-status 1 confined partial\nforged\n"
+    );
     let v = classify(&fx, &c, &out);
     assert_eq!(v["evidence"], "exit-rules");
 }

@@ -60,6 +60,7 @@ enum Label {
     Allow,
     Eperm,
     Eacces,
+    Eopnotsupp,
     Enosys,
     /// The argument checks of one system call.
     Clone,
@@ -88,6 +89,7 @@ type Asm = Code<Label>;
 const ALLOW: To<Label> = To::Label(Allow);
 const EPERM: To<Label> = To::Label(Eperm);
 const EACCES: To<Label> = To::Label(Eacces);
+const EOPNOTSUPP: To<Label> = To::Label(Eopnotsupp);
 const ENOSYS: To<Label> = To::Label(Enosys);
 
 /// The guard, the start of the filter: architecture check, x32 range, clone3. Leaves the
@@ -190,10 +192,13 @@ const SYS_FILE_SETATTR: i64 = 469;
 /// The set-uid and set-gid bits of a mode.
 const SETID_BITS: u32 = libc::S_ISUID | libc::S_ISGID;
 
-/// Extended attribute writes, refused (EPERM) in every confined mode. Landlock governs
-/// none of them, and their names (`security.capability`, `system.posix_acl_access`,
-/// `trusted.*`) live in memory a filter cannot read: a file capability or an ACL
-/// granting others write access must not be settable on anything the command owns.
+/// Extended attribute writes, refused in every confined mode. Landlock governs none of
+/// them, and their names (`security.capability`, `system.posix_acl_access`, `trusted.*`)
+/// live in memory a filter cannot read: a file capability or an ACL granting others
+/// write access must not be settable on anything the command owns. The answer is
+/// EOPNOTSUPP, what a filesystem without extended attributes gives: `cp -p`, `tar`
+/// and the like then fall back to plain mode bits (which the filter does read) instead
+/// of failing, as they would on EPERM (`cp -p` sets modes as an ACL).
 const XATTR_WRITES: &[i64] = &[
     libc::SYS_setxattr,
     libc::SYS_lsetxattr,
@@ -317,7 +322,7 @@ fn rules(policy: &Policy) -> Vec<(i64, To<Label>)> {
         // callers fall back to openat, whose mode the filter reads.
         (libc::SYS_openat2, ENOSYS),
     ]);
-    rules.extend(eperm(XATTR_WRITES));
+    rules.extend(XATTR_WRITES.iter().map(|&nr| (nr, EOPNOTSUPP)));
     let setid = |&(nr, arg): &(i64, u32)| (nr, To::Label(SetidMode(arg)));
     if policy.mode == Mode::ReadOnly {
         rules.extend(MODE_SETTERS.iter().map(|&(nr, _)| (nr, EPERM)));
@@ -490,6 +495,7 @@ fn blocks(
     block(Allow, &[ret(RET_ALLOW)]);
     block(Eperm, &[ret(ret_errno(libc::EPERM))]);
     block(Eacces, &[ret(ret_errno(libc::EACCES))]);
+    block(Eopnotsupp, &[ret(ret_errno(libc::EOPNOTSUPP))]);
     block(Enosys, &[ret(ret_errno(libc::ENOSYS))]);
 }
 
