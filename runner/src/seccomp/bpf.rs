@@ -14,6 +14,7 @@ pub const LD_W_ABS: u16 = op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS);
 pub const AND_K: u16 = op(libc::BPF_ALU | libc::BPF_AND | libc::BPF_K);
 pub const JEQ_K: u16 = op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K);
 pub const JGE_K: u16 = op(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K);
+pub const JGT_K: u16 = op(libc::BPF_JMP | libc::BPF_JGT | libc::BPF_K);
 pub const JSET_K: u16 = op(libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K);
 pub const RET_K: u16 = op(libc::BPF_RET | libc::BPF_K);
 
@@ -38,7 +39,7 @@ pub const fn arg_low(i: u32) -> u32 {
 compile_error!("the seccomp filter reads argument halves as laid out on little-endian");
 
 /// Where a jump goes; resolved once the program is laid out.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum To<L> {
     Next,
     /// Over the next `n` instructions.
@@ -88,13 +89,35 @@ pub fn assemble<L: PartialEq + Copy>(
         .collect()
 }
 
-/// Emits a decision tree on the accumulator (the system call number): to the target
-/// paired with it when it is one of `keys` (sorted by number, distinct), else to `miss`.
-pub fn search<L: Copy>(keys: &[(u32, To<L>)], miss: To<L>, code: &mut Code<L>) {
+/// A run of consecutive system call numbers, `first..=last`, that go to one target.
+pub type Range<L> = (u32, u32, To<L>);
+
+/// Merges `keys` (sorted by number, distinct) into runs of consecutive numbers with the
+/// same target: a run costs the decision tree two compares instead of one per number.
+pub fn ranges<L: Copy + PartialEq>(keys: &[(u32, To<L>)]) -> Vec<Range<L>> {
+    let mut out: Vec<Range<L>> = Vec::new();
+    for &(nr, to) in keys {
+        match out.last_mut() {
+            Some((_, last, t)) if *t == to && last.checked_add(1) == Some(nr) => *last = nr,
+            _ => out.push((nr, nr, to)),
+        }
+    }
+    out
+}
+
+/// Emits a decision tree on the accumulator (the system call number): to the target of
+/// the range it falls in when it is in one of `keys` (sorted, disjoint), else to `miss`.
+pub fn search<L: Copy>(keys: &[Range<L>], miss: To<L>, code: &mut Code<L>) {
     if keys.len() <= 4 {
-        for (i, &(k, hit)) in keys.iter().enumerate() {
+        // In ascending order: a number below a range's first is in none of the rest.
+        for (i, &(first, last, hit)) in keys.iter().enumerate() {
             let next = if i + 1 == keys.len() { miss } else { To::Next };
-            code.push((JEQ_K, k, hit, next));
+            if first == last {
+                code.push((JEQ_K, first, hit, next));
+            } else {
+                code.push((JGE_K, first, To::Next, miss));
+                code.push((JGT_K, last, next, hit));
+            }
         }
         return;
     }

@@ -512,7 +512,7 @@ pub fn program(policy: &Policy) -> Result<BpfProgram, RunnerError> {
     }
     let mut code = Asm::new();
     guard(&mut code);
-    bpf::search(&keys, ALLOW, &mut code);
+    bpf::search(&bpf::ranges(&keys), ALLOW, &mut code);
     let mut used: Vec<Label> = code
         .iter()
         .flat_map(|&(_, _, jt, jf)| [jt, jf])

@@ -650,7 +650,8 @@ fn socket_families_follow_the_policy() {
 #[test]
 fn every_policy_s_filter_stays_short() {
     // Attaching costs the kernel time in proportion to the length: allowed TCP ports
-    // are a masked compare, not a rule per socket type (seccompiler's 350 instructions).
+    // are a masked compare, not a rule per socket type (seccompiler's 350 instructions),
+    // and runs of consecutive numbers (System V IPC, the mount family) two compares.
     for (network, ports, unix) in [
         (Network::Deny, &[][..], false),
         (Network::Deny, &[443][..], false),
@@ -661,7 +662,7 @@ fn every_policy_s_filter_stays_short() {
         let len = program(&policy(network, ports, unix)).unwrap().len();
         eprintln!("{network:?} {ports:?} {unix}: {len} instructions");
         assert!(
-            len < 200,
+            len < 150,
             "{network:?} {ports:?} {unix}: {len} instructions"
         );
     }
