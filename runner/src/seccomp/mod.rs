@@ -72,6 +72,9 @@ enum Label {
     InetSocket,
     /// EPERM when the mode in this argument has the set-uid or set-gid bit.
     SetidMode(u32),
+    /// `open`/`openat`: the mode (the argument after these flags) counts only when the
+    /// flags create a file; otherwise it is whatever the register held.
+    SetidOnCreate(u32),
     /// EPERM unless the pid in the first argument is 0 (the caller itself).
     SelfPid,
     /// EPERM unless `(which, who)` is `(PRIO_PROCESS, 0)`.
@@ -224,14 +227,21 @@ const MODE_SETTERS: &[(i64, u32)] = &[
 ];
 const MODE_CREATORS: &[(i64, u32)] = &[
     #[cfg(target_arch = "x86_64")]
-    (libc::SYS_open, 2),
-    #[cfg(target_arch = "x86_64")]
     (libc::SYS_creat, 1),
     #[cfg(target_arch = "x86_64")]
     (libc::SYS_mknod, 1),
-    (libc::SYS_openat, 3),
     (libc::SYS_mknodat, 2),
 ];
+/// The open calls and where their flags are (the mode follows them): the kernel reads
+/// the mode only with O_CREAT or O_TMPFILE, and callers that pass neither leave garbage
+/// there, which must not be refused.
+const OPENERS: &[(i64, u32)] = &[
+    #[cfg(target_arch = "x86_64")]
+    (libc::SYS_open, 1),
+    (libc::SYS_openat, 2),
+];
+/// The flags with which open creates a file: O_CREAT, and O_TMPFILE's own bit.
+const CREATING: u32 = (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u32;
 
 /// Every other metadata change, refused outright in read-only mode (where nothing may
 /// change): owners and times. The mode setters are refused there too.
@@ -331,6 +341,11 @@ fn rules(policy: &Policy) -> Vec<(i64, To<Label>)> {
         rules.extend(MODE_SETTERS.iter().map(setid));
     }
     rules.extend(MODE_CREATORS.iter().map(setid));
+    rules.extend(
+        OPENERS
+            .iter()
+            .map(|&(nr, flags)| (nr, To::Label(SetidOnCreate(flags)))),
+    );
     rules.extend(SELF_PID_ONLY.iter().map(|&nr| (nr, To::Label(SelfPid))));
     rules.extend([
         (libc::SYS_setpriority, To::Label(SetpriorityOfSelf)),
@@ -457,6 +472,17 @@ fn blocks(
         block(
             SetidMode(arg),
             &[load_arg(arg), (JSET_K, SETID_BITS, EPERM, ALLOW)],
+        );
+    }
+    for flags in [1, 2] {
+        block(
+            SetidOnCreate(flags),
+            &[
+                load_arg(flags),
+                (JSET_K, CREATING, To::Next, ALLOW),
+                load_arg(flags + 1),
+                (JSET_K, SETID_BITS, EPERM, ALLOW),
+            ],
         );
     }
     block(SelfPid, &[load_arg(0), (JEQ_K, 0, ALLOW, EPERM)]);

@@ -350,6 +350,18 @@ fn sealing_rules(policy: &Policy) -> Result<Rules, RunnerError> {
     for &(nr, arg) in MODE_CREATORS {
         rules.insert(nr, setid(arg)?);
     }
+    for &(nr, flags) in OPENERS {
+        let mut on_create = Vec::new();
+        for flag in [libc::O_CREAT as u64, 0o2000_0000] {
+            for bit in [libc::S_ISUID as u64, libc::S_ISGID as u64] {
+                on_create.push(rule(vec![
+                    cond(flags as u8, Len::Dword, Op::MaskedEq(flag), flag)?,
+                    cond(flags as u8 + 1, Len::Dword, Op::MaskedEq(bit), bit)?,
+                ])?);
+            }
+        }
+        rules.insert(nr, on_create);
+    }
     for &nr in SELF_PID_ONLY {
         rules.insert(nr, vec![rule(vec![cond(0, Len::Dword, Op::Ne, 0)?])?]);
     }
@@ -427,6 +439,11 @@ fn the_one_filter_answers_as_the_separate_programs_did_for_every_policy() {
         [0, 0, 0o2755, 0],
         [0, 0, 0, 0o6000],
         [0o7777, 0o755, 0o1777, 0o644],
+        [0, 0o100, 0o4755, 0],
+        [0, 0o2000_0000, 0o2755, 0],
+        [0, 0, 0o100, 0o6000],
+        [0, 0, 0o2020_0002, 0o4000],
+        [0, 0, 0o2, 0o6000],
         [0, 0x1_0000_0000 | setid, 0xffff_0000_0000_0000, !setid],
         // Pids, `which` and `who`.
         [5, 0, 0, 0],
@@ -784,10 +801,14 @@ mod table {
         ("fchmodat2 g+s", 452, [0, 0, 0o2700, 0], ALL_P),
         ("open", 2, [0, 0o101, 0o644, 0], ALL_A),
         ("open u+s", 2, [0, 0o101, 0o4755, 0], ALL_P),
+        ("open without O_CREAT, garbage mode", 2, [0, 0, 0o6755, 0], ALL_A),
+        ("open O_TMPFILE g+s", 2, [0, 0o20200002, 0o2755, 0], ALL_P),
         ("creat", 85, [0, 0o644, 0, 0], ALL_A),
         ("creat g+s", 85, [0, 0o2755, 0, 0], ALL_P),
         ("openat", 257, [0, 0, 0o101, 0o666], ALL_A),
         ("openat u+s", 257, [0, 0, 0o101, 0o6755], ALL_P),
+        ("openat without O_CREAT, garbage mode", 257, [0, 0, 0o2, 0o7777], ALL_A),
+        ("openat O_TMPFILE u+s", 257, [0, 0, 0o20200002, 0o4700], ALL_P),
         ("mknod", 133, [0, 0o100644, 0, 0], ALL_A),
         ("mknod u+s", 133, [0, 0o104755, 0, 0], ALL_P),
         ("mknodat", 259, [0, 0, 0o100644, 0], ALL_A),
