@@ -898,6 +898,15 @@ fn system_v_ipc_and_message_queues_are_refused() {
     // SAFETY: a private segment of this test, written once and removed below.
     let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, 0o666) };
     assert!(id >= 0);
+    /// Removes the segment however the test ends.
+    struct Segment(i32);
+    impl Drop for Segment {
+        fn drop(&mut self) {
+            // SAFETY: removing this test's own segment.
+            unsafe { libc::shmctl(self.0, libc::IPC_RMID, std::ptr::null_mut()) };
+        }
+    }
+    let _segment = Segment(id);
     // SAFETY: attaching the segment just created; it is 4096 bytes.
     unsafe {
         let addr = libc::shmat(id, std::ptr::null(), 0) as *mut u8;
@@ -932,8 +941,6 @@ fn system_v_ipc_and_message_queues_are_refused() {
     ] {
         assert_eq!(attack(&fx, DANGER, &[], args), "ok", "control {args:?}");
     }
-    // SAFETY: removing this test's segment.
-    unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
 }
 
 // ---------------------------------------------------------------------------------------
