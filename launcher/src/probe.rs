@@ -178,7 +178,13 @@ fn table(p: &Probe) -> String {
         let _ = write!(o, "{:<18} {:<16}", g.name(), first.needs);
         for m in confined {
             let r = &p.modes[m.as_str()].guarantees[g.name()];
-            let _ = write!(o, " {:<16}", r.status.as_str());
+            // A mode that needs another feature for it (metadata) names it.
+            let cell = if r.needs == first.needs {
+                r.status.as_str().to_string()
+            } else {
+                format!("{} ({})", r.status.as_str(), r.needs)
+            };
+            let _ = write!(o, " {cell:<16}");
         }
         let _ = writeln!(o);
     }

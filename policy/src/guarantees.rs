@@ -49,6 +49,9 @@ pub enum Feature {
     Seccomp,
     /// Plain system calls every supported kernel has (capability sets, fd flags).
     Always,
+    /// stockade's namespace stage (a mount namespace with read-only bind mounts), which
+    /// is not built yet: available on no kernel.
+    NamespaceStage,
 }
 
 impl Feature {
@@ -57,6 +60,7 @@ impl Feature {
             Feature::LandlockAbi(n) => facts.landlock_abi >= n,
             Feature::Seccomp => facts.seccomp,
             Feature::Always => true,
+            Feature::NamespaceStage => false,
         }
     }
 }
@@ -67,6 +71,7 @@ impl fmt::Display for Feature {
             Feature::LandlockAbi(n) => write!(f, "landlock-abi-{n}"),
             Feature::Seccomp => f.write_str("seccomp"),
             Feature::Always => f.write_str("none"),
+            Feature::NamespaceStage => f.write_str("namespace-stage"),
         }
     }
 }
@@ -117,7 +122,10 @@ pub enum Guarantee {
     /// ioctl on newly opened devices is denied outside the writable roots (ABI 5).
     DeviceIoctl,
     /// With the network denied, no socket but `AF_UNIX` can be created (seccomp); with
-    /// allowed TCP ports, connecting to any other port is denied (Landlock ABI 4).
+    /// allowed TCP ports, connecting to any other port is denied (Landlock ABI 4), and
+    /// what Landlock's port rules do not see is refused (seccomp): TCP Fast Open
+    /// (`MSG_FASTOPEN`, `TCP_FASTOPEN_CONNECT`) and `listen`, which binds an unbound
+    /// socket to a free port by itself.
     Network,
     /// No `AF_UNIX` socket can be created, so no host service (D-Bus, systemd, docker)
     /// can be reached through one; `socketpair` still works (seccomp).
@@ -133,10 +141,24 @@ pub enum Guarantee {
     Capabilities,
     /// No inherited descriptor above 2 reaches the target unless the request keeps it.
     Fds,
+    /// No set-uid or set-gid bit can be set (by chmod or on creation) and no extended
+    /// attribute or ACL written or removed, anywhere (seccomp).
+    SetidAndXattrs,
+    /// No metadata (mode bits, owner, times) changes outside the writable roots. In
+    /// read-only mode every such call is refused (seccomp); in workspace-write only a
+    /// read-only mount of the rest could hold it, which stockade does not make yet.
+    Metadata,
+    /// No call addressed by pid, process group or user (prlimit, setpriority, the
+    /// sched_set* calls, ioprio_set, migrate_pages, move_pages, process_madvise, kcmp,
+    /// ...) reaches a process other than the caller itself (seccomp).
+    Processes,
+    /// No System V IPC object or POSIX message queue can be created or used, so none
+    /// shared with processes outside is reached and none outlives the run (seccomp).
+    Ipc,
 }
 
 impl Guarantee {
-    pub const ALL: [Guarantee; 11] = [
+    pub const ALL: [Guarantee; 15] = [
         Guarantee::FilesystemWrites,
         Guarantee::Refer,
         Guarantee::Truncate,
@@ -148,6 +170,10 @@ impl Guarantee {
         Guarantee::SyscallFilter,
         Guarantee::Capabilities,
         Guarantee::Fds,
+        Guarantee::SetidAndXattrs,
+        Guarantee::Metadata,
+        Guarantee::Processes,
+        Guarantee::Ipc,
     ];
 
     /// The stable name used in JSON and in messages.
@@ -164,6 +190,10 @@ impl Guarantee {
             Guarantee::SyscallFilter => "syscallFilter",
             Guarantee::Capabilities => "capabilities",
             Guarantee::Fds => "fds",
+            Guarantee::SetidAndXattrs => "setidAndXattrs",
+            Guarantee::Metadata => "metadata",
+            Guarantee::Processes => "processes",
+            Guarantee::Ipc => "ipc",
         }
     }
 
@@ -182,6 +212,13 @@ impl Guarantee {
             }
             Guarantee::Signals | Guarantee::AbstractSockets => Feature::LandlockAbi(6),
             Guarantee::Capabilities | Guarantee::Fds => Feature::Always,
+            Guarantee::SetidAndXattrs | Guarantee::Processes | Guarantee::Ipc => Feature::Seccomp,
+            // Read-only mode refuses every metadata call; workspace-write must allow them
+            // inside the writable roots, and a filter cannot tell where a path leads.
+            Guarantee::Metadata => match asks.mode {
+                Mode::ReadOnly => Feature::Seccomp,
+                _ => Feature::NamespaceStage,
+            },
         }
     }
 
@@ -206,6 +243,12 @@ impl Guarantee {
             Guarantee::SyscallFilter | Guarantee::Capabilities | Guarantee::Fds => {
                 Requirement::Required
             }
+            Guarantee::SetidAndXattrs | Guarantee::Processes | Guarantee::Ipc => {
+                Requirement::Required
+            }
+            // Desired: workspace-write on today's stockade runs without it, reported
+            // `partial`, rather than not at all.
+            Guarantee::Metadata => Requirement::Desired,
         }
     }
 }
@@ -422,7 +465,38 @@ mod tests {
             panic!()
         };
         let names: Vec<_> = missing.iter().map(|(g, _)| g.name()).collect();
-        assert_eq!(names, ["network", "unixSockets", "syscallFilter"]);
+        assert_eq!(
+            names,
+            [
+                "network",
+                "unixSockets",
+                "syscallFilter",
+                "setidAndXattrs",
+                "processes",
+                "ipc"
+            ]
+        );
+    }
+
+    #[test]
+    fn workspace_write_metadata_is_unavailable_without_the_namespace_stage() {
+        let asks = defaults(Mode::WorkspaceWrite);
+        assert_eq!(
+            verdict(&asks, &abi(TESTED_LANDLOCK_ABI)),
+            Verdict::Confined(Enforcement::Partial)
+        );
+        let r = report(&asks, &abi(TESTED_LANDLOCK_ABI));
+        assert_eq!(r["metadata"].status, Status::Unavailable);
+        assert_eq!(r["metadata"].needs, "namespace-stage");
+        assert!(!r["metadata"].required);
+        for held in ["setidAndXattrs", "processes", "ipc"] {
+            assert_eq!(r[held].status, Status::Enforced, "{held}");
+            assert!(r[held].required, "{held}");
+        }
+        // Read-only mode refuses every metadata call: nothing is missing there.
+        let r = report(&defaults(Mode::ReadOnly), &abi(TESTED_LANDLOCK_ABI));
+        assert_eq!(r["metadata"].status, Status::Enforced);
+        assert_eq!(r["metadata"].needs, "seccomp");
     }
 
     #[test]

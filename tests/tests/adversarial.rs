@@ -729,3 +729,289 @@ fn runner_failures_are_still_reported_after_the_filter_is_installed() {
         .unwrap();
     assert_eq!(answer(&ok), "ok");
 }
+
+// ---------------------------------------------------------------------------------------
+// Metadata: Landlock governs none of it; the filter refuses set-id bits and extended
+// attributes everywhere, and every metadata change in read-only mode.
+
+fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn set_id_bits_and_extended_attributes_are_refused_in_every_confined_mode() {
+    let fx = Fixture::new();
+    let victim = fx.outside.join("victim");
+    std::fs::write(&victim, "x").unwrap();
+    let v = s(&victim);
+    for (args, what, errno) in [
+        (&["chmod", v, "4755"][..], "chmod u+s", "EPERM"),
+        (
+            &["fchmod", v, "2755"][..],
+            "fchmod g+s on a read-only descriptor",
+            "EPERM",
+        ),
+        // As on a filesystem without extended attributes, so that tools fall back.
+        (
+            &["setxattr", v, "user.stockade"][..],
+            "setxattr",
+            "EOPNOTSUPP",
+        ),
+        (
+            &["setxattr", v, "system.posix_acl_access"][..],
+            "an ACL",
+            "EOPNOTSUPP",
+        ),
+    ] {
+        let before = mode_of(&victim);
+        for mode in [RO, WS] {
+            let want = format!("errno {errno}");
+            assert_eq!(attack(&fx, mode, &[], args), want, "{mode} {what}");
+        }
+        assert_eq!(mode_of(&victim), before, "{what}");
+    }
+    // Inside the workspace too: no set-id bit on a file the command owns or creates.
+    let own = fx.ws.join("own");
+    std::fs::write(&own, "x").unwrap();
+    assert_eq!(
+        attack(&fx, WS, &[], &["chmod", s(&own), "4755"]),
+        "errno EPERM"
+    );
+    let created = fx.ws.join("created");
+    assert_eq!(
+        attack(&fx, WS, &[], &["create-mode", s(&created), "6755"]),
+        "errno EPERM"
+    );
+    assert!(!created.exists());
+    // Positive controls: plain modes inside the workspace, and everything unconfined.
+    assert_eq!(attack(&fx, WS, &[], &["chmod", s(&own), "755"]), "ok");
+    assert_eq!(
+        attack(&fx, WS, &[], &["create-mode", s(&created), "755"]),
+        "ok"
+    );
+    assert_eq!(attack(&fx, DANGER, &[], &["chmod", v, "4755"]), "ok");
+    assert_eq!(mode_of(&victim), 0o4755);
+    assert_eq!(attack(&fx, DANGER, &[], &["fchmod", v, "2644"]), "ok");
+    assert_eq!(mode_of(&victim), 0o2644);
+    assert_eq!(
+        attack(&fx, DANGER, &[], &["setxattr", v, "user.stockade"]),
+        "ok",
+        "control: this filesystem takes user extended attributes"
+    );
+    // Removing one is a write too.
+    for mode in [RO, WS] {
+        assert_eq!(
+            attack(&fx, mode, &[], &["removexattr", v, "user.stockade"]),
+            "errno EOPNOTSUPP",
+            "{mode}"
+        );
+    }
+    assert_eq!(
+        attack(&fx, DANGER, &[], &["removexattr", v, "user.stockade"]),
+        "ok"
+    );
+}
+
+#[test]
+fn read_only_mode_changes_no_metadata_at_all() {
+    let fx = Fixture::new();
+    let victim = fx.outside.join("victim");
+    std::fs::write(&victim, "x").unwrap();
+    let v = s(&victim);
+    let cases: [&[&str]; 4] = [
+        &["chmod", v, "600"],
+        &["fchmod", v, "640"],
+        &["chown-self", v],
+        &["touch", v],
+    ];
+    for args in cases {
+        assert_eq!(attack(&fx, RO, &[], args), "errno EPERM", "{args:?}");
+    }
+    assert_eq!(mode_of(&victim), 0o644);
+    // Control: the same calls succeed unconfined.
+    for args in cases {
+        assert_eq!(attack(&fx, DANGER, &[], args), "ok", "control {args:?}");
+    }
+    // Workspace-write cannot refuse them outside the writable roots without a read-only
+    // mount, and says so instead of claiming it.
+    let c = fx.confine(&["--", "true"]);
+    assert_eq!(c["guarantees"]["metadata"]["status"], "unavailable");
+    assert_eq!(c["enforcement"], "partial");
+    let c = fx.confine(&["--mode", RO, "--", "true"]);
+    assert_eq!(c["guarantees"]["metadata"]["status"], "enforced");
+}
+
+#[test]
+fn workspace_write_keeps_ordinary_metadata_work_inside_the_roots() {
+    let fx = Fixture::new();
+    let script = "set -e
+        echo hi > f; chmod +x f; test -x f
+        touch -d 2001-01-01 f; touch g
+        cp -p f copy; test -x copy; test copy -ot g
+        mkdir d; echo x > d/a; chmod 750 d; tar cf t.tar d; rm -r d; tar xf t.tar; test -f d/a
+        git init -q repo; cd repo
+        echo 1 > run.sh; chmod +x run.sh; git add run.sh
+        git -c user.email=t@e -c user.name=t commit -qm m
+        echo 2 > run.sh; git checkout -- run.sh; test -x run.sh; cd ..
+        ulimit -n 100; ulimit -S -c 0; nice -n 5 true; taskset -c 0 true; ionice -c 3 true
+        echo done";
+    let out = fx.run_sh(WS, script);
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "done\n", "{}", text(&out.stderr));
+}
+
+// ---------------------------------------------------------------------------------------
+// Other processes and IPC objects: Landlock's signal scope does not cover them.
+
+#[test]
+fn calls_addressed_to_a_process_outside_are_refused_and_on_itself_work() {
+    let fx = Fixture::new();
+    let mut victim = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = victim.id().to_string();
+    for call in ["prlimit", "setpriority", "affinity", "ioprio", "scheduler"] {
+        for mode in [RO, WS] {
+            assert_eq!(
+                attack(&fx, mode, &[], &[call, &pid]),
+                "errno EPERM",
+                "{mode} {call} of a process outside"
+            );
+            assert_eq!(
+                attack(&fx, mode, &[], &[call, "0"]),
+                "ok",
+                "{mode} {call} self"
+            );
+        }
+        assert_eq!(
+            attack(&fx, DANGER, &[], &[call, &pid]),
+            "ok",
+            "control {call}"
+        );
+    }
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
+
+#[test]
+fn system_v_ipc_and_message_queues_are_refused() {
+    let fx = Fixture::new();
+    // SAFETY: a private segment of this test, written once and removed below.
+    let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, 0o666) };
+    assert!(id >= 0);
+    /// Removes the segment however the test ends.
+    struct Segment(i32);
+    impl Drop for Segment {
+        fn drop(&mut self) {
+            // SAFETY: removing this test's own segment.
+            unsafe { libc::shmctl(self.0, libc::IPC_RMID, std::ptr::null_mut()) };
+        }
+    }
+    let _segment = Segment(id);
+    // SAFETY: attaching the segment just created; it is 4096 bytes.
+    unsafe {
+        let addr = libc::shmat(id, std::ptr::null(), 0) as *mut u8;
+        assert_ne!(addr as isize, -1);
+        *addr = 42;
+        libc::shmdt(addr.cast());
+    }
+    let shm = id.to_string();
+    let mq = unique_tag("mq");
+    for mode in [RO, WS] {
+        for args in [
+            &["shm-read", &shm][..],
+            &["shm-create"],
+            &["msg-create"],
+            &["sem-create"],
+            &["mq-create", &mq],
+        ] {
+            assert_eq!(
+                attack(&fx, mode, &[], args),
+                "errno EPERM",
+                "{mode} {args:?}"
+            );
+        }
+    }
+    // Control: unconfined, the segment created outside is read.
+    assert_eq!(attack(&fx, DANGER, &[], &["shm-read", &shm]), "ok 42");
+    for args in [
+        &["shm-create"][..],
+        &["msg-create"],
+        &["sem-create"],
+        &["mq-create", &mq],
+    ] {
+        assert_eq!(attack(&fx, DANGER, &[], args), "ok", "control {args:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// TCP rules Landlock's port hooks do not see: Fast Open and listen's automatic bind.
+
+/// Sets the client bit of `net.ipv4.tcp_fastopen` for the test's duration, so that
+/// MSG_FASTOPEN takes the Fast Open path; restores the old value on drop.
+struct FastOpenClient(Option<String>);
+
+impl FastOpenClient {
+    const PATH: &str = "/proc/sys/net/ipv4/tcp_fastopen";
+
+    fn enable() -> FastOpenClient {
+        let old = std::fs::read_to_string(Self::PATH).unwrap();
+        let value: u32 = old.trim().parse().unwrap();
+        if value & 1 == 1 {
+            return FastOpenClient(None);
+        }
+        std::fs::write(Self::PATH, (value | 1).to_string())
+            .expect("setting net.ipv4.tcp_fastopen needs root");
+        FastOpenClient(Some(old))
+    }
+}
+
+impl Drop for FastOpenClient {
+    fn drop(&mut self) {
+        if let Some(old) = &self.0 {
+            let _ = std::fs::write(Self::PATH, old.trim());
+        }
+    }
+}
+
+#[test]
+fn tcp_fast_open_and_listen_cannot_pass_the_port_rules() {
+    let value: u32 = std::fs::read_to_string(FastOpenClient::PATH)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    if value & 1 == 0 && !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root to enable TCP Fast Open): tcp_fast_open");
+        return;
+    }
+    let _tfo = FastOpenClient::enable();
+    let fx = Fixture::new();
+    let (_a, allowed) = listener();
+    let (_b, other) = listener();
+    let flags = ["--allow-tcp-connect", allowed.as_str()];
+    for mode in [RO, WS] {
+        assert_eq!(
+            attack(&fx, mode, &flags, &["tfo-sendto", &other]),
+            "errno EPERM",
+            "{mode}: MSG_FASTOPEN to a port not allowed"
+        );
+        assert_eq!(
+            attack(&fx, mode, &flags, &["tfo-connect", &other]),
+            "errno EPERM",
+            "{mode}: TCP_FASTOPEN_CONNECT"
+        );
+        assert_eq!(
+            attack(&fx, mode, &flags, &["tcp-listen"]),
+            "errno EPERM",
+            "{mode}: listen binds an unbound socket by itself"
+        );
+        // Positive control: a plain connect to the allowed port.
+        assert_eq!(attack(&fx, mode, &flags, &["tcp-connect", &allowed]), "ok");
+    }
+    // Controls: the same calls connect, and listen, where the network is allowed.
+    let allow = ["--network", "allow"];
+    assert_eq!(attack(&fx, WS, &allow, &["tfo-sendto", &other]), "ok");
+    assert_eq!(attack(&fx, WS, &allow, &["tfo-connect", &other]), "ok");
+    assert_eq!(attack(&fx, WS, &allow, &["tcp-listen"]), "ok");
+    assert_eq!(attack(&fx, DANGER, &[], &["tfo-sendto", &other]), "ok");
+}

@@ -64,7 +64,7 @@ fn the_node_executor_gets_the_right_verdict_for_each_kind_of_outcome() {
     assert_eq!(v["outcome"], "ok", "{r}");
     assert_eq!(v["contract"], 1);
     assert_eq!(v["mode"], "workspace-write");
-    assert_eq!(v["enforcement"], "full");
+    assert_eq!(v["enforcement"], "partial"); // workspace-write: `metadata`
     assert_eq!(v["evidence"], "status-channel");
     assert!(fx.ws.join("made").exists());
 

@@ -113,13 +113,13 @@ fn a_confined_run_records_confined_and_classify_consumes_the_private_directory()
     // The runner added nothing to the target's streams, and reported out of band.
     assert_eq!(text(&out.stdout), "out\n");
     assert_eq!(text(&out.stderr), "err\n");
-    assert_eq!(status_text(&c), "stockade-status 1 confined full\n");
+    assert_eq!(status_text(&c), "stockade-status 1 confined partial\n");
     let v = classify(&fx, &c, &out);
     assert_eq!(
         v,
         serde_json::json!({
             "contract": 1, "outcome": "ok", "mode": "workspace-write", "denied": false,
-            "runnerFailed": false, "detail": null, "enforcement": "full",
+            "runnerFailed": false, "detail": null, "enforcement": "partial",
             "evidence": "status-channel"
         })
     );
@@ -145,7 +145,7 @@ fn a_forged_runner_failure_after_confinement_is_an_ordinary_failure() {
     assert_eq!(v["outcome"], "failed", "{v}");
     assert_eq!(v["runnerFailed"], false);
     assert_eq!(v["evidence"], "status-channel");
-    assert_eq!(v["enforcement"], "full");
+    assert_eq!(v["enforcement"], "partial");
 
     // Control: with the channel in-band (every candidate directory is beneath the
     // writable root `/`), the same facts are judged by the harness rules, which the
@@ -169,7 +169,7 @@ fn the_command_cannot_write_the_status_file_by_path() {
     let out = spawn_argv(&c);
     assert_code(&out, 9);
     assert!(text(&out.stderr).contains("Permission denied"), "{out:?}");
-    assert_eq!(status_text(&c), "stockade-status 1 confined full\n");
+    assert_eq!(status_text(&c), "stockade-status 1 confined partial\n");
     let v = classify(&fx, &c, &out);
     assert_eq!(v["outcome"], "denied");
     assert_eq!(v["evidence"], "status-channel");
@@ -181,7 +181,10 @@ fn the_command_cannot_write_the_status_file_by_path() {
     assert_eq!(c["statusChannel"], "in-band");
     let out = spawn_argv(&c);
     assert_code(&out, 0);
-    assert_eq!(status_text(&c), "stockade-status 1 confined full\nforged\n");
+    assert_eq!(
+        status_text(&c),
+        "stockade-status 1 confined partial\nforged\n"
+    );
     let v = classify(&fx, &c, &out);
     assert_eq!(v["evidence"], "exit-rules");
 }
@@ -269,7 +272,7 @@ fn exit_126_and_127_after_confinement_are_the_commands_failures() {
         let out = spawn_argv(&c);
         assert_code(&out, code);
         runner_failure_line(&out);
-        assert_eq!(status_text(&c), "stockade-status 1 confined full\n");
+        assert_eq!(status_text(&c), "stockade-status 1 confined partial\n");
         let v = classify(&fx, &c, &out);
         assert_eq!(v["outcome"], "failed", "{v}");
         assert_eq!(v["runnerFailed"], false);
@@ -495,7 +498,7 @@ fn the_runner_opens_only_an_empty_private_regular_status_file_and_never_follows_
     assert!(marker.exists());
     assert_eq!(
         std::fs::read_to_string(&good).unwrap(),
-        "stockade-status 1 confined full\n"
+        "stockade-status 1 confined partial\n"
     );
 }
 

@@ -335,6 +335,215 @@ fn fds() -> ! {
     exit(0)
 }
 
+/// A mode written in octal.
+fn octal(args: &[String], i: usize) -> u32 {
+    u32::from_str_radix(arg(args, i), 8).unwrap_or_else(|_| {
+        eprintln!("attack: argument {i} is not an octal mode");
+        exit(2)
+    })
+}
+
+// Metadata: each by path and by descriptor, as the kernel's raw calls.
+
+fn chmod_path(path: &str, mode: u32) -> ! {
+    let p = c(path);
+    report(unsafe { libc::syscall(libc::SYS_fchmodat, libc::AT_FDCWD, p.as_ptr(), mode) })
+}
+
+/// `fchmod` on a descriptor opened read-only: no write access is needed.
+fn fchmod_path(path: &str, mode: u32) -> ! {
+    let p = c(path);
+    let fd = must(unsafe { libc::open(p.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) } as i64);
+    report(unsafe { libc::syscall(libc::SYS_fchmod, fd, mode) })
+}
+
+/// Changes the owner to the caller's own uid and gid (allowed to any owner).
+fn chown_self(path: &str) -> ! {
+    let p = c(path);
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    report(unsafe { libc::syscall(libc::SYS_fchownat, libc::AT_FDCWD, p.as_ptr(), uid, gid, 0) })
+}
+
+/// Sets the access and modification times to now (`touch`).
+fn touch(path: &str) -> ! {
+    let p = c(path);
+    report(unsafe {
+        libc::syscall(
+            libc::SYS_utimensat,
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            std::ptr::null::<u8>(),
+            0,
+        )
+    })
+}
+
+fn setxattr(path: &str, name: &str) -> ! {
+    let (p, n) = (c(path), c(name));
+    let value = b"stockade";
+    report(unsafe {
+        libc::syscall(
+            libc::SYS_setxattr,
+            p.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr(),
+            value.len(),
+            0,
+        )
+    })
+}
+
+fn removexattr(path: &str, name: &str) -> ! {
+    let (p, n) = (c(path), c(name));
+    report(unsafe { libc::syscall(libc::SYS_removexattr, p.as_ptr(), n.as_ptr()) })
+}
+
+/// Creates `path` with `mode` (set-uid bits included) in one `openat`.
+fn create_with_mode(path: &str, mode: u32) -> ! {
+    let p = c(path);
+    let flags = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC;
+    report(unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, p.as_ptr(), flags, mode) })
+}
+
+// Other processes: each reads the current setting and writes it back unchanged, so a
+// success changes nothing but proves the write was allowed.
+
+fn prlimit(pid: i32) -> ! {
+    let mut old = libc::rlimit64 {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let none = std::ptr::null::<libc::rlimit64>();
+    must(unsafe { libc::syscall(libc::SYS_prlimit64, pid, libc::RLIMIT_CORE, none, &mut old) });
+    let out = std::ptr::null_mut::<libc::rlimit64>();
+    report(unsafe { libc::syscall(libc::SYS_prlimit64, pid, libc::RLIMIT_CORE, &old, out) })
+}
+
+fn setpriority(pid: i32) -> ! {
+    // getpriority's raw call returns 20 - nice, never negative.
+    let raw = must(unsafe { libc::syscall(libc::SYS_getpriority, libc::PRIO_PROCESS, pid) });
+    report(unsafe { libc::syscall(libc::SYS_setpriority, libc::PRIO_PROCESS, pid, 20 - raw) })
+}
+
+fn affinity(pid: i32) -> ! {
+    let mut mask = [0u64; 16];
+    let size = std::mem::size_of_val(&mask);
+    let got =
+        must(unsafe { libc::syscall(libc::SYS_sched_getaffinity, pid, size, mask.as_mut_ptr()) });
+    report(unsafe { libc::syscall(libc::SYS_sched_setaffinity, pid, got, mask.as_ptr()) })
+}
+
+fn ioprio(pid: i32) -> ! {
+    const WHO_PROCESS: i32 = 1;
+    let prio = must(unsafe { libc::syscall(libc::SYS_ioprio_get, WHO_PROCESS, pid) });
+    report(unsafe { libc::syscall(libc::SYS_ioprio_set, WHO_PROCESS, pid, prio) })
+}
+
+fn scheduler(pid: i32) -> ! {
+    let policy = must(unsafe { libc::syscall(libc::SYS_sched_getscheduler, pid) });
+    let param = libc::sched_param { sched_priority: 0 };
+    report(unsafe { libc::syscall(libc::SYS_sched_setscheduler, pid, policy, &param) })
+}
+
+// System V IPC and POSIX message queues.
+
+/// Attaches the shared memory segment `id` (created outside) and reads its first byte.
+fn shm_read(id: i32) -> ! {
+    let addr = unsafe { libc::shmat(id, std::ptr::null(), libc::SHM_RDONLY) };
+    if addr as isize == -1 {
+        fail()
+    }
+    let first = unsafe { *(addr as *const u8) };
+    println!("ok {first}");
+    exit(0)
+}
+
+/// Creates a private segment and removes it at once (so a success leaves nothing).
+fn shm_create() -> ! {
+    let id = must(unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, 0o600) } as i64) as i32;
+    unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+    report(0)
+}
+
+fn msg_create() -> ! {
+    let id = must(unsafe { libc::msgget(libc::IPC_PRIVATE, 0o600) } as i64) as i32;
+    unsafe { libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+    report(0)
+}
+
+fn sem_create() -> ! {
+    let id = must(unsafe { libc::semget(libc::IPC_PRIVATE, 1, 0o600) } as i64) as i32;
+    unsafe { libc::semctl(id, 0, libc::IPC_RMID) };
+    report(0)
+}
+
+/// Opens (creating) the POSIX message queue `/NAME` and unlinks it again.
+fn mq_create(name: &str) -> ! {
+    // The system call takes the name without the leading slash libc strips.
+    let n = c(name);
+    let flags = libc::O_CREAT | libc::O_RDWR | libc::O_CLOEXEC;
+    let fd = must(unsafe {
+        libc::syscall(
+            libc::SYS_mq_open,
+            n.as_ptr(),
+            flags,
+            0o600,
+            std::ptr::null::<u8>(),
+        )
+    });
+    unsafe {
+        libc::close(fd as i32);
+        libc::syscall(libc::SYS_mq_unlink, n.as_ptr());
+    }
+    report(0)
+}
+
+// TCP rules Landlock's port hooks do not see.
+
+/// Connects to `port` on loopback by TCP Fast Open (`sendto` with MSG_FASTOPEN: no
+/// `connect`), sending data; then waits for the handshake to complete.
+fn tfo_sendto(port: u16) -> ! {
+    let fd = socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+    let addr = sockaddr_in(port);
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    let msg = b"escape";
+    report(unsafe {
+        libc::sendto(
+            fd,
+            msg.as_ptr().cast(),
+            msg.len(),
+            libc::MSG_FASTOPEN,
+            &addr as *const _ as *const libc::sockaddr,
+            len,
+        )
+    } as i64)
+}
+
+/// Asks for Fast Open on `connect` (`TCP_FASTOPEN_CONNECT`), then connects to `port`.
+fn tfo_connect(port: u16) -> ! {
+    let fd = socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+    let one: libc::c_int = 1;
+    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    must(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_FASTOPEN_CONNECT,
+            &one as *const _ as *const libc::c_void,
+            size,
+        )
+    } as i64);
+    let addr = sockaddr_in(port);
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    report(unsafe { libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len) } as i64)
+}
+
+/// `listen` on an unbound TCP socket: the kernel binds it to a free port itself.
+fn tcp_listen() -> ! {
+    let fd = socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+    report(unsafe { libc::listen(fd, 1) } as i64)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let name = arg(&args, 0);
@@ -449,6 +658,30 @@ fn main() {
         "x32-getpid" => report(unsafe { libc::syscall(libc::SYS_getpid | 0x4000_0000) }),
         "int80" => int80_getpid(),
         "status" => status(),
+        // Metadata.
+        "chmod" => chmod_path(arg(&args, 1), octal(&args, 2)),
+        "fchmod" => fchmod_path(arg(&args, 1), octal(&args, 2)),
+        "chown-self" => chown_self(arg(&args, 1)),
+        "touch" => touch(arg(&args, 1)),
+        "setxattr" => setxattr(arg(&args, 1), arg(&args, 2)),
+        "removexattr" => removexattr(arg(&args, 1), arg(&args, 2)),
+        "create-mode" => create_with_mode(arg(&args, 1), octal(&args, 2)),
+        // Other processes (pid 0: the caller itself).
+        "prlimit" => prlimit(num(&args, 1)),
+        "setpriority" => setpriority(num(&args, 1)),
+        "affinity" => affinity(num(&args, 1)),
+        "ioprio" => ioprio(num(&args, 1)),
+        "scheduler" => scheduler(num(&args, 1)),
+        // IPC.
+        "shm-read" => shm_read(num(&args, 1)),
+        "shm-create" => shm_create(),
+        "msg-create" => msg_create(),
+        "sem-create" => sem_create(),
+        "mq-create" => mq_create(arg(&args, 1)),
+        // TCP.
+        "tfo-sendto" => tfo_sendto(num(&args, 1)),
+        "tfo-connect" => tfo_connect(num(&args, 1)),
+        "tcp-listen" => tcp_listen(),
         _ => {
             eprintln!("attack: unknown attack {name:?}");
             exit(2)
