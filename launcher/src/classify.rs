@@ -15,7 +15,7 @@ use stockade_policy::classify::{self, Settled, Status, Verdict};
 use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv, StatusChannel};
 use stockade_policy::status::{CorruptStatus, MAX_RECORD_BYTES, STATUS_FILE, StatusRecord};
 
-use crate::request_file;
+use crate::private_dir;
 
 /// Reads what the status channel of `confined` says. Only an out-of-band channel counts:
 /// an in-band status file could have been written by the command.
@@ -74,7 +74,7 @@ pub fn consume(confined: &ConfinedArgv) {
     };
     let Some(dir) = status.parent() else { return };
     if status.file_name().is_some_and(|n| n == STATUS_FILE)
-        && request_file::own_private_dir(dir).is_some()
+        && private_dir::own_private_dir(dir).is_some()
     {
         let _ = std::fs::remove_dir_all(dir);
     }

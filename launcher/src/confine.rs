@@ -7,7 +7,7 @@ use crate::env;
 use crate::error::LauncherError;
 use crate::locate;
 use crate::probe;
-use crate::request_file::PrivateDir;
+use crate::private_dir::PrivateDir;
 use crate::stdout;
 use std::collections::BTreeMap;
 use std::ffi::OsString;

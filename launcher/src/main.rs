@@ -30,7 +30,7 @@ mod error;
 mod locate;
 mod output;
 mod probe;
-mod request_file;
+mod private_dir;
 mod run;
 mod spawn;
 mod stdout;

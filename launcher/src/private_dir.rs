@@ -1,5 +1,9 @@
-//! Writing launch requests: each into its own private directory (0700), as a 0600 file
-//! created exclusively, so no other user can read, replace or pre-create it. Next to it,
+//! The private control directories: where they live (the base), how each is made and
+//! checked, and how leftovers are swept. A private directory holds a launch request and
+//! its status file (`confine`), or spilled output (`run --json`).
+//!
+//! A request is written as a 0600 file created exclusively, so no other user can read,
+//! replace or pre-create it. Next to it,
 //! the empty 0600 status file the runner reports to (`stockade_policy::status`).
 //!
 //! Where: the first usable base directory that lies outside every writable root of the
