@@ -165,8 +165,7 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
         signal.as_deref(),
         &String::from_utf8_lossy(&stderr),
     );
-    // Serialising a plain struct of strings cannot fail.
-    let line = serde_json::to_string(&verdict).unwrap_or_default();
+    let line = serde_json::to_string(&verdict).map_err(LauncherError::Json)?;
     crate::stdout::write(&format!("{line}\n"))?;
     consume(&confined);
     Ok(0)

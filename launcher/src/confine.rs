@@ -6,17 +6,16 @@ use crate::cli::ConfineArgs;
 use crate::env;
 use crate::error::LauncherError;
 use crate::locate;
-use crate::probe;
 use crate::private_dir::PrivateDir;
+use crate::probe;
 use crate::stdout;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
-use stockade_policy::confined::StatusChannel;
-use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv};
+use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{denial_signatures, runner_failure_rules};
 use stockade_policy::grants;
-use stockade_policy::guarantees::{self, Asks, Guarantee, KernelFacts, Verdict};
+use stockade_policy::guarantees::{self, Asks, Verdict};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
@@ -31,17 +30,6 @@ fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError
     s.to_str()
         .map(str::to_string)
         .ok_or(LauncherError::NotUtf8 { what })
-}
-
-/// The channel actually offered. Below Landlock ABI 3 truncation is not confined, so a
-/// command could empty the status file by path and pass a failed exit off as a runner
-/// that never started: the file is then not trustworthy, and the channel is in-band.
-fn status_channel(placed: StatusChannel, asks: &Asks, facts: &KernelFacts) -> StatusChannel {
-    if Guarantee::Truncate.needs(asks).available(facts) {
-        placed
-    } else {
-        StatusChannel::InBand
-    }
 }
 
 /// Prepares `command` to run under `policy` with environment `env`.
@@ -83,7 +71,11 @@ pub fn confine(
         Verdict::Unavailable { missing } => {
             return Err(LauncherError::Unavailable { mode, missing });
         }
-        Verdict::Unconfined => unreachable!("confined modes always get a confined verdict"),
+        Verdict::Unconfined => {
+            return Err(LauncherError::Internal(
+                "a confined mode was judged unconfined",
+            ));
+        }
     };
     let runner = locate::runner()?;
     let runner = utf8(runner.as_os_str(), "the runner path")?;
@@ -124,7 +116,7 @@ pub fn confine(
             mode,
             guarantees: guarantees::report(&asks, &facts),
             status_path: Some(status_path),
-            status_channel: Some(status_channel(dir.channel(), &asks, &facts)),
+            status_channel: Some(confined::status_channel(dir.channel(), &facts)),
         },
         private_dir: Some(dir),
     })
@@ -137,9 +129,10 @@ pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
         &args.command.command,
         env::target_env(&args.env).vars,
     )?;
-    // Serialising a plain struct of strings cannot fail.
-    let json = serde_json::to_string(&confinement.confined).unwrap_or_default();
-    if let Err(e) = stdout::write(&format!("{json}\n")) {
+    let written = serde_json::to_string(&confinement.confined)
+        .map_err(LauncherError::Json)
+        .and_then(|json| stdout::write(&format!("{json}\n")));
+    if let Err(e) = written {
         // Nobody will ever spawn a request we could not hand over.
         if let Some(dir) = confinement.private_dir {
             dir.remove();
@@ -147,34 +140,4 @@ pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
         return Err(e);
     }
     Ok(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_channel_is_in_band_where_truncation_is_not_confined() {
-        let abi = |n| KernelFacts {
-            landlock_abi: n,
-            seccomp: true,
-        };
-        let asks = Asks::defaults(stockade_policy::Mode::WorkspaceWrite);
-        for n in [1, 2] {
-            assert_eq!(
-                status_channel(StatusChannel::OutOfBand, &asks, &abi(n)),
-                StatusChannel::InBand
-            );
-        }
-        for n in [3, 5, 7] {
-            assert_eq!(
-                status_channel(StatusChannel::OutOfBand, &asks, &abi(n)),
-                StatusChannel::OutOfBand
-            );
-            assert_eq!(
-                status_channel(StatusChannel::InBand, &asks, &abi(n)),
-                StatusChannel::InBand
-            );
-        }
-    }
 }

@@ -62,6 +62,10 @@ pub enum LauncherError {
     BadSignal(String),
     /// Our own stdout is gone.
     WriteOutput(io::Error),
+    /// A result could not be serialised as JSON.
+    Json(serde_json::Error),
+    /// A combination the launcher's own logic rules out happened after all.
+    Internal(&'static str),
 }
 
 impl fmt::Display for LauncherError {
@@ -117,6 +121,8 @@ impl fmt::Display for LauncherError {
                 "--signal {s:?} is not a signal name (like SIGKILL or KILL) or number"
             ),
             LauncherError::WriteOutput(e) => write!(f, "cannot write to stdout: {e}"),
+            LauncherError::Json(e) => write!(f, "cannot serialise the result as JSON: {e}"),
+            LauncherError::Internal(what) => write!(f, "internal error: {what}"),
         }
     }
 }

@@ -37,6 +37,7 @@ use std::time::{Duration, SystemTime};
 use stockade_policy::LaunchRequest;
 use stockade_policy::confined::StatusChannel;
 use stockade_policy::status::STATUS_FILE;
+use stockade_policy::trust::{self, FileFacts, FileKind, Untrusted};
 
 /// The name of the request file inside its private directory.
 pub const REQUEST_FILE: &str = "request";
@@ -97,6 +98,24 @@ fn unusable(path: &Path, reason: impl Into<String>) -> LauncherError {
     }
 }
 
+/// The trust rule (`stockade_policy::trust`) applied to `meta`, as `lstat` or `fstat`
+/// gave it.
+pub fn trusted(meta: &std::fs::Metadata, expected: FileKind) -> Result<(), Untrusted> {
+    let kind = if meta.file_type().is_file() {
+        FileKind::Regular
+    } else if meta.file_type().is_dir() {
+        FileKind::Directory
+    } else {
+        FileKind::Other
+    };
+    let facts = FileFacts {
+        kind,
+        owner: meta.uid(),
+        mode: meta.mode(),
+    };
+    trust::judge(&facts, expected, nix::unistd::geteuid().as_raw())
+}
+
 /// Creates `base` (0700) if needed and checks that nobody else controls it.
 pub(crate) fn ensure_base(base: &Path) -> Result<(), LauncherError> {
     match DirBuilder::new().mode(0o700).create(base) {
@@ -105,28 +124,7 @@ pub(crate) fn ensure_base(base: &Path) -> Result<(), LauncherError> {
         Err(e) => return Err(unusable(base, e.to_string())),
     }
     let meta = std::fs::symlink_metadata(base).map_err(|e| unusable(base, e.to_string()))?;
-    if !meta.file_type().is_dir() {
-        return Err(unusable(
-            base,
-            "it is not a directory (a symbolic link is refused)",
-        ));
-    }
-    let euid = nix::unistd::geteuid().as_raw();
-    if meta.uid() != euid {
-        return Err(unusable(
-            base,
-            format!("it is owned by uid {}, not by uid {euid}", meta.uid()),
-        ));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(unusable(
-            base,
-            format!(
-                "its mode is {:04o}; group and others must have no access",
-                meta.mode() & 0o7777
-            ),
-        ));
-    }
+    trusted(&meta, FileKind::Directory).map_err(|u| unusable(base, u.to_string()))?;
     Ok(())
 }
 

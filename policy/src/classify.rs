@@ -532,7 +532,7 @@ mod tests {
     fn a_failed_record_is_a_runner_failure_whatever_the_exit_says() {
         let c = confined(Mode::ReadOnly);
         let failed = Status::OutOfBand(Ok(Some(StatusRecord::Failed {
-            kind: "chdir".into(),
+            kind: crate::status::FailureKind::Chdir,
             message: "cannot enter working directory /w".into(),
         })));
         for code in [Some(125), Some(1), Some(0), None] {

@@ -2,7 +2,7 @@
 //! the harness's wire contract (`../shared/CONTEXT.md`, section 1).
 
 use crate::exit;
-use crate::guarantees::{Enforcement, GuaranteeReport};
+use crate::guarantees::{Asks, Enforcement, Guarantee, GuaranteeReport, KernelFacts};
 use crate::mode::Mode;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -55,6 +55,20 @@ impl StatusChannel {
             StatusChannel::OutOfBand => "out-of-band",
             StatusChannel::InBand => "in-band",
         }
+    }
+}
+
+/// The channel offered for a status file that was `placed` out of the command's reach
+/// or not. Below Landlock ABI 3 truncation is not confined, so a command could empty the
+/// status file by path and pass a failed exit off as a runner that never started: the
+/// file is then not trustworthy, and the channel is in-band.
+pub fn status_channel(placed: StatusChannel, facts: &KernelFacts) -> StatusChannel {
+    // What truncation needs does not depend on the policy's other asks.
+    let truncate = Guarantee::Truncate.needs(&Asks::defaults(Mode::ReadOnly));
+    if truncate.available(facts) {
+        placed
+    } else {
+        StatusChannel::InBand
     }
 }
 
@@ -160,6 +174,30 @@ mod tests {
         );
         let back: ConfinedArgv = serde_json::from_value(v).unwrap();
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn the_channel_is_in_band_where_truncation_is_not_confined() {
+        let abi = |n| KernelFacts {
+            landlock_abi: n,
+            seccomp: true,
+        };
+        for n in [0, 1, 2] {
+            assert_eq!(
+                status_channel(StatusChannel::OutOfBand, &abi(n)),
+                StatusChannel::InBand
+            );
+        }
+        for n in [3, 5, 7] {
+            assert_eq!(
+                status_channel(StatusChannel::OutOfBand, &abi(n)),
+                StatusChannel::OutOfBand
+            );
+            assert_eq!(
+                status_channel(StatusChannel::InBand, &abi(n)),
+                StatusChannel::InBand
+            );
+        }
     }
 
     #[test]

@@ -22,6 +22,7 @@
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
 //! - [`environment`]: which of the caller's environment variables reach a command.
 //! - [`exit`]: reserved exit codes and the runner failure prefix.
+//! - [`trust`]: the one rule for control files and directories only this user can reach.
 
 pub mod classify;
 pub mod confined;
@@ -33,6 +34,7 @@ pub mod mode;
 pub mod policy;
 pub mod request;
 pub mod status;
+pub mod trust;
 
 pub use mode::Mode;
 pub use policy::{Network, Policy, PolicyRequest};

@@ -3,13 +3,14 @@
 //! exactly once, whatever happens next), then decoded and validated.
 
 use crate::error::RunnerError;
-use crate::trust::{self, Untrusted};
+use crate::trust;
 use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use stockade_policy::LaunchRequest;
 use stockade_policy::request::MAX_REQUEST_BYTES;
+use stockade_policy::trust::Untrusted;
 
 /// Opens the request file without following a symlink and without blocking on a FIFO.
 pub fn open(path: &Path) -> Result<(File, Metadata), RunnerError> {
@@ -36,7 +37,7 @@ pub fn open(path: &Path) -> Result<(File, Metadata), RunnerError> {
 pub fn check_trust(path: &Path, meta: &Metadata) -> Result<(), RunnerError> {
     let path = path.into();
     trust::check(meta).map_err(|untrusted| match untrusted {
-        Untrusted::NotRegular => RunnerError::RequestNotRegular { path },
+        Untrusted::WrongKind { .. } => RunnerError::RequestNotRegular { path },
         Untrusted::ForeignOwner { owner, euid } => {
             RunnerError::RequestForeignOwner { path, owner, euid }
         }
