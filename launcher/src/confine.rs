@@ -6,7 +6,7 @@ use crate::cli::ConfineArgs;
 use crate::env;
 use crate::error::LauncherError;
 use crate::locate;
-use crate::private_dir::PrivateDir;
+use crate::private_dir::{self, PrivateDir};
 use crate::probe;
 use crate::stdout;
 use std::collections::BTreeMap;
@@ -80,7 +80,16 @@ pub fn confine(
     let runner = locate::runner()?;
     let runner = utf8(runner.as_os_str(), "the runner path")?;
 
-    let dir = PrivateDir::create(&grants::writable_roots(&resolved))?;
+    // The control base must be out of the command's reach: a policy that could write it
+    // could rewrite the requests and status files of other commands.
+    let base = private_dir::base()?;
+    if let Some(root) = private_dir::root_containing(&base, &grants::writable_roots(&resolved)) {
+        return Err(LauncherError::ControlBaseWritable {
+            base,
+            root: root.clone(),
+        });
+    }
+    let dir = PrivateDir::create(&base)?;
     let status_path = dir.status_path();
     let request = LaunchRequest {
         argv: command.to_vec(),
@@ -91,15 +100,16 @@ pub fn confine(
         guarantees: guarantees::enforced(&asks, &facts),
         status_path: Some(status_path.clone()),
     };
-    let write = || -> Result<(String, String), LauncherError> {
+    let write = || -> Result<(String, String, String), LauncherError> {
         request.validate().map_err(LauncherError::Invalid)?;
-        let request_path = dir.write_request(&request)?;
+        let (request_path, digest) = dir.write_request(&request)?;
         Ok((
             utf8(request_path.as_os_str(), "the request path")?,
+            digest,
             utf8(status_path.as_os_str(), "the status path")?,
         ))
     };
-    let (request_path, status_path) = match write() {
+    let (request_path, digest, status_path) = match write() {
         Ok(p) => p,
         Err(e) => {
             dir.remove();
@@ -109,14 +119,20 @@ pub fn confine(
     Ok(Confinement {
         confined: ConfinedArgv {
             contract: CONTRACT_VERSION,
-            argv: vec![runner, "--request".to_string(), request_path],
+            argv: vec![
+                runner,
+                "--request".to_string(),
+                request_path,
+                "--sha256".to_string(),
+                digest,
+            ],
             enforcement: Some(enforcement),
             denial_signatures: denial_signatures(mode),
             runner_failure_rules: runner_failure_rules(mode),
             mode,
             guarantees: guarantees::report(&asks, &facts),
             status_path: Some(status_path),
-            status_channel: Some(confined::status_channel(dir.channel(), &facts)),
+            status_channel: Some(confined::status_channel(&facts)),
         },
         private_dir: Some(dir),
     })

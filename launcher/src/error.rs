@@ -30,6 +30,11 @@ pub enum LauncherError {
         path: PathBuf,
         reason: String,
     },
+    /// The policy's writable roots contain the control base.
+    ControlBaseWritable {
+        base: PathBuf,
+        root: PathBuf,
+    },
     /// A request file could not be written.
     WriteRequest {
         path: PathBuf,
@@ -88,8 +93,14 @@ impl fmt::Display for LauncherError {
             }
             LauncherError::PrivateDir { path, reason } => write!(
                 f,
-                "private request directory {} is unusable: {reason}",
+                "control directory {} is unusable: {reason}",
                 path.display()
+            ),
+            LauncherError::ControlBaseWritable { base, root } => write!(
+                f,
+                "the writable root {} contains the control directory {}, where the requests and status files of other commands live; grant a narrower root, or set STOCKADE_CONTROL_DIR to a private directory outside every writable root",
+                root.display(),
+                base.display()
             ),
             LauncherError::WriteRequest { path, source } => write!(
                 f,

@@ -28,8 +28,8 @@ impl SpillDir {
         // The first usable base directory of the request files (a private area the
         // caller already trusts). Confined commands cannot write there in practice, and
         // the random 0700 directory keeps everyone else out.
-        let base = private_dir::first_usable_base()?;
-        let dir = private_dir::create_private_dir(&base, "out-")?;
+        let base = private_dir::base()?;
+        let dir = private_dir::create_private_dir(&base, private_dir::SPILL_PREFIX)?;
         self.path = Some(dir.clone());
         Ok(dir)
     }

@@ -1,95 +1,75 @@
-//! The private control directories: where they live (the base), how each is made and
-//! checked, and how leftovers are swept. A private directory holds a launch request and
-//! its status file (`confine`), or spilled output (`run --json`).
+//! The private control directories: where they live (the control base), how each is made
+//! and checked, and how leftovers are swept. A private directory holds a launch request
+//! and its status file (`confine`), or spilled output (`run --json`).
 //!
-//! A request is written as a 0600 file created exclusively, so no other user can read,
-//! replace or pre-create it. Next to it,
-//! the empty 0600 status file the runner reports to (`stockade_policy::status`).
+//! # The control base
 //!
-//! Where: the first usable base directory that lies outside every writable root of the
-//! policy, from these candidates in order:
+//! Request and status files are trusted because no confined command can reach them, so
+//! the base must lie outside every place a confined command of this user can write. It
+//! is, in order (the first that applies is used; a later one is never tried instead):
 //!
-//! 1. `$XDG_RUNTIME_DIR/stockade` (when `XDG_RUNTIME_DIR` is set and absolute);
-//! 2. `/run/user/UID/stockade` (when `/run/user/UID` exists);
-//! 3. `/run/stockade-UID` (root only: `/run` is root's);
-//! 4. `stockade-UID` in the system temp dir (`$TMPDIR`, else `/tmp`).
+//! 1. `$STOCKADE_CONTROL_DIR` itself, when set (it must be absolute);
+//! 2. `$XDG_RUNTIME_DIR/stockade`, when `XDG_RUNTIME_DIR` is set and absolute;
+//! 3. `/run/user/UID/stockade`, when `/run/user/UID` exists;
+//! 4. `/run/stockade-0`, for root (`/run` is root's);
+//! 5. `$HOME/.local/state/stockade`: a user's own state directory, which no default
+//!    policy grants (unlike `~/.cache`, which package managers write and users therefore
+//!    grant with `--writable`). The base is cleaned by age, so nothing accumulates there.
 //!
-//! Landlock denies the confined command any write outside its writable roots, whatever
-//! its uid, so a status file there can be written only by the runner (through the
-//! descriptor it opened before confining itself): the channel is `out-of-band`. When every
-//! usable candidate is beneath a writable root (for example `--writable /`), the first
-//! usable one is taken and the channel is `in-band`.
+//! Its parent is resolved through symbolic links first, and the result is refused when
+//! it lies beneath `/tmp`, `/var/tmp`, `/dev/shm` or the temp dir (every confined
+//! command may write some of them), when an existing ancestor belongs to another user
+//! (root excepted) or is writable by group or others without the sticky bit, or when
+//! the base itself is a link, not ours, or open to group or others. Each refusal is an
+//! error naming the base and the way out (`STOCKADE_CONTROL_DIR`), never a silent move
+//! to another candidate. `confine` also refuses a policy whose writable roots contain
+//! the base.
 //!
-//! A base directory is checked before use: a directory (not a link), owned by us, closed
-//! to group and others. Private directories left behind by executors that never
-//! classified (they died) are removed by a later `confine` once older than
-//! [`STALE_AFTER`].
+//! # Private directories
 //!
-//! The spill files of `stockade run --json` (`output.rs`) use the same base directories
-//! and the same private directory and file creation.
+//! Each is a fresh 0700 directory named `PREFIX-SECONDS-RANDOM` (SECONDS: its creation
+//! time), holding 0600 files created exclusively. The age of a leftover is read from its
+//! name, which a confined command cannot change (the base is outside its writable
+//! roots), not from timestamps, which it can (Landlock does not govern metadata).
+//!
+//! # Sweeping
+//!
+//! At most once every [`SWEEP_EVERY`] (a stamp file in the base records the last sweep;
+//! every other `confine` pays one `stat`), the directory names are listed and the private
+//! directories older than [`STALE_AFTER`] are removed: those of executors that never
+//! classified, and spill directories of launchers that died.
 
 use crate::error::LauncherError;
+use std::ffi::OsStr;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use stockade_policy::LaunchRequest;
-use stockade_policy::confined::StatusChannel;
 use stockade_policy::status::STATUS_FILE;
 use stockade_policy::trust::{self, FileFacts, FileKind, Untrusted};
 
+/// The environment variable that names the control base.
+pub const CONTROL_DIR_ENV: &str = "STOCKADE_CONTROL_DIR";
 /// The name of the request file inside its private directory.
 pub const REQUEST_FILE: &str = "request";
-/// The prefix of every private directory's name.
+/// The prefix of a private directory holding a request and its status file.
 pub const PRIVATE_PREFIX: &str = "req-";
-/// A private directory not modified for this long is stale: its executor died before
-/// classifying. (The runner unlinks the request when it starts, so the age counts from
-/// the start of the command; a command still running after this long loses its status
-/// file and is classified by the exit-code rules.)
+/// The prefix of a private directory holding spilled output.
+pub const SPILL_PREFIX: &str = "out-";
+/// A private directory this old is a leftover: its executor never classified (or its
+/// launcher died). A command still running after this long loses its status file and is
+/// classified by the exit-code rules.
 pub const STALE_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+/// How often the base is swept at most.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(10 * 60);
+/// The stamp file whose modification time records the last sweep.
+const SWEEP_STAMP: &str = ".swept";
 
-/// The candidate base directories, in order of preference.
-pub fn base_candidates() -> Vec<PathBuf> {
-    let uid = nix::unistd::geteuid();
-    let mut out = Vec::new();
-    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
-        && dir.is_absolute()
-    {
-        out.push(dir.join("stockade"));
-    }
-    let run_user = PathBuf::from(format!("/run/user/{uid}"));
-    if run_user.is_dir() {
-        out.push(run_user.join("stockade"));
-    }
-    if uid.is_root() && Path::new("/run").is_dir() {
-        out.push(PathBuf::from(format!("/run/stockade-{uid}")));
-    }
-    out.push(std::env::temp_dir().join(format!("stockade-{uid}")));
-    out
-}
-
-/// Whether `path` (which may not exist yet) lies beneath one of `roots`. Compared on
-/// canonical paths: the deepest existing ancestor of `path` is canonicalised.
-pub fn beneath_any(path: &Path, roots: &[PathBuf]) -> bool {
-    let mut existing = path;
-    let mut rest = Vec::new();
-    let canonical = loop {
-        match existing.canonicalize() {
-            Ok(c) => break c,
-            Err(_) => match (existing.parent(), existing.file_name()) {
-                (Some(parent), Some(name)) => {
-                    rest.push(name.to_os_string());
-                    existing = parent;
-                }
-                // Nothing of it exists: judge it as written.
-                _ => break path.to_path_buf(),
-            },
-        }
-    };
-    let full = rest.iter().rev().fold(canonical, |p, n| p.join(n));
-    roots.iter().any(|r| full.starts_with(r))
-}
+/// Places every confined command may write, whatever its policy: the base is never
+/// beneath one of them.
+const SHARED_TEMP_DIRS: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
 
 fn unusable(path: &Path, reason: impl Into<String>) -> LauncherError {
     LauncherError::PrivateDir {
@@ -116,6 +96,96 @@ pub fn trusted(meta: &std::fs::Metadata, expected: FileKind) -> Result<(), Untru
     trust::judge(&facts, expected, nix::unistd::geteuid().as_raw())
 }
 
+/// The candidate the environment selects (see the module comment), before any check.
+fn selected_base() -> Result<PathBuf, LauncherError> {
+    let absolute = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    if let Some(dir) = std::env::var_os(CONTROL_DIR_ENV) {
+        let dir = PathBuf::from(dir);
+        if !dir.is_absolute() {
+            return Err(unusable(
+                &dir,
+                format!("{CONTROL_DIR_ENV} must be an absolute path"),
+            ));
+        }
+        return Ok(dir);
+    }
+    if let Some(dir) = absolute("XDG_RUNTIME_DIR") {
+        return Ok(dir.join("stockade"));
+    }
+    let uid = nix::unistd::geteuid();
+    let run_user = PathBuf::from(format!("/run/user/{uid}"));
+    if run_user.is_dir() {
+        return Ok(run_user.join("stockade"));
+    }
+    if uid.is_root() && Path::new("/run").is_dir() {
+        return Ok(PathBuf::from(format!("/run/stockade-{uid}")));
+    }
+    if let Some(home) = absolute("HOME") {
+        return Ok(home.join(".local/state/stockade"));
+    }
+    Err(unusable(
+        Path::new("/"),
+        format!(
+            "no control directory: none of {CONTROL_DIR_ENV}, XDG_RUNTIME_DIR, /run/user/{uid} or HOME is available; set {CONTROL_DIR_ENV} to a private directory"
+        ),
+    ))
+}
+
+/// `path` with its parent resolved through symbolic links (the last component is kept:
+/// the base itself must not be a link, which [`ensure_base`] checks).
+fn resolve_parent(path: &Path) -> Result<PathBuf, LauncherError> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(unusable(path, "it has no parent directory"));
+    };
+    let parent = parent.canonicalize().map_err(|e| {
+        unusable(
+            path,
+            format!(
+                "its parent directory cannot be resolved: {e}; create it or set {CONTROL_DIR_ENV}"
+            ),
+        )
+    })?;
+    Ok(parent.join(name))
+}
+
+/// The shared temporary directories (resolved), beneath which no base may lie.
+fn shared_temp_dirs() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = SHARED_TEMP_DIRS.iter().map(PathBuf::from).collect();
+    out.push(std::env::temp_dir());
+    out.into_iter()
+        .map(|p| p.canonicalize().unwrap_or(p))
+        .collect()
+}
+
+/// Refuses an existing ancestor of `base` that someone else could change: owned by
+/// another user (root excepted), or writable by group or others without the sticky bit.
+fn check_ancestors(base: &Path) -> Result<(), LauncherError> {
+    let euid = nix::unistd::geteuid().as_raw();
+    for dir in base.ancestors().skip(1) {
+        let Ok(meta) = std::fs::symlink_metadata(dir) else {
+            continue;
+        };
+        let mode = meta.mode();
+        let open = mode & 0o022 != 0 && mode & 0o1000 == 0;
+        if (meta.uid() != 0 && meta.uid() != euid) || open {
+            return Err(unusable(
+                base,
+                format!(
+                    "its ancestor {} (uid {}, mode {:04o}) could be changed by another user; set {CONTROL_DIR_ENV} to a private directory",
+                    dir.display(),
+                    meta.uid(),
+                    mode & 0o7777
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Creates `base` (0700) if needed and checks that nobody else controls it.
 pub(crate) fn ensure_base(base: &Path) -> Result<(), LauncherError> {
     match DirBuilder::new().mode(0o700).create(base) {
@@ -124,31 +194,91 @@ pub(crate) fn ensure_base(base: &Path) -> Result<(), LauncherError> {
         Err(e) => return Err(unusable(base, e.to_string())),
     }
     let meta = std::fs::symlink_metadata(base).map_err(|e| unusable(base, e.to_string()))?;
-    trusted(&meta, FileKind::Directory).map_err(|u| unusable(base, u.to_string()))?;
+    trusted(&meta, FileKind::Directory).map_err(|u| {
+        unusable(
+            base,
+            format!("{u}; fix it (chmod 700, or remove it) or set {CONTROL_DIR_ENV}"),
+        )
+    })?;
     Ok(())
 }
 
-/// Picks the base directory for a policy with `writable_roots`: the first usable
-/// candidate outside all of them (out-of-band), else the first usable one (in-band).
-fn choose_base(writable_roots: &[PathBuf]) -> Result<(PathBuf, StatusChannel), LauncherError> {
-    choose_base_from(base_candidates(), writable_roots)
+/// The control base: selected, resolved, checked and created (see the module comment).
+/// Every refusal is an error; another base is never tried instead.
+pub fn base() -> Result<PathBuf, LauncherError> {
+    let selected = selected_base()?;
+    let base = resolve_parent(&selected)?;
+    if let Some(temp) = shared_temp_dirs().iter().find(|t| base.starts_with(t)) {
+        return Err(unusable(
+            &base,
+            format!(
+                "it lies beneath {}, which confined commands may write; set {CONTROL_DIR_ENV} or XDG_RUNTIME_DIR to a private directory elsewhere",
+                temp.display()
+            ),
+        ));
+    }
+    if base.parent() == Some(Path::new("")) || base.parent().is_none() {
+        return Err(unusable(&base, "it is the root directory"));
+    }
+    // `$HOME/.local/state` may not exist yet: made like XDG's tools make it.
+    if let Some(parent) = base.parent()
+        && !parent.exists()
+        && std::env::var_os(CONTROL_DIR_ENV).is_none()
+    {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(|e| unusable(&base, format!("cannot create its parent: {e}")))?;
+    }
+    check_ancestors(&base)?;
+    ensure_base(&base)?;
+    Ok(base)
 }
 
-/// The first usable base directory, whatever the policy: for the launcher's own private
-/// files (spilled output), which no confined command is meant to write.
-pub fn first_usable_base() -> Result<PathBuf, LauncherError> {
-    choose_base(&[]).map(|(base, _)| base)
+/// The writable root among `roots` that `base` lies beneath (or equals), if any. Both are
+/// canonical paths.
+pub fn root_containing<'a>(base: &Path, roots: &'a [PathBuf]) -> Option<&'a PathBuf> {
+    roots.iter().find(|r| base.starts_with(r))
 }
 
-/// Creates a fresh 0700 directory in `base`, named `prefix` and random characters, and
-/// keeps it (the caller removes it).
+/// Creates a fresh 0700 directory in `base` named `prefix`, its creation time in seconds
+/// and random characters, and keeps it (the caller removes it).
 pub fn create_private_dir(base: &Path, prefix: &str) -> Result<PathBuf, LauncherError> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let dir = tempfile::Builder::new()
-        .prefix(prefix)
+        .prefix(&format!("{prefix}{now}-"))
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir_in(base)
         .map_err(|e| unusable(base, e.to_string()))?;
     Ok(dir.keep())
+}
+
+/// The creation time (seconds since the epoch) a private directory's name carries, when
+/// it is one of ours by name.
+pub fn created_at(name: &OsStr) -> Option<u64> {
+    let name = name.to_str()?;
+    let rest = name
+        .strip_prefix(PRIVATE_PREFIX)
+        .or_else(|| name.strip_prefix(SPILL_PREFIX))?;
+    let (secs, random) = rest.split_once('-')?;
+    if random.is_empty() {
+        return None;
+    }
+    secs.parse().ok()
+}
+
+/// Whether a private directory created at `created` (seconds) is older than
+/// [`STALE_AFTER`] at `now`.
+pub fn is_stale(created: u64, now: SystemTime) -> bool {
+    let now = now
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    now.saturating_sub(created) > STALE_AFTER.as_secs()
 }
 
 /// Creates `path` as a new 0600 file for writing; fails if anything is there already,
@@ -162,63 +292,71 @@ pub fn create_private_file(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-fn choose_base_from(
-    candidates: Vec<PathBuf>,
-    writable_roots: &[PathBuf],
-) -> Result<(PathBuf, StatusChannel), LauncherError> {
-    let mut first_usable = None;
-    let mut last_error = None;
-    for base in candidates {
-        let outside = !beneath_any(&base, writable_roots);
-        if !outside && first_usable.is_some() {
-            continue;
-        }
-        match ensure_base(&base) {
-            Ok(()) if outside => return Ok((base, StatusChannel::OutOfBand)),
-            Ok(()) => first_usable = Some(base),
-            Err(e) => last_error = Some(e),
-        }
+/// Removes one private directory, when it is a real directory of ours: for a request
+/// directory only the files stockade puts there, then the directory itself (which
+/// fails, leaving it, if anything else is inside); a spill directory (files of other
+/// names) whole.
+pub fn remove_private(dir: &Path) {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return;
+    };
+    // A real directory of ours (never a link); a mode someone opened does not keep it.
+    match trusted(&meta, FileKind::Directory) {
+        Ok(()) | Err(Untrusted::TooOpen { .. }) => {}
+        Err(_) => return,
     }
-    match (first_usable, last_error) {
-        (Some(base), _) => Ok((base, StatusChannel::InBand)),
-        (None, Some(e)) => Err(e),
-        (None, None) => Err(unusable(Path::new("/"), "no candidate directory")),
-    }
-}
-
-/// The metadata of `dir` when it looks like a private directory `confine` made: named
-/// `req-*`, a real directory (not a link), owned by us. Only such a directory is ever
-/// removed.
-pub fn own_private_dir(dir: &Path) -> Option<std::fs::Metadata> {
-    let named = dir
+    let is_spill = dir
         .file_name()
-        .is_some_and(|n| n.to_string_lossy().starts_with(PRIVATE_PREFIX));
-    if !named {
-        return None;
+        .and_then(OsStr::to_str)
+        .is_some_and(|n| n.starts_with(SPILL_PREFIX));
+    if is_spill {
+        let _ = std::fs::remove_dir_all(dir);
+        return;
     }
-    let meta = std::fs::symlink_metadata(dir).ok()?;
-    let ours = meta.file_type().is_dir() && meta.uid() == nix::unistd::geteuid().as_raw();
-    ours.then_some(meta)
+    for name in [REQUEST_FILE, STATUS_FILE] {
+        let _ = std::fs::remove_file(dir.join(name));
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
-/// Removes private directories in `base` not modified for [`STALE_AFTER`]. Only our own
-/// `req-*` directories (never links) are touched; errors are ignored (another `confine`
-/// may be removing the same directory).
-pub fn remove_stale(base: &Path) {
+/// Sweeps `base` when the last sweep is older than [`SWEEP_EVERY`] (or its stamp is
+/// missing or in the future): removes the private directories whose names say they are
+/// older than [`STALE_AFTER`].
+pub fn sweep(base: &Path) {
+    let stamp = base.join(SWEEP_STAMP);
+    let now = SystemTime::now();
+    let due = match std::fs::symlink_metadata(&stamp).and_then(|m| m.modified()) {
+        Ok(last) => match now.duration_since(last) {
+            Ok(age) => age >= SWEEP_EVERY,
+            // A stamp in the future was set by hand: sweep.
+            Err(_) => true,
+        },
+        Err(_) => true,
+    };
+    if !due {
+        return;
+    }
+    // Record the sweep first, so concurrent `confine`s do not all sweep.
+    let recorded = match File::options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&stamp)
+    {
+        Ok(f) => f.set_modified(now).is_ok(),
+        Err(_) => false,
+    };
+    if !recorded {
+        return;
+    }
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
     };
-    let now = SystemTime::now();
     for entry in entries.flatten() {
-        let Some(meta) = own_private_dir(&entry.path()) else {
-            continue;
-        };
-        let age = meta
-            .modified()
-            .ok()
-            .and_then(|m| now.duration_since(m).ok());
-        if age.is_some_and(|a| a > STALE_AFTER) {
-            let _ = std::fs::remove_dir_all(entry.path());
+        if created_at(&entry.file_name()).is_some_and(|c| is_stale(c, now)) {
+            remove_private(&entry.path());
         }
     }
 }
@@ -227,18 +365,15 @@ pub fn remove_stale(base: &Path) {
 #[derive(Debug)]
 pub struct PrivateDir {
     path: PathBuf,
-    channel: StatusChannel,
 }
 
 impl PrivateDir {
-    /// Creates a fresh private directory with a random name, outside `writable_roots`
-    /// when possible, and its empty status file. Removes stale siblings first.
-    pub fn create(writable_roots: &[PathBuf]) -> Result<PrivateDir, LauncherError> {
-        let (base, channel) = choose_base(writable_roots)?;
-        remove_stale(&base);
+    /// Creates a fresh private directory with a random name in `base`, and its empty
+    /// status file. Sweeps the base first (when due).
+    pub fn create(base: &Path) -> Result<PrivateDir, LauncherError> {
+        sweep(base);
         let dir = PrivateDir {
-            path: create_private_dir(&base, PRIVATE_PREFIX)?,
-            channel,
+            path: create_private_dir(base, PRIVATE_PREFIX)?,
         };
         if let Err(e) = dir.create_file(STATUS_FILE, &[]) {
             dir.remove();
@@ -250,11 +385,6 @@ impl PrivateDir {
     /// Where the status file is.
     pub fn status_path(&self) -> PathBuf {
         self.path.join(STATUS_FILE)
-    }
-
-    /// Whether the status file is out of the command's reach.
-    pub fn channel(&self) -> StatusChannel {
-        self.channel
     }
 
     /// Creates `name` as a new 0600 file holding `bytes`; fails if it exists.
@@ -272,15 +402,20 @@ impl PrivateDir {
         Ok(path)
     }
 
-    /// Writes `request` as a new 0600 file; fails if the file already exists.
-    pub fn write_request(&self, request: &LaunchRequest) -> Result<PathBuf, LauncherError> {
+    /// Writes `request` as a new 0600 file; fails if the file already exists. Returns
+    /// its path and the SHA-256 of its bytes (hex), which the runner checks.
+    pub fn write_request(
+        &self,
+        request: &LaunchRequest,
+    ) -> Result<(PathBuf, String), LauncherError> {
         let bytes = request.encode().map_err(LauncherError::Encode)?;
-        self.create_file(REQUEST_FILE, &bytes)
+        let path = self.create_file(REQUEST_FILE, &bytes)?;
+        Ok((path, stockade_policy::digest::sha256_hex(&bytes)))
     }
 
-    /// Removes the directory and whatever is left in it.
+    /// Removes the directory and what stockade put in it.
     pub fn remove(self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        remove_private(&self.path);
     }
 }
 
@@ -289,44 +424,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn beneath_any_compares_canonical_paths_of_paths_that_may_not_exist() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        std::fs::create_dir(root.join("ws")).unwrap();
-        std::os::unix::fs::symlink(root.join("ws"), root.join("link")).unwrap();
-        let roots = vec![root.join("ws")];
-        assert!(beneath_any(&root.join("ws/not/yet"), &roots));
-        assert!(beneath_any(&root.join("link/stockade"), &roots));
-        assert!(!beneath_any(&root.join("wsx/stockade"), &roots));
-        assert!(!beneath_any(&root.join("other"), &roots));
-        assert!(beneath_any(&root.join("other"), &[PathBuf::from("/")]));
+    fn the_age_is_read_from_the_name() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let name = |s: &str| created_at(OsStr::new(s));
+        assert_eq!(name("req-999999-abc"), Some(999_999));
+        assert_eq!(name("out-5-x"), Some(5));
+        for bad in [
+            "req-abc", "req-12-", "foo-12-x", "req--x", ".swept", "req-1",
+        ] {
+            assert_eq!(name(bad), None, "{bad}");
+        }
+        let day = STALE_AFTER.as_secs();
+        assert!(is_stale(1_000_000 - day - 1, now));
+        assert!(!is_stale(1_000_000 - day, now));
+        // A name from the future is not stale.
+        assert!(!is_stale(2_000_000, now));
     }
 
     #[test]
-    fn the_first_usable_candidate_outside_the_writable_roots_wins() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        let ws = root.join("ws");
-        std::fs::create_dir(&ws).unwrap();
-        let inside = ws.join("stockade");
-        let outside = root.join("run");
-        let blocked = root.join("file");
-        std::fs::write(&blocked, "").unwrap();
-        let roots = vec![ws.clone()];
-        let pick = |c: &[&PathBuf]| {
-            choose_base_from(c.iter().map(|p| p.to_path_buf()).collect(), &roots)
-                .map_err(|e| e.to_string())
-        };
+    fn root_containing_finds_the_root_the_base_is_beneath() {
+        let roots = vec![PathBuf::from("/home/u/ws"), PathBuf::from("/home/u")];
         assert_eq!(
-            pick(&[&inside, &blocked, &outside]).unwrap(),
-            (outside.clone(), StatusChannel::OutOfBand)
+            root_containing(Path::new("/home/u/.local/state/stockade"), &roots),
+            Some(&PathBuf::from("/home/u"))
         );
-        // Nothing usable outside: the first usable one, in band.
         assert_eq!(
-            pick(&[&blocked, &inside]).unwrap(),
-            (inside.clone(), StatusChannel::InBand)
+            root_containing(Path::new("/run/user/1/stockade"), &roots),
+            None
         );
-        // Nothing usable at all: the error names the last candidate tried.
-        assert!(pick(&[&blocked]).unwrap_err().contains("file"));
+        assert_eq!(root_containing(Path::new("/home/u/wsx"), &roots[..1]), None);
     }
 }

@@ -28,6 +28,11 @@ pub enum Outcome {
     RunnerFailed,
     /// Killed by a signal.
     Signaled,
+    /// The status record was tampered with (unreadable, changed mode or owner, not one
+    /// complete record, gone before its time): only the confined command, or someone
+    /// outside the sandbox, could have done that. Neither a runner failure nor a clean
+    /// run; `detail` says what was found.
+    Tampered,
 }
 
 /// What the verdict's runner-failure decision rests on.
@@ -67,6 +72,8 @@ pub enum Status {
     Unavailable,
     /// The out-of-band status file's content: `Ok(None)` when empty.
     OutOfBand(Result<Option<StatusRecord>, CorruptStatus>),
+    /// The out-of-band status file is not as the runner leaves it; why.
+    Tampered(String),
 }
 
 /// The settled facts of a process.
@@ -94,25 +101,37 @@ pub fn classify(confined: &ConfinedArgv, settled: &Settled<'_>, status: &Status)
         evidence: Evidence::ExitRules,
     };
     let runner_failure = match status {
+        Status::Tampered(why) => {
+            v.evidence = Evidence::StatusChannel;
+            v.outcome = Outcome::Tampered;
+            v.detail = Some(format!("the status record was tampered with: {why}"));
+            return v;
+        }
+        Status::OutOfBand(Err(corrupt)) => {
+            // The runner writes one whole record with one write(2): anything else in the
+            // file was put there by someone else.
+            v.evidence = Evidence::StatusChannel;
+            v.outcome = Outcome::Tampered;
+            v.detail = Some(format!("the status record was tampered with: {corrupt}"));
+            return v;
+        }
         Status::Unavailable => {
             runner_failure_detail(code, settled.stderr, &confined.runner_failure_rules)
         }
-        Status::OutOfBand(record) => {
+        Status::OutOfBand(Ok(record)) => {
             v.evidence = Evidence::StatusChannel;
             match record {
-                Ok(Some(StatusRecord::Confined { enforcement })) => {
+                Some(StatusRecord::Confined { enforcement }) => {
                     v.enforcement = Some(*enforcement);
                     None
                 }
-                Ok(Some(StatusRecord::Failed { kind, message })) => {
+                Some(StatusRecord::Failed { kind, message }) => {
                     Some(format!("{}{message} [{kind}]", exit::RUNNER_PREFIX))
                 }
-                // Only the runner can write the file, so garbage there is its failure.
-                Err(corrupt) => Some(format!("{}{corrupt}", exit::RUNNER_PREFIX)),
                 // Nothing recorded: the runner never confined, so the target never ran.
                 // A nonzero exit is the runner's (its stderr line is the best detail); a
                 // signal is reported as a signal, as the harness does.
-                Ok(None) => match code {
+                None => match code {
                     None | Some(0) => None,
                     Some(_) => Some(
                         first_runner_line(settled.stderr).unwrap_or_else(|| {
@@ -574,12 +593,20 @@ mod tests {
     }
 
     #[test]
-    fn a_corrupt_status_is_a_runner_failure() {
+    fn a_corrupt_or_tampered_status_is_tampering_never_a_runner_failure_or_a_clean_run() {
         let c = confined(Mode::ReadOnly);
-        let corrupt = Status::OutOfBand(StatusRecord::decode(b"garbage"));
-        let v = classify(&c, &settled(Some(0), ""), &corrupt);
-        assert!(v.runner_failed);
-        assert!(v.detail.unwrap().contains("corrupt"));
+        let corrupt = Status::OutOfBand(StatusRecord::decode(b"stockade-status 1 conf"));
+        let tampered = Status::Tampered("its mode is 0000".into());
+        for status in [corrupt, tampered] {
+            for (code, stderr) in [(Some(0), ""), (Some(125), FORGED), (Some(1), DENIED)] {
+                let v = classify(&c, &settled(code, stderr), &status);
+                assert_eq!(v.outcome, Outcome::Tampered, "{status:?} {code:?}");
+                assert!(!v.runner_failed && !v.denied);
+                assert!(v.detail.unwrap().contains("tampered"));
+            }
+        }
+        let j = serde_json::to_value(Outcome::Tampered).unwrap();
+        assert_eq!(j, "tampered");
     }
 
     #[test]

@@ -44,8 +44,8 @@ pub enum StatusChannel {
     /// The status file lies outside every writable root: only the runner can write it,
     /// so its record decides runner failure.
     OutOfBand,
-    /// The status file lies beneath a writable root (no private directory outside them
-    /// was usable): a command could forge it, so classification uses the exit-code rules.
+    /// The kernel does not confine truncation (Landlock ABI below 3): a command could
+    /// empty the status file, so classification uses the exit-code rules.
     InBand,
 }
 
@@ -58,15 +58,17 @@ impl StatusChannel {
     }
 }
 
-/// The channel offered for a status file that was `placed` out of the command's reach
-/// or not. Below Landlock ABI 3 truncation is not confined, so a command could empty the
-/// status file by path and pass a failed exit off as a runner that never started: the
-/// file is then not trustworthy, and the channel is in-band.
-pub fn status_channel(placed: StatusChannel, facts: &KernelFacts) -> StatusChannel {
+/// The channel a status file gives on a kernel with `facts`. The file always lies
+/// outside every writable root (the launcher refuses a policy that could write its
+/// control base), but below Landlock ABI 3 truncation is not confined, so a command could
+/// empty the file by path and pass a failed exit off as a runner that never started:
+/// the file is then not trustworthy, and the channel is in-band. `classify` derives the
+/// channel again with this rule rather than reading it from its input.
+pub fn status_channel(facts: &KernelFacts) -> StatusChannel {
     // What truncation needs does not depend on the policy's other asks.
     let truncate = Guarantee::Truncate.needs(&Asks::defaults(Mode::ReadOnly));
     if truncate.available(facts) {
-        placed
+        StatusChannel::OutOfBand
     } else {
         StatusChannel::InBand
     }
@@ -183,20 +185,10 @@ mod tests {
             seccomp: true,
         };
         for n in [0, 1, 2] {
-            assert_eq!(
-                status_channel(StatusChannel::OutOfBand, &abi(n)),
-                StatusChannel::InBand
-            );
+            assert_eq!(status_channel(&abi(n)), StatusChannel::InBand);
         }
         for n in [3, 5, 7] {
-            assert_eq!(
-                status_channel(StatusChannel::OutOfBand, &abi(n)),
-                StatusChannel::OutOfBand
-            );
-            assert_eq!(
-                status_channel(StatusChannel::InBand, &abi(n)),
-                StatusChannel::InBand
-            );
+            assert_eq!(status_channel(&abi(n)), StatusChannel::OutOfBand);
         }
     }
 

@@ -55,6 +55,7 @@ pub enum FailureKind {
     RequestForeignOwner,
     RequestTooOpen,
     RequestReplaced,
+    RequestDigest,
     RequestUnlink,
     RequestDecode,
     RequestInvalid,
@@ -80,7 +81,7 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// Every kind, for parsing and tests.
-    pub const ALL: [FailureKind; 29] = [
+    pub const ALL: [FailureKind; 30] = [
         FailureKind::Usage,
         FailureKind::RequestMissing,
         FailureKind::RequestSymlink,
@@ -89,6 +90,7 @@ impl FailureKind {
         FailureKind::RequestForeignOwner,
         FailureKind::RequestTooOpen,
         FailureKind::RequestReplaced,
+        FailureKind::RequestDigest,
         FailureKind::RequestUnlink,
         FailureKind::RequestDecode,
         FailureKind::RequestInvalid,
@@ -123,6 +125,7 @@ impl FailureKind {
             FailureKind::RequestForeignOwner => "request-foreign-owner",
             FailureKind::RequestTooOpen => "request-too-open",
             FailureKind::RequestReplaced => "request-replaced",
+            FailureKind::RequestDigest => "request-digest",
             FailureKind::RequestUnlink => "request-unlink",
             FailureKind::RequestDecode => "request-decode",
             FailureKind::RequestInvalid => "request-invalid",

@@ -83,7 +83,7 @@ impl fmt::Display for Untrusted {
             }
             Untrusted::TooOpen { mode } => write!(
                 f,
-                "its mode is {mode:04o}; group and others must have no access"
+                "it has mode {mode:04o}; group and others must have no access"
             ),
         }
     }

@@ -11,7 +11,8 @@ use stockade_policy::request::{DecodeError, ValidationError};
 use stockade_policy::status::FailureKind;
 
 /// The runner's command line, shown by `--help` and after every usage error.
-pub const USAGE: &str = "usage: stockade-runner --request FILE | --explain FILE | --version";
+pub const USAGE: &str =
+    "usage: stockade-runner --request FILE --sha256 HEX | --explain FILE | --version";
 
 #[derive(Debug)]
 pub enum RunnerError {
@@ -44,6 +45,11 @@ pub enum RunnerError {
     RequestTooOpen {
         path: PathBuf,
         mode: u32,
+    },
+    /// The file's bytes do not have the digest the argv gives: not the request `confine`
+    /// wrote (changed since, or not a request at all). It is left as it is.
+    RequestDigest {
+        path: PathBuf,
     },
     /// The request path was replaced while it was being consumed.
     RequestReplaced {
@@ -139,6 +145,7 @@ impl RunnerError {
             RunnerError::RequestForeignOwner { .. } => FailureKind::RequestForeignOwner,
             RunnerError::RequestTooOpen { .. } => FailureKind::RequestTooOpen,
             RunnerError::RequestReplaced { .. } => FailureKind::RequestReplaced,
+            RunnerError::RequestDigest { .. } => FailureKind::RequestDigest,
             RunnerError::RequestUnlink { .. } => FailureKind::RequestUnlink,
             RunnerError::Decode(_) => FailureKind::RequestDecode,
             RunnerError::Invalid(_) => FailureKind::RequestInvalid,
@@ -205,6 +212,11 @@ impl fmt::Display for RunnerError {
             RunnerError::RequestTooOpen { path, mode } => write!(
                 f,
                 "request file {} has mode {mode:04o}; it must not be readable or writable by group or others",
+                path.display()
+            ),
+            RunnerError::RequestDigest { path } => write!(
+                f,
+                "request file {} does not have the digest given with --sha256: it changed after `stockade confine` wrote it, or is not a request; left untouched",
                 path.display()
             ),
             RunnerError::RequestReplaced { path } => write!(
@@ -307,6 +319,7 @@ mod tests {
                 mode: 0o644,
             },
             RunnerError::RequestReplaced { path: p() },
+            RunnerError::RequestDigest { path: p() },
             RunnerError::RequestUnlink {
                 path: p(),
                 source: io(),

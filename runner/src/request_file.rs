@@ -1,6 +1,8 @@
 //! Taking a launch request from its file: opened without following links, checked for
-//! ownership and permissions, unlinked *before* it is decoded (a request is consumed
-//! exactly once, whatever happens next), then decoded and validated.
+//! ownership and permissions, read, checked against the digest the argv carries (so a
+//! file `confine` did not write, or that changed since, is refused and left alone),
+//! unlinked *before* it is decoded (a request is consumed exactly once, whatever happens
+//! next), then decoded and validated.
 
 use crate::error::RunnerError;
 use crate::trust;
@@ -9,6 +11,7 @@ use std::io::{ErrorKind, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use stockade_policy::LaunchRequest;
+use stockade_policy::digest;
 use stockade_policy::request::MAX_REQUEST_BYTES;
 use stockade_policy::trust::Untrusted;
 
@@ -61,12 +64,17 @@ pub fn read_capped(path: &Path, file: File, expected: u64) -> Result<Vec<u8>, Ru
     Ok(bytes)
 }
 
-/// Consumes the request at `path`: after this returns, successfully or not, the file no
-/// longer exists (unless it was refused as untrusted, in which case it is not ours to
-/// remove).
-pub fn consume(path: &Path) -> Result<LaunchRequest, RunnerError> {
+/// Consumes the request at `path`, whose bytes must have `digest`. A file with other
+/// bytes (changed since `confine` wrote it, or not a request at all, such as a key file
+/// of ours) is refused and left untouched. A request that matches is unlinked before it
+/// is decoded: after this returns, successfully or not, it no longer exists.
+pub fn consume(path: &Path, digest: &[u8; 32]) -> Result<LaunchRequest, RunnerError> {
     let (file, meta) = open(path)?;
     check_trust(path, &meta)?;
+    let bytes = read_capped(path, file, meta.len())?;
+    if !digest::same(&digest::sha256(&bytes), digest) {
+        return Err(RunnerError::RequestDigest { path: path.into() });
+    }
     // The same inode must still be at the path, or we would unlink someone else's file
     // and leave ours to be replayed.
     match std::fs::symlink_metadata(path) {
@@ -86,7 +94,6 @@ pub fn consume(path: &Path) -> Result<LaunchRequest, RunnerError> {
         path: path.into(),
         source,
     })?;
-    let bytes = read_capped(path, file, meta.len())?;
     let request = LaunchRequest::decode(&bytes).map_err(RunnerError::Decode)?;
     request.validate().map_err(RunnerError::Invalid)?;
     Ok(request)
