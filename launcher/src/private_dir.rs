@@ -125,7 +125,16 @@ fn selected_base() -> Result<PathBuf, LauncherError> {
         return Ok(PathBuf::from(format!("/run/stockade-{uid}")));
     }
     if let Some(home) = absolute("HOME") {
-        return Ok(home.join(".local/state/stockade"));
+        // `~/.local/state` may not exist yet: made as XDG's tools make it (0700).
+        let state = home.join(".local/state");
+        if !state.exists() {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&state)
+                .map_err(|e| unusable(&state, format!("cannot create it: {e}")))?;
+        }
+        return Ok(state.join("stockade"));
     }
     Err(unusable(
         Path::new("/"),
@@ -219,17 +228,6 @@ pub fn base() -> Result<PathBuf, LauncherError> {
     }
     if base.parent() == Some(Path::new("")) || base.parent().is_none() {
         return Err(unusable(&base, "it is the root directory"));
-    }
-    // `$HOME/.local/state` may not exist yet: made like XDG's tools make it.
-    if let Some(parent) = base.parent()
-        && !parent.exists()
-        && std::env::var_os(CONTROL_DIR_ENV).is_none()
-    {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)
-            .map_err(|e| unusable(&base, format!("cannot create its parent: {e}")))?;
     }
     check_ancestors(&base)?;
     ensure_base(&base)?;
