@@ -20,12 +20,14 @@ use stockade_policy::status::{MAX_RECORD_BYTES, STATUS_FILE, StatusRecord};
 use stockade_policy::trust::FileKind;
 
 /// The private directory a ConfinedArgv's `statusPath` names, once checked: exactly
-/// `BASE/req-SECONDS-RANDOM/status` in this user's control base, with no `.`, `..` or
-/// extra components. Nothing in the JSON is trusted beyond what is checked here.
+/// `BASE/req-SECONDS-RANDOM-INODE/status` in this user's control base, with no `.`, `..`
+/// or extra components. Nothing in the JSON is trusted beyond what is checked here.
 #[derive(Debug)]
 pub struct Verified {
     dir: PathBuf,
     created: u64,
+    /// The status file's inode, as the directory's name records it.
+    inode: u64,
 }
 
 /// Checks `confined`'s status path (see [`Verified`]); `None` when it has none.
@@ -56,19 +58,24 @@ pub fn verify(confined: &ConfinedArgv) -> Result<Option<Verified>, LauncherError
     else {
         return Err(bad());
     };
-    let created = private_dir::created_at(name)
-        .filter(|_| {
-            name.to_string_lossy()
-                .starts_with(private_dir::PRIVATE_PREFIX)
-        })
-        .ok_or_else(bad)?;
+    // `status_inode` accepts only request directories (`req-`).
+    let (Some(created), Some(inode)) = (
+        private_dir::created_at(name),
+        private_dir::status_inode(name),
+    ) else {
+        return Err(bad());
+    };
     // `strip_prefix` compares components, so `BASE/./x` or a doubled slash is caught by
     // comparing the rebuilt path with what was given.
     let dir = base.join(name);
     if file != STATUS_FILE || dir.join(file).as_os_str() != path.as_os_str() {
         return Err(bad());
     }
-    Ok(Some(Verified { dir, created }))
+    Ok(Some(Verified {
+        dir,
+        created,
+        inode,
+    }))
 }
 
 /// Reads what the status channel says about `verified`. The channel is derived here
@@ -114,6 +121,13 @@ fn read_status(verified: &Verified) -> Status {
     };
     if let Err(u) = private_dir::trusted(&meta, FileKind::Regular) {
         return tampered(u.to_string());
+    }
+    if meta.ino() != verified.inode {
+        return tampered(format!(
+            "it is not the file confine created (inode {}, not {})",
+            meta.ino(),
+            verified.inode
+        ));
     }
     if meta.mode() & 0o7777 != STATUS_MODE {
         return tampered(format!(

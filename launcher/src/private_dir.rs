@@ -28,7 +28,8 @@
 //! # Private directories
 //!
 //! Each is a fresh 0700 directory named `PREFIX-SECONDS-RANDOM` (SECONDS: its creation
-//! time), holding 0600 files created exclusively. The age of a leftover is read from its
+//! time; a request directory adds `-INODE`, its status file's), holding 0600 files
+//! created exclusively. The age of a leftover is read from its
 //! name, which a confined command cannot change (the base is outside its writable
 //! roots), not from timestamps, which it can (Landlock does not govern metadata).
 //!
@@ -269,6 +270,18 @@ pub fn created_at(name: &OsStr) -> Option<u64> {
     secs.parse().ok()
 }
 
+/// The inode of the status file a request directory's name records
+/// (`req-SECONDS-RANDOM-INODE`), when it records one.
+pub fn status_inode(name: &OsStr) -> Option<u64> {
+    let rest = name.to_str()?.strip_prefix(PRIVATE_PREFIX)?;
+    let mut parts = rest.split('-');
+    let (_secs, _random, ino, None) = (parts.next()?, parts.next()?, parts.next()?, parts.next())
+    else {
+        return None;
+    };
+    ino.parse().ok()
+}
+
 /// Whether a private directory created at `created` (seconds) is older than
 /// [`STALE_AFTER`] at `now`.
 pub fn is_stale(created: u64, now: SystemTime) -> bool {
@@ -366,18 +379,41 @@ pub struct PrivateDir {
 }
 
 impl PrivateDir {
-    /// Creates a fresh private directory with a random name in `base`, and its empty
-    /// status file. Sweeps the base first (when due).
+    /// Creates a fresh private directory in `base` and its empty status file, and names
+    /// the directory `req-SECONDS-RANDOM-INODE` after the status file's inode, so that
+    /// `classify` can tell the file from a replacement. Sweeps the base first (when due).
     pub fn create(base: &Path) -> Result<PrivateDir, LauncherError> {
         sweep(base);
-        let dir = PrivateDir {
+        let made = PrivateDir {
             path: create_private_dir(base, PRIVATE_PREFIX)?,
         };
-        if let Err(e) = dir.create_file(STATUS_FILE, &[]) {
-            dir.remove();
-            return Err(e);
+        let named = made.create_file(STATUS_FILE, &[]).and_then(|status| {
+            let ino = std::fs::symlink_metadata(&status)
+                .map_err(|e| unusable(&status, e.to_string()))?
+                .ino();
+            let mut name = made.path.clone().into_os_string();
+            name.push(format!("-{ino}"));
+            let named = PathBuf::from(name);
+            // Never over anything already there (rename(2) would replace an empty
+            // directory).
+            let at = nix::fcntl::AT_FDCWD;
+            nix::fcntl::renameat2(
+                at,
+                &made.path,
+                at,
+                &named,
+                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+            )
+            .map_err(|e| unusable(&named, e.to_string()))?;
+            Ok(named)
+        });
+        match named {
+            Ok(path) => Ok(PrivateDir { path }),
+            Err(e) => {
+                made.remove();
+                Err(e)
+            }
         }
-        Ok(dir)
     }
 
     /// Where the status file is.
@@ -437,6 +473,11 @@ mod tests {
         assert!(!is_stale(1_000_000 - day, now));
         // A name from the future is not stale.
         assert!(!is_stale(2_000_000, now));
+        assert_eq!(created_at(OsStr::new("req-5-abc-77")), Some(5));
+        assert_eq!(status_inode(OsStr::new("req-5-abc-77")), Some(77));
+        for bad in ["req-5-abc", "req-5-abc-x", "req-5-abc-7-8", "out-5-abc-7"] {
+            assert_eq!(status_inode(OsStr::new(bad)), None, "{bad}");
+        }
     }
 
     #[test]

@@ -582,3 +582,29 @@ fn classify_refuses_a_fifo_input_without_blocking_and_reads_either_input_from_st
     let v: Value = serde_json::from_slice(&res.stdout).unwrap();
     assert_eq!(v["outcome"], "failed", "{v}");
 }
+
+#[test]
+fn a_replaced_status_file_is_tampering_even_with_a_well_formed_record() {
+    let fx = Fixture::new();
+    let c = confine_sh(&fx, "exit 3");
+    let out = spawn_argv(&c);
+    assert_code(&out, 3);
+    // Replaced by a process outside the sandbox (no confined command can: the private
+    // directory is outside every writable root): same name, owner and mode, a
+    // well-formed `failed` record.
+    // The new file is made before the old one goes (renamed over it), so it cannot
+    // reuse the freed inode number.
+    let status = status_path(&c);
+    let forged = private_dir(&c).join("forged");
+    std::fs::write(&forged, "stockade-status 1 failed chdir forged\n").unwrap();
+    std::fs::set_permissions(&forged, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::rename(&forged, &status).unwrap();
+    let v = classify_json(&fx, &c, Some(3), "");
+    assert_eq!(v["outcome"], "tampered", "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("inode"), "{v}");
+    // Positive control: the file confine created, with the runner's record.
+    let c = confine_sh(&fx, "exit 3");
+    let out = spawn_argv(&c);
+    let v = classify_json(&fx, &c, Some(3), &text(&out.stderr));
+    assert_eq!(v["outcome"], "failed", "{v}");
+}
