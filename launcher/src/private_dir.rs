@@ -44,7 +44,7 @@ use crate::error::LauncherError;
 use std::ffi::OsStr;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use stockade_policy::LaunchRequest;
@@ -250,7 +250,7 @@ pub fn create_private_dir(base: &Path, prefix: &str) -> Result<PathBuf, Launcher
         .unwrap_or(0);
     let dir = tempfile::Builder::new()
         .prefix(&format!("{prefix}{now}-"))
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(base)
         .map_err(|e| unusable(base, e.to_string()))?;
     Ok(dir.keep())
@@ -311,10 +311,13 @@ pub fn remove_private(dir: &Path) {
     let Ok(meta) = std::fs::symlink_metadata(dir) else {
         return;
     };
-    // A real directory of ours (never a link); a mode someone opened does not keep it.
+    // A real directory of ours (never a link); a mode someone changed does not keep it.
     match trusted(&meta, FileKind::Directory) {
         Ok(()) | Err(Untrusted::TooOpen { .. }) => {}
         Err(_) => return,
+    }
+    if meta.mode() & 0o700 != 0o700 {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     }
     let is_spill = dir
         .file_name()
@@ -347,20 +350,22 @@ pub fn sweep(base: &Path) {
     if !due {
         return;
     }
-    // Record the sweep first, so concurrent `confine`s do not all sweep.
-    let recorded = match File::options()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&stamp)
-    {
-        Ok(f) => f.set_modified(now).is_ok(),
-        Err(_) => false,
+    // Record the sweep first, so concurrent `confine`s do not all sweep. A stamp that
+    // cannot be opened (a command may `chmod 000` it: it owns it) is replaced; if even
+    // that fails, the sweep still runs, so leftovers never pile up for good.
+    let record = || {
+        File::options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&stamp)
+            .and_then(|f| f.set_modified(now))
     };
-    if !recorded {
-        return;
+    if record().is_err() {
+        let _ = std::fs::remove_file(&stamp);
+        let _ = record();
     }
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
