@@ -299,6 +299,51 @@ mod tests {
         assert!(message.starts_with("a\\nb\\r"));
     }
 
+    /// Where each kind sits in [`FailureKind::ALL`]. The match is exhaustive, so a new
+    /// kind does not compile until it is given a place here, and the test below then
+    /// fails until `ALL` holds it there.
+    fn position(kind: FailureKind) -> usize {
+        match kind {
+            FailureKind::Usage => 0,
+            FailureKind::RequestMissing => 1,
+            FailureKind::RequestSymlink => 2,
+            FailureKind::RequestIo => 3,
+            FailureKind::RequestNotRegular => 4,
+            FailureKind::RequestForeignOwner => 5,
+            FailureKind::RequestTooOpen => 6,
+            FailureKind::RequestReplaced => 7,
+            FailureKind::RequestDigest => 8,
+            FailureKind::RequestUnlink => 9,
+            FailureKind::RequestDecode => 10,
+            FailureKind::RequestInvalid => 11,
+            FailureKind::Unconfined => 12,
+            FailureKind::Chdir => 13,
+            FailureKind::NoNewPrivs => 14,
+            FailureKind::GrantPath => 15,
+            FailureKind::GrantNotDirectory => 16,
+            FailureKind::SandboxUnavailable => 17,
+            FailureKind::LessThanReported => 18,
+            FailureKind::GuaranteeNotAchieved => 19,
+            FailureKind::Landlock => 20,
+            FailureKind::Seccomp => 21,
+            FailureKind::Capabilities => 22,
+            FailureKind::Fds => 23,
+            FailureKind::KeepFdNotOpen => 24,
+            FailureKind::Setsid => 25,
+            FailureKind::Status => 26,
+            FailureKind::Stdout => 27,
+            FailureKind::NotFound => 28,
+            FailureKind::CannotExecute => 29,
+        }
+    }
+
+    #[test]
+    fn all_holds_every_kind_once() {
+        for (i, kind) in FailureKind::ALL.into_iter().enumerate() {
+            assert_eq!(position(kind), i, "{kind}");
+        }
+    }
+
     #[test]
     fn failure_kinds_are_distinct_parseable_identifiers() {
         let mut seen = std::collections::BTreeSet::new();
