@@ -17,8 +17,8 @@
 //!    grant with `--writable`). The base is cleaned by age, so nothing accumulates there.
 //!
 //! Its parent is resolved through symbolic links first, and the result is refused when
-//! it lies beneath `/tmp`, `/var/tmp`, `/dev/shm` or the temp dir (every confined
-//! command may write some of them), when an existing ancestor belongs to another user
+//! it lies beneath `/tmp`, `/dev/shm` or the temp dir (shared places workspace-write
+//! commands may write), when an existing ancestor belongs to another user
 //! (root excepted) or is writable by group or others without the sticky bit, or when
 //! the base itself is a link, not ours, or open to group or others. Each refusal is an
 //! error naming the base and the way out (`STOCKADE_CONTROL_DIR`), never a silent move
@@ -68,9 +68,11 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(10 * 60);
 /// The stamp file whose modification time records the last sweep.
 const SWEEP_STAMP: &str = ".swept";
 
-/// Places every confined command may write, whatever its policy: the base is never
-/// beneath one of them.
-const SHARED_TEMP_DIRS: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
+/// Shared temporary directories: `/tmp` is a writable root of every workspace-write
+/// policy, and `/dev/shm` is a world-writable memory filesystem. The base is never
+/// beneath one of them, nor beneath the temp dir (`$TMPDIR`). (`/var/tmp`, which no
+/// default policy grants, is judged like any other place: by the policy check.)
+const SHARED_TEMP_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
 
 fn unusable(path: &Path, reason: impl Into<String>) -> LauncherError {
     LauncherError::PrivateDir {
