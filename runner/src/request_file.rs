@@ -12,7 +12,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use stockade_policy::LaunchRequest;
 use stockade_policy::digest;
-use stockade_policy::request::MAX_REQUEST_BYTES;
+use stockade_policy::request::{DecodeError, MAX_REQUEST_BYTES};
 use stockade_policy::trust::Untrusted;
 
 /// Opens the request file without following a symlink and without blocking on a FIFO.
@@ -72,6 +72,12 @@ pub fn consume(path: &Path, digest: &[u8; 32]) -> Result<LaunchRequest, RunnerEr
     let (file, meta) = open(path)?;
     check_trust(path, &meta)?;
     let bytes = read_capped(path, file, meta.len())?;
+    // Larger than any request `confine` writes: not one, so not ours to remove.
+    if bytes.len() > MAX_REQUEST_BYTES {
+        return Err(RunnerError::Decode(DecodeError::TooLarge {
+            len: bytes.len(),
+        }));
+    }
     if !digest::same(&digest::sha256(&bytes), digest) {
         return Err(RunnerError::RequestDigest { path: path.into() });
     }

@@ -341,9 +341,16 @@ pub fn run_request(path: &Path) -> Output {
         .unwrap()
 }
 
-/// The SHA-256 (hex) of the file at `path`, or of nothing when it cannot be read.
+/// The SHA-256 (hex) of the regular file at `path`, or of nothing when there is none
+/// (a FIFO is not read: that would block).
 pub fn file_sha256(path: &Path) -> String {
-    stockade_policy::digest::sha256_hex(&std::fs::read(path).unwrap_or_default())
+    let regular = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file());
+    let bytes = if regular {
+        std::fs::read(path).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    stockade_policy::digest::sha256_hex(&bytes)
 }
 
 /// The `argv` of a ConfinedArgv JSON object, as strings.
