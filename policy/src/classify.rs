@@ -1,10 +1,12 @@
 //! Classifying a settled process: did the runner fail, did the sandbox deny an access,
 //! or did the command just fail?
 //!
-//! [`runner_failure_detail`] and [`is_denied`] give exactly the harness's answers on the
-//! same inputs (`../shared/CONTEXT.md`, section 1). [`classify`] builds the verdict of
-//! `stockade classify` on top of them: with an out-of-band status record it lets the
-//! record, not stderr, decide runner failure; without one it is the harness algorithm.
+//! [`runner_failure_detail`] and [`is_denied`] give exactly the answers of an executor
+//! that judges with the ConfinedArgv's `runnerFailureRules` and `denialSignatures` on the
+//! same inputs. [`classify`] builds the verdict of `stockade classify` on top of them:
+//! with an out-of-band status record it lets the record, not stderr, decide runner
+//! failure (and names a record someone changed `tampered`); without one it is that
+//! exit-rules algorithm.
 //! An exit code of `None` means the process was killed by a signal.
 
 use crate::confined::{ConfinedArgv, RunnerFailureRule};
@@ -100,21 +102,21 @@ pub fn classify(confined: &ConfinedArgv, settled: &Settled<'_>, status: &Status)
         enforcement: confined.enforcement,
         evidence: Evidence::ExitRules,
     };
+    let tampered = match status {
+        Status::Tampered(why) => Some(why.clone()),
+        // The runner writes one whole record with one write(2): anything else in the
+        // file was put there by someone else.
+        Status::OutOfBand(Err(corrupt)) => Some(corrupt.to_string()),
+        _ => None,
+    };
+    if let Some(why) = tampered {
+        v.evidence = Evidence::StatusChannel;
+        v.outcome = Outcome::Tampered;
+        v.detail = Some(format!("the status record was tampered with: {why}"));
+        return v;
+    }
     let runner_failure = match status {
-        Status::Tampered(why) => {
-            v.evidence = Evidence::StatusChannel;
-            v.outcome = Outcome::Tampered;
-            v.detail = Some(format!("the status record was tampered with: {why}"));
-            return v;
-        }
-        Status::OutOfBand(Err(corrupt)) => {
-            // The runner writes one whole record with one write(2): anything else in the
-            // file was put there by someone else.
-            v.evidence = Evidence::StatusChannel;
-            v.outcome = Outcome::Tampered;
-            v.detail = Some(format!("the status record was tampered with: {corrupt}"));
-            return v;
-        }
+        Status::Tampered(_) | Status::OutOfBand(Err(_)) => None,
         Status::Unavailable => {
             runner_failure_detail(code, settled.stderr, &confined.runner_failure_rules)
         }
@@ -387,7 +389,7 @@ mod tests {
     /// (mode, exit code, stderr, outcome, denied, runner failed)
     type Case<'a> = (Mode, Option<i32>, &'a str, Outcome, bool, bool);
 
-    /// Every harness case of CONTEXT.md section 1, with no status channel: the verdict
+    /// Every case of the executor's exit-rules algorithm, with no status channel: the verdict
     /// must be the harness's answer.
     #[test]
     fn without_a_status_record_the_verdict_is_the_harness_algorithm() {

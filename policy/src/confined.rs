@@ -1,5 +1,5 @@
-//! ConfinedArgv: what `stockade confine` hands an executor, field for field the shape in
-//! the harness's wire contract (`../shared/CONTEXT.md`, section 1).
+//! ConfinedArgv: what `stockade confine` hands an executor, field for field the shape the
+//! executor's wire contract defines (documented in `docs/provider-contract.md`).
 
 use crate::exit;
 use crate::guarantees::{Asks, Enforcement, Guarantee, GuaranteeReport, KernelFacts};
