@@ -105,15 +105,30 @@ function runToCompletion(argv) {
 
 // Step 3: ask stockade what happened. It reads the runner's status record, so a
 // command cannot pass itself off as a sandbox failure.
+//
+// Neither input may lie where a confined command can write (the workspace, /tmp,
+// $TMPDIR): a command, or a process it left running, could rewrite it before classify
+// reads it. So the ConfinedArgv goes on stdin (it never was a file), and the stderr
+// capture goes into a fresh 0700 directory under $XDG_RUNTIME_DIR (else
+// ~/.local/state), which no policy may grant: stockade keeps its own control files there
+// and refuses a policy whose writable roots contain them.
+function privateBase() {
+  const runtime = process.env.XDG_RUNTIME_DIR;
+  if (runtime && path.isAbsolute(runtime)) return runtime;
+  const state = path.join(os.homedir(), '.local', 'state');
+  fs.mkdirSync(state, { recursive: true, mode: 0o700 });
+  return state;
+}
+
 function classify(opts, confined, settled) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'node-executor-'));
+  const dir = fs.mkdtempSync(path.join(privateBase(), 'node-executor-'));
   try {
-    const confinedFile = path.join(dir, 'confined.json');
-    fs.writeFileSync(confinedFile, JSON.stringify(confined), { mode: 0o600 });
-    const args = ['classify', '--confined', confinedFile, '--stderr', '-'];
+    const stderrFile = path.join(dir, 'stderr');
+    fs.writeFileSync(stderrFile, settled.stderr, { mode: 0o600, flag: 'wx' });
+    const args = ['classify', '--confined', '-', '--stderr', stderrFile];
     if (settled.exitCode === null) args.push('--signal', settled.signal);
     else args.push('--exit-code', String(settled.exitCode));
-    const r = spawnSync(opts.stockade, args, { input: settled.stderr, encoding: 'utf8' });
+    const r = spawnSync(opts.stockade, args, { input: JSON.stringify(confined), encoding: 'utf8' });
     if (r.error) throw r.error;
     if (r.status !== 0) throw new Error(`stockade classify failed: ${r.stderr.trim()}`);
     return JSON.parse(r.stdout);

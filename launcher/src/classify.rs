@@ -8,46 +8,154 @@
 
 use crate::cli::ClassifyArgs;
 use crate::error::LauncherError;
+use crate::private_dir;
+use crate::probe;
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+use std::time::SystemTime;
 use stockade_policy::classify::{self, Settled, Status, Verdict};
-use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv, StatusChannel};
-use stockade_policy::status::{CorruptStatus, MAX_RECORD_BYTES, STATUS_FILE, StatusRecord};
+use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv, StatusChannel};
+use stockade_policy::status::{MAX_RECORD_BYTES, STATUS_FILE, StatusRecord};
+use stockade_policy::trust::FileKind;
 
-use crate::request_file;
+/// The private directory a ConfinedArgv's `statusPath` names, once checked: exactly
+/// `BASE/req-SECONDS-RANDOM-INODE/status` in this user's control base, with no `.`, `..`
+/// or extra components. Nothing in the JSON is trusted beyond what is checked here.
+#[derive(Debug)]
+pub struct Verified {
+    dir: PathBuf,
+    created: u64,
+    /// The status file's inode, as the directory's name records it.
+    inode: u64,
+}
 
-/// Reads what the status channel of `confined` says. Only an out-of-band channel counts:
-/// an in-band status file could have been written by the command.
-pub fn status(confined: &ConfinedArgv) -> Status {
-    let (Some(path), Some(StatusChannel::OutOfBand)) =
-        (confined.status_path.as_deref(), confined.status_channel)
-    else {
-        return Status::Unavailable;
+/// Checks `confined`'s status path (see [`Verified`]); `None` when it has none.
+pub fn verify(confined: &ConfinedArgv) -> Result<Option<Verified>, LauncherError> {
+    let Some(given) = confined.status_path.as_deref() else {
+        if confined.mode.is_confined() {
+            // `confine` always names one for a confined mode: dropping it would turn the
+            // verdict over to the forgeable exit rules.
+            return Err(LauncherError::BadConfined(format!(
+                "a {} ConfinedArgv without a statusPath was not made by stockade confine",
+                confined.mode
+            )));
+        }
+        return Ok(None);
     };
-    let corrupt = |why: String| Status::OutOfBand(Err(CorruptStatus(why)));
+    let base = private_dir::base()?;
+    let path = Path::new(given);
+    let bad = || {
+        LauncherError::BadConfined(format!(
+            "statusPath {given} is not a status file in this user's control directory {} (was the ConfinedArgv changed, or made with another {} or XDG_RUNTIME_DIR?)",
+            base.display(),
+            private_dir::CONTROL_DIR_ENV
+        ))
+    };
+    let mut parts = path.strip_prefix(&base).map_err(|_| bad())?.components();
+    let (Some(Component::Normal(name)), Some(Component::Normal(file)), None) =
+        (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    // `status_inode` accepts only request directories (`req-`).
+    let (Some(created), Some(inode)) = (
+        private_dir::created_at(name),
+        private_dir::status_inode(name),
+    ) else {
+        return Err(bad());
+    };
+    // `strip_prefix` compares components, so `BASE/./x` or a doubled slash is caught by
+    // comparing the rebuilt path with what was given.
+    let dir = base.join(name);
+    if file != STATUS_FILE || dir.join(file).as_os_str() != path.as_os_str() {
+        return Err(bad());
+    }
+    Ok(Some(Verified {
+        dir,
+        created,
+        inode,
+    }))
+}
+
+/// Reads what the status channel says about `verified`. The channel is derived here
+/// (from the kernel facts, as `confine` derived it), never read from the JSON; a status
+/// file that is not as the runner leaves it is tampering.
+fn read_status(verified: &Verified) -> Status {
+    if confined::status_channel(&probe::kernel_facts()) != StatusChannel::OutOfBand {
+        return Status::Unavailable;
+    }
+    let dir = &verified.dir;
+    let dir_meta = match std::fs::symlink_metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if private_dir::is_stale(verified.created, SystemTime::now()) {
+                // Swept by age: no evidence either way.
+                return Status::Unavailable;
+            }
+            return Status::Tampered(format!(
+                "its private directory {} is gone before its time (classified already, or removed by someone)",
+                dir.display()
+            ));
+        }
+        Err(e) => return Status::Tampered(format!("cannot examine {}: {e}", dir.display())),
+    };
+    if let Err(u) = private_dir::trusted(&dir_meta, FileKind::Directory) {
+        return Status::Tampered(format!("its private directory {}: {u}", dir.display()));
+    }
+    let path = dir.join(STATUS_FILE);
+    let tampered = |why: String| Status::Tampered(format!("{}: {why}", path.display()));
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-        .open(path);
+        .open(&path);
+    // The runner never removes or replaces it, so any failure to open it (gone, mode
+    // changed, descriptors exhausted) is someone's doing.
     let file = match file {
         Ok(f) => f,
-        // Already classified, or removed as stale: no evidence either way.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Status::Unavailable,
-        Err(e) => return corrupt(format!("cannot open the status file {path}: {e}")),
+        Err(e) => return tampered(format!("cannot open it: {e}")),
     };
-    match file.metadata() {
-        Ok(m) if m.file_type().is_file() => {}
-        _ => return corrupt(format!("the status file {path} is not a regular file")),
+    let meta = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return tampered(format!("cannot examine it: {e}")),
+    };
+    if let Err(u) = private_dir::trusted(&meta, FileKind::Regular) {
+        return tampered(u.to_string());
+    }
+    if meta.ino() != verified.inode {
+        return tampered(format!(
+            "it is not the file confine created (inode {}, not {})",
+            meta.ino(),
+            verified.inode
+        ));
+    }
+    if meta.mode() & 0o7777 != STATUS_MODE {
+        return tampered(format!(
+            "its mode is {:04o}, not the {STATUS_MODE:04o} it was made with",
+            meta.mode() & 0o7777
+        ));
     }
     let mut bytes = Vec::new();
     if let Err(e) = file
         .take(MAX_RECORD_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
     {
-        return corrupt(format!("cannot read the status file {path}: {e}"));
+        return tampered(format!("cannot read it: {e}"));
     }
     Status::OutOfBand(StatusRecord::decode(&bytes))
+}
+
+/// The mode `confine` creates a status file with.
+const STATUS_MODE: u32 = 0o600;
+
+/// What the status channel of `confined` says; a status path that fails [`verify`] is
+/// tampering (the caller that can refuse bad input calls `verify` first).
+pub fn status(confined: &ConfinedArgv) -> Status {
+    match verify(confined) {
+        Ok(Some(v)) => read_status(&v),
+        Ok(None) => Status::Unavailable,
+        Err(e) => Status::Tampered(e.to_string()),
+    }
 }
 
 /// The verdict on a process spawned from `confined` that settled with these facts.
@@ -65,19 +173,10 @@ pub fn verdict(
     classify::classify(confined, &settled, &status(confined))
 }
 
-/// Removes the private directory of `confined` (request leftovers and the status file).
-/// Only a directory that looks like one `confine` made is removed: named `req-*`, holding
-/// the status file, a real directory owned by us. Anything else is left alone.
-pub fn consume(confined: &ConfinedArgv) {
-    let Some(status) = confined.status_path.as_deref().map(Path::new) else {
-        return;
-    };
-    let Some(dir) = status.parent() else { return };
-    if status.file_name().is_some_and(|n| n == STATUS_FILE)
-        && request_file::own_private_dir(dir).is_some()
-    {
-        let _ = std::fs::remove_dir_all(dir);
-    }
+/// Removes a verified private directory: only the files `confine` puts there, then the
+/// directory (left alone if anything else is inside).
+pub fn consume(verified: &Verified) {
+    private_dir::remove_private(&verified.dir);
 }
 
 /// The name of a signal given as a name (`SIGKILL`, `KILL`) or a number (`9`).
@@ -104,6 +203,21 @@ pub fn signal_name(given: &str) -> Result<String, LauncherError> {
 /// small JSON object; anything larger is refused rather than read into memory whole.
 pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 
+/// Opens an input file without blocking (a FIFO in its place must not hang `classify`)
+/// and refuses anything but a regular file.
+fn open_input(path: &Path) -> std::io::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(path)?;
+    if !file.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::other(
+            "not a regular file (pass a file, or - for stdin)",
+        ));
+    }
+    Ok(file)
+}
+
 fn read_input(what: &'static str, path: &Path) -> Result<Vec<u8>, LauncherError> {
     let mut bytes = Vec::new();
     let limit = MAX_INPUT_BYTES + 1;
@@ -114,7 +228,7 @@ fn read_input(what: &'static str, path: &Path) -> Result<Vec<u8>, LauncherError>
             .read_to_end(&mut bytes)
             .map(|_| ())
     } else {
-        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes).map(|_| ()))
+        open_input(path).and_then(|f| f.take(limit).read_to_end(&mut bytes).map(|_| ()))
     };
     let too_large = || {
         std::io::Error::other(format!(
@@ -159,16 +273,20 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
         None => Vec::new(),
     };
     let signal = args.signal.as_deref().map(signal_name).transpose()?;
-    let verdict = verdict(
-        &confined,
-        args.exit_code,
-        signal.as_deref(),
-        &String::from_utf8_lossy(&stderr),
-    );
-    // Serialising a plain struct of strings cannot fail.
-    let line = serde_json::to_string(&verdict).unwrap_or_default();
+    // A status path that is not this user's own is refused before anything is read.
+    let verified = verify(&confined)?;
+    let status = verified.as_ref().map_or(Status::Unavailable, read_status);
+    let settled = Settled {
+        exit_code: args.exit_code,
+        signal: signal.as_deref(),
+        stderr: &String::from_utf8_lossy(&stderr),
+    };
+    let verdict = classify::classify(&confined, &settled, &status);
+    let line = serde_json::to_string(&verdict).map_err(LauncherError::Json)?;
     crate::stdout::write(&format!("{line}\n"))?;
-    consume(&confined);
+    if let Some(verified) = &verified {
+        consume(verified);
+    }
     Ok(0)
 }
 

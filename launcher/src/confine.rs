@@ -6,17 +6,16 @@ use crate::cli::ConfineArgs;
 use crate::env;
 use crate::error::LauncherError;
 use crate::locate;
+use crate::private_dir::{self, PrivateDir};
 use crate::probe;
-use crate::request_file::PrivateDir;
 use crate::stdout;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
-use stockade_policy::confined::StatusChannel;
-use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv};
+use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{denial_signatures, runner_failure_rules};
 use stockade_policy::grants;
-use stockade_policy::guarantees::{self, Asks, Guarantee, KernelFacts, Verdict};
+use stockade_policy::guarantees::{self, Asks, Verdict};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
@@ -31,17 +30,6 @@ fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError
     s.to_str()
         .map(str::to_string)
         .ok_or(LauncherError::NotUtf8 { what })
-}
-
-/// The channel actually offered. Below Landlock ABI 3 truncation is not confined, so a
-/// command could empty the status file by path and pass a failed exit off as a runner
-/// that never started: the file is then not trustworthy, and the channel is in-band.
-fn status_channel(placed: StatusChannel, asks: &Asks, facts: &KernelFacts) -> StatusChannel {
-    if Guarantee::Truncate.needs(asks).available(facts) {
-        placed
-    } else {
-        StatusChannel::InBand
-    }
 }
 
 /// Prepares `command` to run under `policy` with environment `env`.
@@ -83,12 +71,25 @@ pub fn confine(
         Verdict::Unavailable { missing } => {
             return Err(LauncherError::Unavailable { mode, missing });
         }
-        Verdict::Unconfined => unreachable!("confined modes always get a confined verdict"),
+        Verdict::Unconfined => {
+            return Err(LauncherError::Internal(
+                "a confined mode was judged unconfined",
+            ));
+        }
     };
     let runner = locate::runner()?;
     let runner = utf8(runner.as_os_str(), "the runner path")?;
 
-    let dir = PrivateDir::create(&grants::writable_roots(&resolved))?;
+    // The control base must be out of the command's reach: a policy that could write it
+    // could rewrite the requests and status files of other commands.
+    let base = private_dir::base()?;
+    if let Some(root) = private_dir::root_containing(&base, &grants::writable_roots(&resolved)) {
+        return Err(LauncherError::ControlBaseWritable {
+            base,
+            root: root.clone(),
+        });
+    }
+    let dir = PrivateDir::create(&base)?;
     let status_path = dir.status_path();
     let request = LaunchRequest {
         argv: command.to_vec(),
@@ -98,15 +99,16 @@ pub fn confine(
         promised: facts,
         status_path: Some(status_path.clone()),
     };
-    let write = || -> Result<(String, String), LauncherError> {
+    let write = || -> Result<(String, String, String), LauncherError> {
         request.validate().map_err(LauncherError::Invalid)?;
-        let request_path = dir.write_request(&request)?;
+        let (request_path, digest) = dir.write_request(&request)?;
         Ok((
             utf8(request_path.as_os_str(), "the request path")?,
+            digest,
             utf8(status_path.as_os_str(), "the status path")?,
         ))
     };
-    let (request_path, status_path) = match write() {
+    let (request_path, digest, status_path) = match write() {
         Ok(p) => p,
         Err(e) => {
             dir.remove();
@@ -116,14 +118,20 @@ pub fn confine(
     Ok(Confinement {
         confined: ConfinedArgv {
             contract: CONTRACT_VERSION,
-            argv: vec![runner, "--request".to_string(), request_path],
+            argv: vec![
+                runner,
+                "--request".to_string(),
+                request_path,
+                "--sha256".to_string(),
+                digest,
+            ],
             enforcement: Some(enforcement),
             denial_signatures: denial_signatures(mode),
             runner_failure_rules: runner_failure_rules(mode),
             mode,
             guarantees: guarantees::report(&asks, &facts),
             status_path: Some(status_path),
-            status_channel: Some(status_channel(dir.channel(), &asks, &facts)),
+            status_channel: Some(confined::status_channel(&facts)),
         },
         private_dir: Some(dir),
     })
@@ -136,9 +144,10 @@ pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
         &args.command.command,
         env::target_env(&args.env).vars,
     )?;
-    // Serialising a plain struct of strings cannot fail.
-    let json = serde_json::to_string(&confinement.confined).unwrap_or_default();
-    if let Err(e) = stdout::write(&format!("{json}\n")) {
+    let written = serde_json::to_string(&confinement.confined)
+        .map_err(LauncherError::Json)
+        .and_then(|json| stdout::write(&format!("{json}\n")));
+    if let Err(e) = written {
         // Nobody will ever spawn a request we could not hand over.
         if let Some(dir) = confinement.private_dir {
             dir.remove();
@@ -146,34 +155,4 @@ pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
         return Err(e);
     }
     Ok(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_channel_is_in_band_where_truncation_is_not_confined() {
-        let abi = |n| KernelFacts {
-            landlock_abi: n,
-            seccomp: true,
-        };
-        let asks = Asks::defaults(stockade_policy::Mode::WorkspaceWrite);
-        for n in [1, 2] {
-            assert_eq!(
-                status_channel(StatusChannel::OutOfBand, &asks, &abi(n)),
-                StatusChannel::InBand
-            );
-        }
-        for n in [3, 5, 7] {
-            assert_eq!(
-                status_channel(StatusChannel::OutOfBand, &asks, &abi(n)),
-                StatusChannel::OutOfBand
-            );
-            assert_eq!(
-                status_channel(StatusChannel::InBand, &asks, &abi(n)),
-                StatusChannel::InBand
-            );
-        }
-    }
 }

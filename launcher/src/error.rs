@@ -30,6 +30,11 @@ pub enum LauncherError {
         path: PathBuf,
         reason: String,
     },
+    /// The policy's writable roots contain the control base.
+    ControlBaseWritable {
+        base: PathBuf,
+        root: PathBuf,
+    },
     /// A request file could not be written.
     WriteRequest {
         path: PathBuf,
@@ -62,6 +67,10 @@ pub enum LauncherError {
     BadSignal(String),
     /// Our own stdout is gone.
     WriteOutput(io::Error),
+    /// A result could not be serialised as JSON.
+    Json(serde_json::Error),
+    /// A combination the launcher's own logic rules out happened after all.
+    Internal(&'static str),
 }
 
 impl fmt::Display for LauncherError {
@@ -84,8 +93,14 @@ impl fmt::Display for LauncherError {
             }
             LauncherError::PrivateDir { path, reason } => write!(
                 f,
-                "private request directory {} is unusable: {reason}",
+                "control directory {} is unusable: {reason}",
                 path.display()
+            ),
+            LauncherError::ControlBaseWritable { base, root } => write!(
+                f,
+                "the writable root {} contains the control directory {}, where the requests and status files of other commands live; grant a narrower root, or set STOCKADE_CONTROL_DIR to a private directory outside every writable root",
+                root.display(),
+                base.display()
             ),
             LauncherError::WriteRequest { path, source } => write!(
                 f,
@@ -117,6 +132,8 @@ impl fmt::Display for LauncherError {
                 "--signal {s:?} is not a signal name (like SIGKILL or KILL) or number"
             ),
             LauncherError::WriteOutput(e) => write!(f, "cannot write to stdout: {e}"),
+            LauncherError::Json(e) => write!(f, "cannot serialise the result as JSON: {e}"),
+            LauncherError::Internal(what) => write!(f, "internal error: {what}"),
         }
     }
 }

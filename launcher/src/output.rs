@@ -8,7 +8,7 @@
 //! buffer per stream.
 
 use crate::error::LauncherError;
-use crate::request_file;
+use crate::private_dir;
 use crate::tail::{SignatureScanner, Tail};
 use std::fs::File;
 use std::io::Write;
@@ -28,8 +28,8 @@ impl SpillDir {
         // The first usable base directory of the request files (a private area the
         // caller already trusts). Confined commands cannot write there in practice, and
         // the random 0700 directory keeps everyone else out.
-        let base = request_file::first_usable_base()?;
-        let dir = request_file::create_private_dir(&base, "out-")?;
+        let base = private_dir::base()?;
+        let dir = private_dir::create_private_dir(&base, private_dir::SPILL_PREFIX)?;
         self.path = Some(dir.clone());
         Ok(dir)
     }
@@ -176,7 +176,7 @@ impl Capture {
     /// then reported with its tail alone), so its reason is not kept.
     fn open_spill(&self, dir: &mut SpillDir) -> Option<(PathBuf, File)> {
         let path = dir.get().ok()?.join(self.name);
-        let file = request_file::create_private_file(&path).ok()?;
+        let file = private_dir::create_private_file(&path).ok()?;
         Some((path, file))
     }
 

@@ -204,8 +204,7 @@ fn table(p: &Probe) -> String {
 pub fn probe_command(json: bool) -> Result<i32, LauncherError> {
     let p = gather();
     let text = if json {
-        // Serialising plain structs of strings, numbers and maps cannot fail.
-        serde_json::to_string(&p).unwrap_or_default() + "\n"
+        serde_json::to_string(&p).map_err(LauncherError::Json)? + "\n"
     } else {
         table(&p)
     };

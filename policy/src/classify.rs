@@ -1,10 +1,12 @@
 //! Classifying a settled process: did the runner fail, did the sandbox deny an access,
 //! or did the command just fail?
 //!
-//! [`runner_failure_detail`] and [`is_denied`] give exactly the harness's answers on the
-//! same inputs (`../shared/CONTEXT.md`, section 1). [`classify`] builds the verdict of
-//! `stockade classify` on top of them: with an out-of-band status record it lets the
-//! record, not stderr, decide runner failure; without one it is the harness algorithm.
+//! [`runner_failure_detail`] and [`is_denied`] give exactly the answers of an executor
+//! that judges with the ConfinedArgv's `runnerFailureRules` and `denialSignatures` on the
+//! same inputs. [`classify`] builds the verdict of `stockade classify` on top of them:
+//! with an out-of-band status record it lets the record, not stderr, decide runner
+//! failure (and names a record someone changed `tampered`); without one it is that
+//! exit-rules algorithm.
 //! An exit code of `None` means the process was killed by a signal.
 
 use crate::confined::{ConfinedArgv, RunnerFailureRule};
@@ -28,6 +30,11 @@ pub enum Outcome {
     RunnerFailed,
     /// Killed by a signal.
     Signaled,
+    /// The status record was tampered with (unreadable, changed mode or owner, not one
+    /// complete record, gone before its time): only the confined command, or someone
+    /// outside the sandbox, could have done that. Neither a runner failure nor a clean
+    /// run; `detail` says what was found.
+    Tampered,
 }
 
 /// What the verdict's runner-failure decision rests on.
@@ -67,6 +74,8 @@ pub enum Status {
     Unavailable,
     /// The out-of-band status file's content: `Ok(None)` when empty.
     OutOfBand(Result<Option<StatusRecord>, CorruptStatus>),
+    /// The out-of-band status file is not as the runner leaves it; why.
+    Tampered(String),
 }
 
 /// The settled facts of a process.
@@ -93,26 +102,38 @@ pub fn classify(confined: &ConfinedArgv, settled: &Settled<'_>, status: &Status)
         enforcement: confined.enforcement,
         evidence: Evidence::ExitRules,
     };
+    let tampered = match status {
+        Status::Tampered(why) => Some(why.clone()),
+        // The runner writes one whole record with one write(2): anything else in the
+        // file was put there by someone else.
+        Status::OutOfBand(Err(corrupt)) => Some(corrupt.to_string()),
+        _ => None,
+    };
+    if let Some(why) = tampered {
+        v.evidence = Evidence::StatusChannel;
+        v.outcome = Outcome::Tampered;
+        v.detail = Some(format!("the status record was tampered with: {why}"));
+        return v;
+    }
     let runner_failure = match status {
+        Status::Tampered(_) | Status::OutOfBand(Err(_)) => None,
         Status::Unavailable => {
             runner_failure_detail(code, settled.stderr, &confined.runner_failure_rules)
         }
-        Status::OutOfBand(record) => {
+        Status::OutOfBand(Ok(record)) => {
             v.evidence = Evidence::StatusChannel;
             match record {
-                Ok(Some(StatusRecord::Confined { enforcement })) => {
+                Some(StatusRecord::Confined { enforcement }) => {
                     v.enforcement = Some(*enforcement);
                     None
                 }
-                Ok(Some(StatusRecord::Failed { kind, message })) => {
+                Some(StatusRecord::Failed { kind, message }) => {
                     Some(format!("{}{message} [{kind}]", exit::RUNNER_PREFIX))
                 }
-                // Only the runner can write the file, so garbage there is its failure.
-                Err(corrupt) => Some(format!("{}{corrupt}", exit::RUNNER_PREFIX)),
                 // Nothing recorded: the runner never confined, so the target never ran.
                 // A nonzero exit is the runner's (its stderr line is the best detail); a
                 // signal is reported as a signal, as the harness does.
-                Ok(None) => match code {
+                None => match code {
                     None | Some(0) => None,
                     Some(_) => Some(
                         first_runner_line(settled.stderr).unwrap_or_else(|| {
@@ -368,7 +389,7 @@ mod tests {
     /// (mode, exit code, stderr, outcome, denied, runner failed)
     type Case<'a> = (Mode, Option<i32>, &'a str, Outcome, bool, bool);
 
-    /// Every harness case of CONTEXT.md section 1, with no status channel: the verdict
+    /// Every case of the executor's exit-rules algorithm, with no status channel: the verdict
     /// must be the harness's answer.
     #[test]
     fn without_a_status_record_the_verdict_is_the_harness_algorithm() {
@@ -532,7 +553,7 @@ mod tests {
     fn a_failed_record_is_a_runner_failure_whatever_the_exit_says() {
         let c = confined(Mode::ReadOnly);
         let failed = Status::OutOfBand(Ok(Some(StatusRecord::Failed {
-            kind: "chdir".into(),
+            kind: crate::status::FailureKind::Chdir,
             message: "cannot enter working directory /w".into(),
         })));
         for code in [Some(125), Some(1), Some(0), None] {
@@ -574,12 +595,20 @@ mod tests {
     }
 
     #[test]
-    fn a_corrupt_status_is_a_runner_failure() {
+    fn a_corrupt_or_tampered_status_is_tampering_never_a_runner_failure_or_a_clean_run() {
         let c = confined(Mode::ReadOnly);
-        let corrupt = Status::OutOfBand(StatusRecord::decode(b"garbage"));
-        let v = classify(&c, &settled(Some(0), ""), &corrupt);
-        assert!(v.runner_failed);
-        assert!(v.detail.unwrap().contains("corrupt"));
+        let corrupt = Status::OutOfBand(StatusRecord::decode(b"stockade-status 1 conf"));
+        let tampered = Status::Tampered("its mode is 0000".into());
+        for status in [corrupt, tampered] {
+            for (code, stderr) in [(Some(0), ""), (Some(125), FORGED), (Some(1), DENIED)] {
+                let v = classify(&c, &settled(code, stderr), &status);
+                assert_eq!(v.outcome, Outcome::Tampered, "{status:?} {code:?}");
+                assert!(!v.runner_failed && !v.denied);
+                assert!(v.detail.unwrap().contains("tampered"));
+            }
+        }
+        let j = serde_json::to_value(Outcome::Tampered).unwrap();
+        assert_eq!(j, "tampered");
     }
 
     #[test]

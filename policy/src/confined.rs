@@ -1,8 +1,8 @@
-//! ConfinedArgv: what `stockade confine` hands an executor, field for field the shape in
-//! the harness's wire contract (`../shared/CONTEXT.md`, section 1).
+//! ConfinedArgv: what `stockade confine` hands an executor, field for field the shape the
+//! executor's wire contract defines (documented in `docs/provider-contract.md`).
 
 use crate::exit;
-use crate::guarantees::{Enforcement, GuaranteeReport};
+use crate::guarantees::{Asks, Enforcement, Guarantee, GuaranteeReport, KernelFacts};
 use crate::mode::Mode;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -44,8 +44,8 @@ pub enum StatusChannel {
     /// The status file lies outside every writable root: only the runner can write it,
     /// so its record decides runner failure.
     OutOfBand,
-    /// The status file lies beneath a writable root (no private directory outside them
-    /// was usable): a command could forge it, so classification uses the exit-code rules.
+    /// The kernel does not confine truncation (Landlock ABI below 3): a command could
+    /// empty the status file, so classification uses the exit-code rules.
     InBand,
 }
 
@@ -55,6 +55,22 @@ impl StatusChannel {
             StatusChannel::OutOfBand => "out-of-band",
             StatusChannel::InBand => "in-band",
         }
+    }
+}
+
+/// The channel a status file gives on a kernel with `facts`. The file always lies
+/// outside every writable root (the launcher refuses a policy that could write its
+/// control base), but below Landlock ABI 3 truncation is not confined, so a command could
+/// empty the file by path and pass a failed exit off as a runner that never started:
+/// the file is then not trustworthy, and the channel is in-band. `classify` derives the
+/// channel again with this rule rather than reading it from its input.
+pub fn status_channel(facts: &KernelFacts) -> StatusChannel {
+    // What truncation needs does not depend on the policy's other asks.
+    let truncate = Guarantee::Truncate.needs(&Asks::defaults(Mode::ReadOnly));
+    if truncate.available(facts) {
+        StatusChannel::OutOfBand
+    } else {
+        StatusChannel::InBand
     }
 }
 
@@ -160,6 +176,20 @@ mod tests {
         );
         let back: ConfinedArgv = serde_json::from_value(v).unwrap();
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn the_channel_is_in_band_where_truncation_is_not_confined() {
+        let abi = |n| KernelFacts {
+            landlock_abi: n,
+            seccomp: true,
+        };
+        for n in [0, 1, 2] {
+            assert_eq!(status_channel(&abi(n)), StatusChannel::InBand);
+        }
+        for n in [3, 5, 7] {
+            assert_eq!(status_channel(&abi(n)), StatusChannel::OutOfBand);
+        }
     }
 
     #[test]

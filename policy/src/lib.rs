@@ -23,9 +23,12 @@
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
 //! - [`environment`]: which of the caller's environment variables reach a command.
 //! - [`exit`]: reserved exit codes and the runner failure prefix.
+//! - [`digest`]: SHA-256, which ties a request file to the ConfinedArgv naming it.
+//! - [`trust`]: the one rule for control files and directories only this user can reach.
 
 pub mod classify;
 pub mod confined;
+pub mod digest;
 pub mod environment;
 pub mod exit;
 pub mod grants;
@@ -35,6 +38,7 @@ pub mod policy;
 pub mod raw;
 pub mod request;
 pub mod status;
+pub mod trust;
 
 pub use mode::Mode;
 pub use policy::{Network, Policy, PolicyRequest};

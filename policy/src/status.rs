@@ -23,7 +23,7 @@
 //! - `confined`: confinement is applied and the runner is about to `execve` the target;
 //!   ENFORCEMENT is what the kernel actually gave.
 //! - `failed`: the runner failed before the target started; KIND is a stable identifier
-//!   (see the runner's `RunnerError::kind`), MESSAGE the same text as its stderr line
+//!   ([`FailureKind`]), MESSAGE the same text as its stderr line
 //!   without the prefix (carriage returns and newlines escaped as `\r`, `\n`).
 //!
 //! An empty file means the runner never got as far as confining (it was not started,
@@ -42,13 +42,135 @@ pub const MAX_RECORD_BYTES: usize = 4096;
 /// The name of the status file inside its private directory.
 pub const STATUS_FILE: &str = "status";
 
+/// Why the runner failed: the KIND field of a `failed` record, and the runner's own
+/// classification of its errors. Executors may match on the identifiers: one is never
+/// renamed or reused (a new failure gets a new variant).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FailureKind {
+    Usage,
+    RequestMissing,
+    RequestSymlink,
+    RequestIo,
+    RequestNotRegular,
+    RequestForeignOwner,
+    RequestTooOpen,
+    RequestReplaced,
+    RequestDigest,
+    RequestUnlink,
+    RequestDecode,
+    RequestInvalid,
+    Unconfined,
+    Chdir,
+    NoNewPrivs,
+    GrantPath,
+    GrantNotDirectory,
+    SandboxUnavailable,
+    LessThanReported,
+    /// Written by runners of request format 1; today `less-than-reported` names the
+    /// guarantees not given. Kept so that old records still decode to their kind.
+    GuaranteeNotAchieved,
+    Landlock,
+    Seccomp,
+    Capabilities,
+    Fds,
+    KeepFdNotOpen,
+    Setsid,
+    Status,
+    Stdout,
+    NotFound,
+    CannotExecute,
+}
+
+impl FailureKind {
+    /// Every kind, for parsing and tests.
+    pub const ALL: [FailureKind; 30] = [
+        FailureKind::Usage,
+        FailureKind::RequestMissing,
+        FailureKind::RequestSymlink,
+        FailureKind::RequestIo,
+        FailureKind::RequestNotRegular,
+        FailureKind::RequestForeignOwner,
+        FailureKind::RequestTooOpen,
+        FailureKind::RequestReplaced,
+        FailureKind::RequestDigest,
+        FailureKind::RequestUnlink,
+        FailureKind::RequestDecode,
+        FailureKind::RequestInvalid,
+        FailureKind::Unconfined,
+        FailureKind::Chdir,
+        FailureKind::NoNewPrivs,
+        FailureKind::GrantPath,
+        FailureKind::GrantNotDirectory,
+        FailureKind::SandboxUnavailable,
+        FailureKind::LessThanReported,
+        FailureKind::GuaranteeNotAchieved,
+        FailureKind::Landlock,
+        FailureKind::Seccomp,
+        FailureKind::Capabilities,
+        FailureKind::Fds,
+        FailureKind::KeepFdNotOpen,
+        FailureKind::Setsid,
+        FailureKind::Status,
+        FailureKind::Stdout,
+        FailureKind::NotFound,
+        FailureKind::CannotExecute,
+    ];
+
+    /// The wire identifier.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Usage => "usage",
+            FailureKind::RequestMissing => "request-missing",
+            FailureKind::RequestSymlink => "request-symlink",
+            FailureKind::RequestIo => "request-io",
+            FailureKind::RequestNotRegular => "request-not-regular",
+            FailureKind::RequestForeignOwner => "request-foreign-owner",
+            FailureKind::RequestTooOpen => "request-too-open",
+            FailureKind::RequestReplaced => "request-replaced",
+            FailureKind::RequestDigest => "request-digest",
+            FailureKind::RequestUnlink => "request-unlink",
+            FailureKind::RequestDecode => "request-decode",
+            FailureKind::RequestInvalid => "request-invalid",
+            FailureKind::Unconfined => "unconfined",
+            FailureKind::Chdir => "chdir",
+            FailureKind::NoNewPrivs => "no-new-privs",
+            FailureKind::GrantPath => "grant-path",
+            FailureKind::GrantNotDirectory => "grant-not-directory",
+            FailureKind::SandboxUnavailable => "sandbox-unavailable",
+            FailureKind::LessThanReported => "less-than-reported",
+            FailureKind::GuaranteeNotAchieved => "guarantee-not-achieved",
+            FailureKind::Landlock => "landlock",
+            FailureKind::Seccomp => "seccomp",
+            FailureKind::Capabilities => "capabilities",
+            FailureKind::Fds => "fds",
+            FailureKind::KeepFdNotOpen => "keep-fd-not-open",
+            FailureKind::Setsid => "setsid",
+            FailureKind::Status => "status",
+            FailureKind::Stdout => "stdout",
+            FailureKind::NotFound => "not-found",
+            FailureKind::CannotExecute => "cannot-execute",
+        }
+    }
+
+    /// The kind with wire identifier `s`.
+    pub fn parse(s: &str) -> Option<FailureKind> {
+        FailureKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One status record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StatusRecord {
     /// Confinement applied; the target is about to be executed.
     Confined { enforcement: Enforcement },
     /// The runner failed before the target started.
-    Failed { kind: String, message: String },
+    Failed { kind: FailureKind, message: String },
 }
 
 /// Why a status file's content is not a record.
@@ -63,13 +185,6 @@ impl fmt::Display for CorruptStatus {
 
 impl std::error::Error for CorruptStatus {}
 
-fn valid_kind(kind: &str) -> bool {
-    !kind.is_empty()
-        && kind
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-}
-
 impl StatusRecord {
     /// The record as the bytes the runner writes. A `failed` message is escaped onto one
     /// line and cut (at a character boundary) so the record fits [`MAX_RECORD_BYTES`].
@@ -79,7 +194,6 @@ impl StatusRecord {
                 format!("{MAGIC} {VERSION} confined {}\n", enforcement.as_str())
             }
             StatusRecord::Failed { kind, message } => {
-                let kind = if valid_kind(kind) { kind } else { "unknown" };
                 let head = format!("{MAGIC} {VERSION} failed {kind} ");
                 let mut message = crate::exit::one_line(message);
                 // An over-long kind leaves no room for the message rather than underflowing.
@@ -135,11 +249,11 @@ impl StatusRecord {
             }
             (Some("failed"), Some(rest)) => {
                 let (kind, message) = rest.split_once(' ').unwrap_or((rest, ""));
-                if !valid_kind(kind) {
-                    return bad("invalid failure kind");
-                }
+                let Some(kind) = FailureKind::parse(kind) else {
+                    return bad("unknown failure kind");
+                };
                 Ok(Some(StatusRecord::Failed {
-                    kind: kind.to_string(),
+                    kind,
                     message: message.to_string(),
                 }))
             }
@@ -159,7 +273,7 @@ mod tests {
         };
         assert_eq!(confined.encode(), b"stockade-status 1 confined partial\n");
         let failed = StatusRecord::Failed {
-            kind: "chdir".into(),
+            kind: FailureKind::Chdir,
             message: "cannot enter working directory /w: gone".into(),
         };
         assert_eq!(
@@ -175,7 +289,7 @@ mod tests {
     #[test]
     fn messages_stay_on_one_line_and_within_the_cap() {
         let r = StatusRecord::Failed {
-            kind: "grant-path".into(),
+            kind: FailureKind::GrantPath,
             message: format!("a\nb\r{}", "é".repeat(MAX_RECORD_BYTES)),
         };
         let bytes = r.encode();
@@ -187,13 +301,64 @@ mod tests {
         assert!(message.starts_with("a\\nb\\r"));
     }
 
+    /// Where each kind sits in [`FailureKind::ALL`]. The match is exhaustive, so a new
+    /// kind does not compile until it is given a place here, and the test below then
+    /// fails until `ALL` holds it there.
+    fn position(kind: FailureKind) -> usize {
+        match kind {
+            FailureKind::Usage => 0,
+            FailureKind::RequestMissing => 1,
+            FailureKind::RequestSymlink => 2,
+            FailureKind::RequestIo => 3,
+            FailureKind::RequestNotRegular => 4,
+            FailureKind::RequestForeignOwner => 5,
+            FailureKind::RequestTooOpen => 6,
+            FailureKind::RequestReplaced => 7,
+            FailureKind::RequestDigest => 8,
+            FailureKind::RequestUnlink => 9,
+            FailureKind::RequestDecode => 10,
+            FailureKind::RequestInvalid => 11,
+            FailureKind::Unconfined => 12,
+            FailureKind::Chdir => 13,
+            FailureKind::NoNewPrivs => 14,
+            FailureKind::GrantPath => 15,
+            FailureKind::GrantNotDirectory => 16,
+            FailureKind::SandboxUnavailable => 17,
+            FailureKind::LessThanReported => 18,
+            FailureKind::GuaranteeNotAchieved => 19,
+            FailureKind::Landlock => 20,
+            FailureKind::Seccomp => 21,
+            FailureKind::Capabilities => 22,
+            FailureKind::Fds => 23,
+            FailureKind::KeepFdNotOpen => 24,
+            FailureKind::Setsid => 25,
+            FailureKind::Status => 26,
+            FailureKind::Stdout => 27,
+            FailureKind::NotFound => 28,
+            FailureKind::CannotExecute => 29,
+        }
+    }
+
     #[test]
-    fn an_invalid_kind_is_written_as_unknown() {
-        let r = StatusRecord::Failed {
-            kind: "Bad Kind".into(),
-            message: "m".into(),
-        };
-        assert_eq!(r.encode(), b"stockade-status 1 failed unknown m\n");
+    fn all_holds_every_kind_once() {
+        for (i, kind) in FailureKind::ALL.into_iter().enumerate() {
+            assert_eq!(position(kind), i, "{kind}");
+        }
+    }
+
+    #[test]
+    fn failure_kinds_are_distinct_parseable_identifiers() {
+        let mut seen = std::collections::BTreeSet::new();
+        for kind in FailureKind::ALL {
+            let s = kind.as_str();
+            assert!(
+                !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
+                "{s}"
+            );
+            assert!(seen.insert(s), "{s} is used twice");
+            assert_eq!(FailureKind::parse(s), Some(kind));
+        }
+        assert_eq!(FailureKind::parse("unknown"), None);
     }
 
     #[test]
@@ -206,6 +371,7 @@ mod tests {
             b"stockade-status 1 confined total\n",
             b"stockade-status 1 escaped\n",
             b"stockade-status 1 failed BAD msg\n",
+            b"stockade-status 1 failed no-such-kind msg\n",
             b"stockade-runner: fake\n",
             b"\xff\n",
         ] {

@@ -8,9 +8,11 @@ use std::path::PathBuf;
 use stockade_policy::exit;
 use stockade_policy::guarantees::{Feature, Guarantee, KernelFacts};
 use stockade_policy::request::{DecodeError, ValidationError};
+use stockade_policy::status::FailureKind;
 
 /// The runner's command line, shown by `--help` and after every usage error.
-pub const USAGE: &str = "usage: stockade-runner --request FILE | --explain FILE | --version";
+pub const USAGE: &str =
+    "usage: stockade-runner --request FILE --sha256 HEX | --explain FILE | --version";
 
 #[derive(Debug)]
 pub enum RunnerError {
@@ -43,6 +45,11 @@ pub enum RunnerError {
     RequestTooOpen {
         path: PathBuf,
         mode: u32,
+    },
+    /// The file's bytes do not have the digest the argv gives: not the request `confine`
+    /// wrote (changed since, or not a request at all). It is left as it is.
+    RequestDigest {
+        path: PathBuf,
     },
     /// The request path was replaced while it was being consumed.
     RequestReplaced {
@@ -127,38 +134,38 @@ impl RunnerError {
         }
     }
 
-    /// A stable identifier of the failure, written in the `failed` status record.
-    /// Executors may match on it: an identifier is never renamed or reused.
-    pub fn kind(&self) -> &'static str {
+    /// The failure's kind, written in the `failed` status record.
+    pub fn kind(&self) -> FailureKind {
         match self {
-            RunnerError::Usage(_) => "usage",
-            RunnerError::RequestMissing { .. } => "request-missing",
-            RunnerError::RequestSymlink { .. } => "request-symlink",
-            RunnerError::RequestIo { .. } => "request-io",
-            RunnerError::RequestNotRegular { .. } => "request-not-regular",
-            RunnerError::RequestForeignOwner { .. } => "request-foreign-owner",
-            RunnerError::RequestTooOpen { .. } => "request-too-open",
-            RunnerError::RequestReplaced { .. } => "request-replaced",
-            RunnerError::RequestUnlink { .. } => "request-unlink",
-            RunnerError::Decode(_) => "request-decode",
-            RunnerError::Invalid(_) => "request-invalid",
-            RunnerError::Unconfined => "unconfined",
-            RunnerError::Chdir { .. } => "chdir",
-            RunnerError::NoNewPrivs(_) => "no-new-privs",
-            RunnerError::GrantPath { .. } => "grant-path",
-            RunnerError::GrantNotDirectory { .. } => "grant-not-directory",
-            RunnerError::Unavailable { .. } => "sandbox-unavailable",
-            RunnerError::LessThanPromised { .. } => "less-than-reported",
-            RunnerError::Landlock(_) => "landlock",
-            RunnerError::Seccomp(_) => "seccomp",
-            RunnerError::Capabilities(_) => "capabilities",
-            RunnerError::Fds(_) => "fds",
-            RunnerError::KeepFdNotOpen { .. } => "keep-fd-not-open",
-            RunnerError::Setsid(_) => "setsid",
-            RunnerError::Status { .. } => "status",
-            RunnerError::Stdout(_) => "stdout",
-            RunnerError::NotFound { .. } => "not-found",
-            RunnerError::CannotExecute { .. } => "cannot-execute",
+            RunnerError::Usage(_) => FailureKind::Usage,
+            RunnerError::RequestMissing { .. } => FailureKind::RequestMissing,
+            RunnerError::RequestSymlink { .. } => FailureKind::RequestSymlink,
+            RunnerError::RequestIo { .. } => FailureKind::RequestIo,
+            RunnerError::RequestNotRegular { .. } => FailureKind::RequestNotRegular,
+            RunnerError::RequestForeignOwner { .. } => FailureKind::RequestForeignOwner,
+            RunnerError::RequestTooOpen { .. } => FailureKind::RequestTooOpen,
+            RunnerError::RequestReplaced { .. } => FailureKind::RequestReplaced,
+            RunnerError::RequestDigest { .. } => FailureKind::RequestDigest,
+            RunnerError::RequestUnlink { .. } => FailureKind::RequestUnlink,
+            RunnerError::Decode(_) => FailureKind::RequestDecode,
+            RunnerError::Invalid(_) => FailureKind::RequestInvalid,
+            RunnerError::Unconfined => FailureKind::Unconfined,
+            RunnerError::Chdir { .. } => FailureKind::Chdir,
+            RunnerError::NoNewPrivs(_) => FailureKind::NoNewPrivs,
+            RunnerError::GrantPath { .. } => FailureKind::GrantPath,
+            RunnerError::GrantNotDirectory { .. } => FailureKind::GrantNotDirectory,
+            RunnerError::Unavailable { .. } => FailureKind::SandboxUnavailable,
+            RunnerError::LessThanPromised { .. } => FailureKind::LessThanReported,
+            RunnerError::Landlock(_) => FailureKind::Landlock,
+            RunnerError::Seccomp(_) => FailureKind::Seccomp,
+            RunnerError::Capabilities(_) => FailureKind::Capabilities,
+            RunnerError::Fds(_) => FailureKind::Fds,
+            RunnerError::KeepFdNotOpen { .. } => FailureKind::KeepFdNotOpen,
+            RunnerError::Setsid(_) => FailureKind::Setsid,
+            RunnerError::Status { .. } => FailureKind::Status,
+            RunnerError::Stdout(_) => FailureKind::Stdout,
+            RunnerError::NotFound { .. } => FailureKind::NotFound,
+            RunnerError::CannotExecute { .. } => FailureKind::CannotExecute,
         }
     }
 }
@@ -204,6 +211,11 @@ impl fmt::Display for RunnerError {
             RunnerError::RequestTooOpen { path, mode } => write!(
                 f,
                 "request file {} has mode {mode:04o}; it must not be readable or writable by group or others",
+                path.display()
+            ),
+            RunnerError::RequestDigest { path } => write!(
+                f,
+                "request file {} does not have the digest given with --sha256: it changed after `stockade confine` wrote it, or is not a request; left untouched",
                 path.display()
             ),
             RunnerError::RequestReplaced { path } => write!(
@@ -315,6 +327,7 @@ mod tests {
                 mode: 0o644,
             },
             RunnerError::RequestReplaced { path: p() },
+            RunnerError::RequestDigest { path: p() },
             RunnerError::RequestUnlink {
                 path: p(),
                 source: io(),
@@ -362,13 +375,7 @@ mod tests {
                 source: io(),
             },
         ];
-        let mut kinds: Vec<&str> = all.iter().map(RunnerError::kind).collect();
-        for kind in &kinds {
-            assert!(
-                kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
-                "{kind}"
-            );
-        }
+        let mut kinds: Vec<&str> = all.iter().map(|e| e.kind().as_str()).collect();
         kinds.sort();
         kinds.dedup();
         assert_eq!(kinds.len(), all.len());

@@ -1,6 +1,7 @@
 //! `stockade-runner`: consumes one launch request, confines itself, and execs the target.
 //!
-//! Order: consume request -> open status file -> refuse danger-full-access -> build the
+//! Order: consume request (its bytes must have the digest given as `--sha256`) -> open
+//! status file -> refuse danger-full-access -> build the
 //! seccomp filter (a filter that cannot be built fails before anything changes) ->
 //! chdir(cwd) -> new session (stdin a terminal, not a group leader) -> no_new_privs ->
 //! Landlock -> drop capabilities -> inherited fds marked close-on-exec -> install the
@@ -41,11 +42,13 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use stockade_policy::LaunchRequest;
+use stockade_policy::digest;
 use stockade_policy::exit::{self, RUNNER_PREFIX};
 use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, Verdict};
 
 enum Command {
-    Run(PathBuf),
+    /// `--request FILE --sha256 HEX`: the file and the digest its bytes must have.
+    Run(PathBuf, [u8; 32]),
     Explain(PathBuf),
     Version,
     Help,
@@ -61,7 +64,21 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, Runne
                 RunnerError::Usage(format!("{} needs a FILE", flag.to_string_lossy()))
             })?;
             if flag == "--request" {
-                Command::Run(file.into())
+                // The digest is required: without it any file of ours could be taken
+                // (and removed) as a request.
+                if args.next().as_deref() != Some("--sha256".as_ref()) {
+                    return Err(RunnerError::Usage(
+                        "--request FILE must be followed by --sha256 HEX".into(),
+                    ));
+                }
+                let hex = args.next().unwrap_or_default();
+                let digest = hex.to_str().and_then(digest::parse_hex).ok_or_else(|| {
+                    RunnerError::Usage(format!(
+                        "--sha256 needs 64 hexadecimal digits, not {:?}",
+                        hex.to_string_lossy()
+                    ))
+                })?;
+                Command::Run(file.into(), digest)
             } else {
                 Command::Explain(file.into())
             }
@@ -139,8 +156,8 @@ fn judge(
     Ok(enforcement)
 }
 
-fn run(path: &std::path::Path) -> RunnerError {
-    let request = match request_file::consume(path) {
+fn run(path: &std::path::Path, digest: &[u8; 32]) -> RunnerError {
+    let request = match request_file::consume(path, digest) {
         Ok(r) => r,
         Err(e) => return e,
     };
@@ -203,7 +220,7 @@ fn main() {
 fn runner_main() -> i32 {
     exec::ignore_sigpipe_for_now();
     let result = match parse_args(std::env::args_os().skip(1)) {
-        Ok(Command::Run(path)) => Err(run(&path)),
+        Ok(Command::Run(path, digest)) => Err(run(&path, &digest)),
         Ok(Command::Explain(path)) => explain::explain(&path).and_then(|text| print(&text)),
         Ok(Command::Version) => print(&format!("stockade-runner {}\n", env!("CARGO_PKG_VERSION"))),
         Ok(Command::Help) => print(&format!("{USAGE}\n")),

@@ -1,15 +1,19 @@
 //! Taking a launch request from its file: opened without following links, checked for
-//! ownership and permissions, unlinked *before* it is decoded (a request is consumed
-//! exactly once, whatever happens next), then decoded and validated.
+//! ownership and permissions, read, checked against the digest the argv carries (so a
+//! file `confine` did not write, or that changed since, is refused and left alone),
+//! unlinked *before* it is decoded (a request is consumed exactly once, whatever happens
+//! next), then decoded and validated.
 
 use crate::error::RunnerError;
-use crate::trust::{self, Untrusted};
+use crate::trust;
 use std::fs::{File, Metadata};
 use std::io::{ErrorKind, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use stockade_policy::LaunchRequest;
-use stockade_policy::request::MAX_REQUEST_BYTES;
+use stockade_policy::digest;
+use stockade_policy::request::{DecodeError, MAX_REQUEST_BYTES};
+use stockade_policy::trust::Untrusted;
 
 /// Opens the request file without following a symlink and without blocking on a FIFO.
 pub fn open(path: &Path) -> Result<(File, Metadata), RunnerError> {
@@ -36,7 +40,7 @@ pub fn open(path: &Path) -> Result<(File, Metadata), RunnerError> {
 pub fn check_trust(path: &Path, meta: &Metadata) -> Result<(), RunnerError> {
     let path = path.into();
     trust::check(meta).map_err(|untrusted| match untrusted {
-        Untrusted::NotRegular => RunnerError::RequestNotRegular { path },
+        Untrusted::WrongKind { .. } => RunnerError::RequestNotRegular { path },
         Untrusted::ForeignOwner { owner, euid } => {
             RunnerError::RequestForeignOwner { path, owner, euid }
         }
@@ -60,12 +64,23 @@ pub fn read_capped(path: &Path, file: File, expected: u64) -> Result<Vec<u8>, Ru
     Ok(bytes)
 }
 
-/// Consumes the request at `path`: after this returns, successfully or not, the file no
-/// longer exists (unless it was refused as untrusted, in which case it is not ours to
-/// remove).
-pub fn consume(path: &Path) -> Result<LaunchRequest, RunnerError> {
+/// Consumes the request at `path`, whose bytes must have `digest`. A file with other
+/// bytes (changed since `confine` wrote it, or not a request at all, such as a key file
+/// of ours) is refused and left untouched. A request that matches is unlinked before it
+/// is decoded: after this returns, successfully or not, it no longer exists.
+pub fn consume(path: &Path, digest: &[u8; 32]) -> Result<LaunchRequest, RunnerError> {
     let (file, meta) = open(path)?;
     check_trust(path, &meta)?;
+    let bytes = read_capped(path, file, meta.len())?;
+    // Larger than any request `confine` writes: not one, so not ours to remove.
+    if bytes.len() > MAX_REQUEST_BYTES {
+        return Err(RunnerError::Decode(DecodeError::TooLarge {
+            len: bytes.len(),
+        }));
+    }
+    if !digest::same(&digest::sha256(&bytes), digest) {
+        return Err(RunnerError::RequestDigest { path: path.into() });
+    }
     // The same inode must still be at the path, or we would unlink someone else's file
     // and leave ours to be replayed.
     match std::fs::symlink_metadata(path) {
@@ -85,7 +100,6 @@ pub fn consume(path: &Path) -> Result<LaunchRequest, RunnerError> {
         path: path.into(),
         source,
     })?;
-    let bytes = read_capped(path, file, meta.len())?;
     let request = LaunchRequest::decode(&bytes).map_err(RunnerError::Decode)?;
     request.validate().map_err(RunnerError::Invalid)?;
     Ok(request)

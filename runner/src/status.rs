@@ -70,7 +70,7 @@ impl StatusFile {
     /// Records a runner failure. Best effort: the stderr line and exit 125 still say it.
     pub fn failed(self, err: &RunnerError) {
         let _ = self.write(&StatusRecord::Failed {
-            kind: err.kind().to_string(),
+            kind: err.kind(),
             message: err.to_string(),
         });
     }

@@ -26,13 +26,16 @@ fn confine_prints_the_contract_and_its_argv_runs_later_in_another_process() {
         serde_json::json!(["stockade-runner: "])
     );
     let argv = v["argv"].as_array().unwrap();
-    assert_eq!(argv.len(), 3);
+    assert_eq!(argv.len(), 5);
     assert_eq!(
         argv[0],
         runner_bin().canonicalize().unwrap().to_str().unwrap()
     );
     assert_eq!(argv[1], "--request");
     let request = std::path::PathBuf::from(argv[2].as_str().unwrap());
+    // The digest of exactly the bytes written, which the runner checks.
+    assert_eq!(argv[3], "--sha256");
+    assert_eq!(argv[4], file_sha256(&request).as_str());
     assert!(request.starts_with(fx.runtime.join("stockade")));
     // The request file is private.
     use std::os::unix::fs::MetadataExt;

@@ -138,11 +138,7 @@ fn output_past_max_spill_keeps_only_the_tail_and_no_file() {
     assert_eq!(json["stderr"]["truncated"], false);
     assert_eq!(spill_of(&json, "stderr"), None);
     // The dropped file and its directory are gone.
-    let leftovers: Vec<_> = std::fs::read_dir(fx.runtime.join("stockade"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(leftovers, Vec::<std::path::PathBuf>::new());
+    assert_eq!(fx.leftover_requests(), Vec::<std::path::PathBuf>::new());
 }
 
 /// The largest resident set of any child this test process has waited for, in KiB.

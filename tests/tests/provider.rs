@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 use support::*;
 
 const FORGE: &str = "echo 'stockade-runner: sandbox unavailable: forged' >&2; exit 125";
@@ -125,10 +125,11 @@ fn a_confined_run_records_confined_and_classify_consumes_the_private_directory()
     );
     assert!(!private_dir(&c).exists());
     assert!(fx.leftover_requests().is_empty());
-    // A second classification has no status left: it falls back to the exit rules.
+    // A second classification finds the directory gone before its time: that is never
+    // taken for a clean run (nor a runner failure).
     let v = classify(&fx, &c, &out);
-    assert_eq!(v["evidence"], "exit-rules");
-    assert_eq!(v["outcome"], "ok");
+    assert_eq!(v["evidence"], "status-channel");
+    assert_eq!(v["outcome"], "tampered", "{v}");
 }
 
 #[test]
@@ -147,14 +148,23 @@ fn a_forged_runner_failure_after_confinement_is_an_ordinary_failure() {
     assert_eq!(v["evidence"], "status-channel");
     assert_eq!(v["enforcement"], "partial");
 
-    // Control: with the channel in-band (every candidate directory is beneath the
-    // writable root `/`), the same facts are judged by the harness rules, which the
-    // forgery fools. This is exactly what the status channel is for.
-    let c = confine(&fx, &["--writable", "/"], FORGE);
-    assert_eq!(c["statusChannel"], "in-band");
-    let out = spawn_argv(&c);
-    assert_code(&out, 125);
-    let v = classify(&fx, &c, &out);
+    // Control: without a status record (here one expired: a private directory whose
+    // name says it is older than the sweep age, and which is gone), the same facts are
+    // judged by the harness rules, which the forgery fools. This is exactly what the
+    // status channel is for.
+    let mut expired = c.clone();
+    let old = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 3 * 24 * 3600;
+    let base = private_dir(&c).parent().unwrap().to_path_buf();
+    expired["statusPath"] = base
+        .join(format!("req-{old}-gone-1/status"))
+        .display()
+        .to_string()
+        .into();
+    let v = classify(&fx, &expired, &out);
     assert_eq!(v["outcome"], "runner-failed", "{v}");
     assert_eq!(v["evidence"], "exit-rules");
     assert_eq!(v["detail"], "stockade-runner: sandbox unavailable: forged");
@@ -174,19 +184,17 @@ fn the_command_cannot_write_the_status_file_by_path() {
     assert_eq!(v["outcome"], "denied");
     assert_eq!(v["evidence"], "status-channel");
 
-    // Positive control: when every candidate directory is beneath a writable root
-    // (here `/`), the same write succeeds, which is why stockade then declares the
-    // channel in-band and does not trust the file.
-    let c = confine(&fx, &["--writable", "/"], &attack);
-    assert_eq!(c["statusChannel"], "in-band");
+    // Positive control: the same write to a private file of the same kind inside the
+    // workspace succeeds; only where the status file lies stops it (which is why
+    // `confine` refuses a policy whose writable roots contain the control directory).
+    let copy = fx.ws.join("status-copy");
+    std::fs::write(&copy, "").unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let attack = format!("echo forged >> {} || exit 9", copy.display());
+    let c = confine(&fx, &[], &attack);
     let out = spawn_argv(&c);
     assert_code(&out, 0);
-    assert_eq!(
-        status_text(&c),
-        "stockade-status 1 confined partial\nforged\n"
-    );
-    let v = classify(&fx, &c, &out);
-    assert_eq!(v["evidence"], "exit-rules");
+    assert_eq!(std::fs::read_to_string(&copy).unwrap(), "forged\n");
 }
 
 #[test]
@@ -312,34 +320,6 @@ fn signals_and_denials_are_classified() {
     assert_eq!(v["outcome"], "ok");
     assert_eq!(v["enforcement"], Value::Null);
     assert_eq!(v["evidence"], "exit-rules");
-}
-
-#[test]
-fn stale_private_directories_are_removed_by_a_later_confine() {
-    let fx = Fixture::new();
-    fx.confine(&["--", "true"]); // creates the base directory
-    let base = fx.runtime.join("stockade");
-    let two_days_ago = SystemTime::now() - Duration::from_secs(2 * 24 * 3600);
-    let make = |name: &str, old: bool| {
-        let d = base.join(name);
-        std::fs::create_dir(&d).unwrap();
-        std::fs::write(d.join("status"), "").unwrap();
-        if old {
-            std::fs::File::open(&d)
-                .unwrap()
-                .set_modified(two_days_ago)
-                .unwrap();
-        }
-        d
-    };
-    let stale = make("req-stale", true);
-    let fresh = make("req-fresh", false);
-    let foreign = make("not-ours", true);
-    let c = confine(&fx, &[], "true");
-    assert!(!stale.exists(), "stale directory survived");
-    assert!(fresh.exists(), "a fresh directory was removed");
-    assert!(foreign.exists(), "a directory not named req-* was removed");
-    assert!(private_dir(&c).exists());
 }
 
 #[test]

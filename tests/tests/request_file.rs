@@ -72,10 +72,15 @@ fn each_decode_error_is_named_and_runs_nothing() {
     for (name, bytes, needle) in cases {
         let path = write_request_bytes(&fx, name, &bytes);
         refused(&fx, &path, &marker, needle);
-        assert!(
-            !path.exists(),
-            "{name}: an undecodable request must still be consumed"
-        );
+        if name == "oversized" {
+            // Larger than any request confine writes: not one, so left as it is.
+            assert!(path.exists(), "an oversized file was removed");
+        } else {
+            assert!(
+                !path.exists(),
+                "{name}: an undecodable request (with its digest) must still be consumed"
+            );
+        }
     }
 }
 

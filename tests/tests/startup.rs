@@ -137,6 +137,8 @@ fn a_runner_failure_on_a_closed_stderr_is_still_exit_125_not_sigpipe() {
             .arg(runner_bin())
             .arg("--request")
             .arg(&missing)
+            .arg("--sha256")
+            .arg(file_sha256(&missing))
             .stdin(Stdio::null())
             .stderr(writer.try_clone().unwrap())
             .output()
@@ -147,6 +149,8 @@ fn a_runner_failure_on_a_closed_stderr_is_still_exit_125_not_sigpipe() {
     let out = Command::new(runner_bin())
         .arg("--request")
         .arg(&missing)
+        .arg("--sha256")
+        .arg(file_sha256(&missing))
         .output()
         .unwrap();
     assert_code(&out, 125);

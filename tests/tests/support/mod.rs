@@ -154,11 +154,15 @@ impl Fixture {
         serde_json::from_slice(&out.stdout).expect("confine prints JSON")
     }
 
-    /// Entries left in the private runtime directory (request directories).
+    /// Entries left in the private runtime directory (request directories; the sweep's
+    /// stamp file `.swept` is not one).
     pub fn leftover_requests(&self) -> Vec<PathBuf> {
         let base = self.runtime.join("stockade");
         match std::fs::read_dir(&base) {
-            Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
+            Ok(rd) => rd
+                .map(|e| e.unwrap().path())
+                .filter(|p| !p.ends_with(".swept"))
+                .collect(),
             Err(_) => Vec::new(),
         }
     }
@@ -327,14 +331,29 @@ pub fn write_request_bytes(fx: &Fixture, name: &str, bytes: &[u8]) -> PathBuf {
     path
 }
 
-/// Runs `stockade-runner --request PATH` directly, as an executor would.
+/// Runs `stockade-runner --request PATH --sha256 HEX` directly, as an executor would,
+/// with the digest of what is at `path` now (any digest when nothing can be read there).
 pub fn run_request(path: &Path) -> Output {
     Command::new(runner_bin())
         .arg("--request")
         .arg(path)
+        .arg("--sha256")
+        .arg(file_sha256(path))
         .stdin(Stdio::null())
         .output()
         .unwrap()
+}
+
+/// The SHA-256 (hex) of the regular file at `path`, or of nothing when there is none
+/// (a FIFO is not read: that would block).
+pub fn file_sha256(path: &Path) -> String {
+    let regular = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file());
+    let bytes = if regular {
+        std::fs::read(path).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    stockade_policy::digest::sha256_hex(&bytes)
 }
 
 /// The `argv` of a ConfinedArgv JSON object, as strings.

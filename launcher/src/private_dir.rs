@@ -1,0 +1,503 @@
+//! The private control directories: where they live (the control base), how each is made
+//! and checked, and how leftovers are swept. A private directory holds a launch request
+//! and its status file (`confine`), or spilled output (`run --json`).
+//!
+//! # The control base
+//!
+//! Request and status files are trusted because no confined command can reach them, so
+//! the base must lie outside every place a confined command of this user can write. It
+//! is, in order (the first that applies is used; a later one is never tried instead):
+//!
+//! 1. `$STOCKADE_CONTROL_DIR` itself, when set (it must be absolute);
+//! 2. `$XDG_RUNTIME_DIR/stockade`, when `XDG_RUNTIME_DIR` is set and absolute;
+//! 3. `/run/user/UID/stockade`, when `/run/user/UID` exists;
+//! 4. `/run/stockade-0`, for root (`/run` is root's);
+//! 5. `$HOME/.local/state/stockade`: a user's own state directory, which no default
+//!    policy grants (unlike `~/.cache`, which package managers write and users therefore
+//!    grant with `--writable`). The base is cleaned by age, so nothing accumulates there.
+//!
+//! Its parent is resolved through symbolic links first, and the result is refused when
+//! it lies beneath `/tmp`, `/dev/shm` or the temp dir (shared places workspace-write
+//! commands may write), when an existing ancestor belongs to another user
+//! (root excepted) or is writable by group or others without the sticky bit, or when
+//! the base itself is a link, not ours, or open to group or others. Each refusal is an
+//! error naming the base and the way out (`STOCKADE_CONTROL_DIR`), never a silent move
+//! to another candidate. `confine` also refuses a policy whose writable roots contain
+//! the base.
+//!
+//! # Private directories
+//!
+//! Each is a fresh 0700 directory named `PREFIX-SECONDS-RANDOM` (SECONDS: its creation
+//! time; a request directory adds `-INODE`, its status file's), holding 0600 files
+//! created exclusively. The age of a leftover is read from its
+//! name, which a confined command cannot change (the base is outside its writable
+//! roots), not from timestamps, which it can (Landlock does not govern metadata).
+//!
+//! # Sweeping
+//!
+//! At most once every [`SWEEP_EVERY`] (a stamp file in the base records the last sweep;
+//! every other `confine` pays one `stat`), the directory names are listed and the private
+//! directories older than [`STALE_AFTER`] are removed: those of executors that never
+//! classified, and spill directories of launchers that died.
+
+use crate::error::LauncherError;
+use std::ffi::OsStr;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use stockade_policy::LaunchRequest;
+use stockade_policy::status::STATUS_FILE;
+use stockade_policy::trust::{self, FileFacts, FileKind, Untrusted};
+
+/// The environment variable that names the control base.
+pub const CONTROL_DIR_ENV: &str = "STOCKADE_CONTROL_DIR";
+/// The name of the request file inside its private directory.
+pub const REQUEST_FILE: &str = "request";
+/// The prefix of a private directory holding a request and its status file.
+pub const PRIVATE_PREFIX: &str = "req-";
+/// The prefix of a private directory holding spilled output.
+pub const SPILL_PREFIX: &str = "out-";
+/// A private directory this old is a leftover: its executor never classified (or its
+/// launcher died). A command still running after this long loses its status file and is
+/// classified by the exit-code rules.
+pub const STALE_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+/// How often the base is swept at most.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(10 * 60);
+/// The stamp file whose modification time records the last sweep.
+const SWEEP_STAMP: &str = ".swept";
+
+/// Shared temporary directories: `/tmp` is a writable root of every workspace-write
+/// policy, and `/dev/shm` is a world-writable memory filesystem. The base is never
+/// beneath one of them, nor beneath the temp dir (`$TMPDIR`). (`/var/tmp`, which no
+/// default policy grants, is judged like any other place: by the policy check.)
+const SHARED_TEMP_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
+
+fn unusable(path: &Path, reason: impl Into<String>) -> LauncherError {
+    LauncherError::PrivateDir {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// The trust rule (`stockade_policy::trust`) applied to `meta`, as `lstat` or `fstat`
+/// gave it.
+pub fn trusted(meta: &std::fs::Metadata, expected: FileKind) -> Result<(), Untrusted> {
+    let kind = if meta.file_type().is_file() {
+        FileKind::Regular
+    } else if meta.file_type().is_dir() {
+        FileKind::Directory
+    } else {
+        FileKind::Other
+    };
+    let facts = FileFacts {
+        kind,
+        owner: meta.uid(),
+        mode: meta.mode(),
+    };
+    trust::judge(&facts, expected, nix::unistd::geteuid().as_raw())
+}
+
+/// The candidate the environment selects (see the module comment), before any check.
+fn selected_base() -> Result<PathBuf, LauncherError> {
+    let absolute = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    if let Some(dir) = std::env::var_os(CONTROL_DIR_ENV) {
+        let dir = PathBuf::from(dir);
+        if !dir.is_absolute() {
+            return Err(unusable(
+                &dir,
+                format!("{CONTROL_DIR_ENV} must be an absolute path"),
+            ));
+        }
+        return Ok(dir);
+    }
+    if let Some(dir) = absolute("XDG_RUNTIME_DIR") {
+        return Ok(dir.join("stockade"));
+    }
+    let uid = nix::unistd::geteuid();
+    let run_user = PathBuf::from(format!("/run/user/{uid}"));
+    if run_user.is_dir() {
+        return Ok(run_user.join("stockade"));
+    }
+    if uid.is_root() && Path::new("/run").is_dir() {
+        return Ok(PathBuf::from(format!("/run/stockade-{uid}")));
+    }
+    if let Some(home) = absolute("HOME") {
+        // `~/.local/state` may not exist yet: made as XDG's tools make it (0700).
+        let state = home.join(".local/state");
+        if !state.exists() {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&state)
+                .map_err(|e| unusable(&state, format!("cannot create it: {e}")))?;
+        }
+        return Ok(state.join("stockade"));
+    }
+    Err(unusable(
+        Path::new("/"),
+        format!(
+            "no control directory: none of {CONTROL_DIR_ENV}, XDG_RUNTIME_DIR, /run/user/{uid} or HOME is available; set {CONTROL_DIR_ENV} to a private directory"
+        ),
+    ))
+}
+
+/// `path` with its parent resolved through symbolic links (the last component is kept:
+/// the base itself must not be a link, which [`ensure_base`] checks).
+fn resolve_parent(path: &Path) -> Result<PathBuf, LauncherError> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(unusable(path, "it has no parent directory"));
+    };
+    let parent = parent.canonicalize().map_err(|e| {
+        unusable(
+            path,
+            format!(
+                "its parent directory cannot be resolved: {e}; create it or set {CONTROL_DIR_ENV}"
+            ),
+        )
+    })?;
+    Ok(parent.join(name))
+}
+
+/// The shared temporary directories (resolved), beneath which no base may lie.
+fn shared_temp_dirs() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = SHARED_TEMP_DIRS.iter().map(PathBuf::from).collect();
+    out.push(std::env::temp_dir());
+    out.into_iter()
+        .map(|p| p.canonicalize().unwrap_or(p))
+        .collect()
+}
+
+/// Refuses an existing ancestor of `base` that someone else could change: owned by
+/// another user (root excepted), or writable by group or others without the sticky bit.
+fn check_ancestors(base: &Path) -> Result<(), LauncherError> {
+    let euid = nix::unistd::geteuid().as_raw();
+    for dir in base.ancestors().skip(1) {
+        let Ok(meta) = std::fs::symlink_metadata(dir) else {
+            continue;
+        };
+        let mode = meta.mode();
+        let open = mode & 0o022 != 0 && mode & 0o1000 == 0;
+        if (meta.uid() != 0 && meta.uid() != euid) || open {
+            return Err(unusable(
+                base,
+                format!(
+                    "its ancestor {} (uid {}, mode {:04o}) could be changed by another user; set {CONTROL_DIR_ENV} to a private directory",
+                    dir.display(),
+                    meta.uid(),
+                    mode & 0o7777
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Creates `base` (0700) if needed and checks that nobody else controls it.
+pub(crate) fn ensure_base(base: &Path) -> Result<(), LauncherError> {
+    match DirBuilder::new().mode(0o700).create(base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(unusable(base, e.to_string())),
+    }
+    let meta = std::fs::symlink_metadata(base).map_err(|e| unusable(base, e.to_string()))?;
+    trusted(&meta, FileKind::Directory).map_err(|u| {
+        unusable(
+            base,
+            format!("{u}; fix it (chmod 700, or remove it) or set {CONTROL_DIR_ENV}"),
+        )
+    })?;
+    Ok(())
+}
+
+/// The control base: selected, resolved, checked and created (see the module comment).
+/// Every refusal is an error; another base is never tried instead.
+pub fn base() -> Result<PathBuf, LauncherError> {
+    let selected = selected_base()?;
+    let base = resolve_parent(&selected)?;
+    if let Some(temp) = shared_temp_dirs().iter().find(|t| base.starts_with(t)) {
+        return Err(unusable(
+            &base,
+            format!(
+                "it lies beneath {}, which confined commands may write; set {CONTROL_DIR_ENV} or XDG_RUNTIME_DIR to a private directory elsewhere",
+                temp.display()
+            ),
+        ));
+    }
+    if base.parent() == Some(Path::new("")) || base.parent().is_none() {
+        return Err(unusable(&base, "it is the root directory"));
+    }
+    check_ancestors(&base)?;
+    ensure_base(&base)?;
+    Ok(base)
+}
+
+/// The writable root among `roots` that `base` lies beneath (or equals), if any. Both are
+/// canonical paths.
+pub fn root_containing<'a>(base: &Path, roots: &'a [PathBuf]) -> Option<&'a PathBuf> {
+    roots.iter().find(|r| base.starts_with(r))
+}
+
+/// Creates a fresh 0700 directory in `base` named `prefix`, its creation time in seconds
+/// and random characters, and keeps it (the caller removes it).
+pub fn create_private_dir(base: &Path, prefix: &str) -> Result<PathBuf, LauncherError> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{prefix}{now}-"))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(base)
+        .map_err(|e| unusable(base, e.to_string()))?;
+    Ok(dir.keep())
+}
+
+/// The creation time (seconds since the epoch) a private directory's name carries, when
+/// it is one of ours by name.
+pub fn created_at(name: &OsStr) -> Option<u64> {
+    let name = name.to_str()?;
+    let rest = name
+        .strip_prefix(PRIVATE_PREFIX)
+        .or_else(|| name.strip_prefix(SPILL_PREFIX))?;
+    let (secs, random) = rest.split_once('-')?;
+    if random.is_empty() {
+        return None;
+    }
+    secs.parse().ok()
+}
+
+/// The inode of the status file a request directory's name records
+/// (`req-SECONDS-RANDOM-INODE`), when it records one.
+pub fn status_inode(name: &OsStr) -> Option<u64> {
+    let rest = name.to_str()?.strip_prefix(PRIVATE_PREFIX)?;
+    let mut parts = rest.split('-');
+    let (_secs, _random, ino, None) = (parts.next()?, parts.next()?, parts.next()?, parts.next())
+    else {
+        return None;
+    };
+    ino.parse().ok()
+}
+
+/// Whether a private directory created at `created` (seconds) is older than
+/// [`STALE_AFTER`] at `now`.
+pub fn is_stale(created: u64, now: SystemTime) -> bool {
+    let now = now
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    now.saturating_sub(created) > STALE_AFTER.as_secs()
+}
+
+/// Creates `path` as a new 0600 file for writing; fails if anything is there already,
+/// a symbolic link included.
+pub fn create_private_file(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Removes one private directory, when it is a real directory of ours: for a request
+/// directory only the files stockade puts there, then the directory itself (which
+/// fails, leaving it, if anything else is inside); a spill directory (files of other
+/// names) whole.
+pub fn remove_private(dir: &Path) {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return;
+    };
+    // A real directory of ours (never a link); a mode someone changed does not keep it.
+    match trusted(&meta, FileKind::Directory) {
+        Ok(()) | Err(Untrusted::TooOpen { .. }) => {}
+        Err(_) => return,
+    }
+    if meta.mode() & 0o700 != 0o700 {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    let is_spill = dir
+        .file_name()
+        .and_then(OsStr::to_str)
+        .is_some_and(|n| n.starts_with(SPILL_PREFIX));
+    if is_spill {
+        let _ = std::fs::remove_dir_all(dir);
+        return;
+    }
+    for name in [REQUEST_FILE, STATUS_FILE] {
+        let _ = std::fs::remove_file(dir.join(name));
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// Sweeps `base` when the last sweep is older than [`SWEEP_EVERY`] (or its stamp is
+/// missing or in the future): removes the private directories whose names say they are
+/// older than [`STALE_AFTER`].
+pub fn sweep(base: &Path) {
+    let stamp = base.join(SWEEP_STAMP);
+    let now = SystemTime::now();
+    let due = match std::fs::symlink_metadata(&stamp).and_then(|m| m.modified()) {
+        Ok(last) => match now.duration_since(last) {
+            Ok(age) => age >= SWEEP_EVERY,
+            // A stamp in the future was set by hand: sweep.
+            Err(_) => true,
+        },
+        Err(_) => true,
+    };
+    if !due {
+        return;
+    }
+    // Record the sweep first, so concurrent `confine`s do not all sweep. A stamp that
+    // cannot be opened (a command may `chmod 000` it: it owns it) is replaced; if even
+    // that fails, the sweep still runs, so leftovers never pile up for good.
+    let record = || {
+        File::options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&stamp)
+            .and_then(|f| f.set_modified(now))
+    };
+    if record().is_err() {
+        let _ = std::fs::remove_file(&stamp);
+        let _ = record();
+    }
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if created_at(&entry.file_name()).is_some_and(|c| is_stale(c, now)) {
+            remove_private(&entry.path());
+        }
+    }
+}
+
+/// A private directory holding one request and its status file.
+#[derive(Debug)]
+pub struct PrivateDir {
+    path: PathBuf,
+}
+
+impl PrivateDir {
+    /// Creates a fresh private directory in `base` and its empty status file, and names
+    /// the directory `req-SECONDS-RANDOM-INODE` after the status file's inode, so that
+    /// `classify` can tell the file from a replacement. Sweeps the base first (when due).
+    pub fn create(base: &Path) -> Result<PrivateDir, LauncherError> {
+        sweep(base);
+        let made = PrivateDir {
+            path: create_private_dir(base, PRIVATE_PREFIX)?,
+        };
+        let named = made.create_file(STATUS_FILE, &[]).and_then(|status| {
+            let ino = std::fs::symlink_metadata(&status)
+                .map_err(|e| unusable(&status, e.to_string()))?
+                .ino();
+            let mut name = made.path.clone().into_os_string();
+            name.push(format!("-{ino}"));
+            let named = PathBuf::from(name);
+            // Never over anything already there (rename(2) would replace an empty
+            // directory).
+            let at = nix::fcntl::AT_FDCWD;
+            nix::fcntl::renameat2(
+                at,
+                &made.path,
+                at,
+                &named,
+                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+            )
+            .map_err(|e| unusable(&named, e.to_string()))?;
+            Ok(named)
+        });
+        match named {
+            Ok(path) => Ok(PrivateDir { path }),
+            Err(e) => {
+                made.remove();
+                Err(e)
+            }
+        }
+    }
+
+    /// Where the status file is.
+    pub fn status_path(&self) -> PathBuf {
+        self.path.join(STATUS_FILE)
+    }
+
+    /// Creates `name` as a new 0600 file holding `bytes`; fails if it exists.
+    fn create_file(&self, name: &str, bytes: &[u8]) -> Result<PathBuf, LauncherError> {
+        let path = self.path.join(name);
+        let write = || -> std::io::Result<()> {
+            let mut file = create_private_file(&path)?;
+            file.write_all(bytes)?;
+            file.flush()
+        };
+        write().map_err(|source| LauncherError::WriteRequest {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    }
+
+    /// Writes `request` as a new 0600 file; fails if the file already exists. Returns
+    /// its path and the SHA-256 of its bytes (hex), which the runner checks.
+    pub fn write_request(
+        &self,
+        request: &LaunchRequest,
+    ) -> Result<(PathBuf, String), LauncherError> {
+        let bytes = request.encode().map_err(LauncherError::Encode)?;
+        let path = self.create_file(REQUEST_FILE, &bytes)?;
+        Ok((path, stockade_policy::digest::sha256_hex(&bytes)))
+    }
+
+    /// Removes the directory and what stockade put in it.
+    pub fn remove(self) {
+        remove_private(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_age_is_read_from_the_name() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let name = |s: &str| created_at(OsStr::new(s));
+        assert_eq!(name("req-999999-abc"), Some(999_999));
+        assert_eq!(name("out-5-x"), Some(5));
+        for bad in [
+            "req-abc", "req-12-", "foo-12-x", "req--x", ".swept", "req-1",
+        ] {
+            assert_eq!(name(bad), None, "{bad}");
+        }
+        let day = STALE_AFTER.as_secs();
+        assert!(is_stale(1_000_000 - day - 1, now));
+        assert!(!is_stale(1_000_000 - day, now));
+        // A name from the future is not stale.
+        assert!(!is_stale(2_000_000, now));
+        assert_eq!(created_at(OsStr::new("req-5-abc-77")), Some(5));
+        assert_eq!(status_inode(OsStr::new("req-5-abc-77")), Some(77));
+        for bad in ["req-5-abc", "req-5-abc-x", "req-5-abc-7-8", "out-5-abc-7"] {
+            assert_eq!(status_inode(OsStr::new(bad)), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn root_containing_finds_the_root_the_base_is_beneath() {
+        let roots = vec![PathBuf::from("/home/u/ws"), PathBuf::from("/home/u")];
+        assert_eq!(
+            root_containing(Path::new("/home/u/.local/state/stockade"), &roots),
+            Some(&PathBuf::from("/home/u"))
+        );
+        assert_eq!(
+            root_containing(Path::new("/run/user/1/stockade"), &roots),
+            None
+        );
+        assert_eq!(root_containing(Path::new("/home/u/wsx"), &roots[..1]), None);
+    }
+}

@@ -1,0 +1,610 @@
+//! Control files no confined command can touch: the request a `confine` wrote is the
+//! only one its argv runs, a file that is not that request is left alone, the control
+//! base lies outside every writable root, and `classify` trusts only what it checks.
+
+mod support;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use support::*;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+const FORGE: &str = "echo 'stockade-runner: sandbox unavailable: forged' >&2; exit 125";
+
+fn request_path(confined: &Value) -> PathBuf {
+    confined_argv(confined)[2].clone().into()
+}
+
+fn status_path(confined: &Value) -> PathBuf {
+    PathBuf::from(confined["statusPath"].as_str().expect("statusPath"))
+}
+
+fn private_dir(confined: &Value) -> PathBuf {
+    status_path(confined).parent().unwrap().to_path_buf()
+}
+
+/// `stockade classify` with the ConfinedArgv in a file outside every writable root and
+/// stderr on stdin.
+fn classify_out(fx: &Fixture, confined: &Value, code: Option<i32>, stderr: &str) -> Output {
+    let file = fx.root.join(format!("confined-{}.json", unique_tag("c")));
+    std::fs::write(&file, confined.to_string()).unwrap();
+    let mut args = vec![
+        "classify".to_string(),
+        "--confined".into(),
+        file.display().to_string(),
+        "--stderr".into(),
+        "-".into(),
+    ];
+    match code {
+        Some(c) => args.extend(["--exit-code".into(), c.to_string()]),
+        None => args.extend(["--signal".into(), "KILL".into()]),
+    }
+    let mut child = fx
+        .stockade(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stderr.as_bytes())
+            .unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn classify_json(fx: &Fixture, confined: &Value, code: Option<i32>, stderr: &str) -> Value {
+    let out = classify_out(fx, confined, code, stderr);
+    assert_code(&out, 0);
+    serde_json::from_slice(&out.stdout).expect("classify prints JSON")
+}
+
+/// Confines `bash -c SCRIPT` in workspace-write mode.
+fn confine_sh(fx: &Fixture, script: &str) -> Value {
+    fx.confine(&["--mode", "workspace-write", "--", "bash", "-c", script])
+}
+
+/// Runs a confine with `env` changes and returns its output.
+fn confine_with(fx: &Fixture, env: &[(&str, Option<&Path>)], args: &[&str]) -> Output {
+    let mut cmd = fx.stockade(std::iter::once(&"confine").chain(args));
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn a_request_changed_after_confine_is_refused_and_runs_nothing() {
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    let escaped = fx.outside.join("escaped");
+    let v = fx.confine(&[
+        "--mode",
+        "read-only",
+        "--",
+        "sh",
+        "-c",
+        &format!("touch {}", marker.display()),
+    ]);
+    let path = request_path(&v);
+    let ino = std::fs::metadata(&path).unwrap().ino();
+    // Rewritten in place (same inode, same owner and mode) into a request that would
+    // write outside the workspace: what a command that could reach the file would do.
+    let mut forged = request_for(&fx, &format!("touch {}", escaped.display()));
+    forged.policy.writable_roots = vec![fx.outside.clone()];
+    std::fs::write(&path, forged.encode().unwrap()).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), ino);
+    let out = spawn_argv(&v);
+    assert_code(&out, 125);
+    let line = runner_failure_line(&out);
+    assert!(
+        line.contains("--sha256") && line.contains("left untouched"),
+        "{line}"
+    );
+    assert!(!escaped.exists() && !marker.exists());
+    // The verdict: the runner failed (no record of confinement), never a clean run.
+    let verdict = classify_json(&fx, &v, Some(125), &text(&out.stderr));
+    assert_eq!(verdict["outcome"], "runner-failed", "{verdict}");
+
+    // Positive control: the request as written runs.
+    let v = fx.confine(&[
+        "--mode",
+        "read-only",
+        "--",
+        "sh",
+        "-c",
+        &format!("echo > /dev/null; exit 0; {}", marker.display()),
+    ]);
+    let out = spawn_argv(&v);
+    assert_code(&out, 0);
+    assert!(!request_path(&v).exists(), "a matching request is consumed");
+}
+
+#[test]
+fn a_private_file_that_is_not_the_request_is_left_untouched() {
+    let fx = Fixture::new();
+    // An SSH key: 0600, ours, a regular file. Whatever digest the caller passes, the
+    // runner must not consume it.
+    let key = fx.outside.join("id_ed25519");
+    let secret = b"-----BEGIN OPENSSH PRIVATE KEY-----\nnot really\n";
+    std::fs::write(&key, secret).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    for digest in [
+        "0".repeat(64),
+        stockade_policy::digest::sha256_hex(b"something else"),
+    ] {
+        let out = std::process::Command::new(runner_bin())
+            .args(["--request".as_ref(), key.as_os_str()])
+            .args(["--sha256", &digest])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+        assert!(runner_failure_line(&out).contains("not a request"));
+        assert_eq!(std::fs::read(&key).unwrap(), secret);
+    }
+    // Without a digest the runner takes nothing at all.
+    let out = std::process::Command::new(runner_bin())
+        .args(["--request".as_ref(), key.as_os_str()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(runner_failure_line(&out).contains("--sha256"));
+    assert_eq!(std::fs::read(&key).unwrap(), secret);
+    // Positive control: a real request with its digest is consumed.
+    let req = write_request_bytes(&fx, "real", &request_for(&fx, "true").encode().unwrap());
+    let out = run_request(&req);
+    assert_code(&out, 0);
+    assert!(!req.exists());
+}
+
+#[test]
+fn without_xdg_runtime_dir_the_control_base_is_never_under_a_temp_dir() {
+    let fx = Fixture::new();
+    let home = fx.root.join("home");
+    std::fs::create_dir(&home).unwrap();
+    let out = confine_with(
+        &fx,
+        &[("XDG_RUNTIME_DIR", None), ("HOME", Some(&home))],
+        &["--", "true"],
+    );
+    assert_code(&out, 0);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = status_path(&v);
+    for temp in ["/tmp", "/var/tmp", "/dev/shm"] {
+        assert!(!status.starts_with(temp), "{}", status.display());
+    }
+    assert!(!status.starts_with(&fx.ws));
+    // Root has /run; an ordinary user without /run/user/UID gets ~/.local/state.
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let expected = if Path::new(&format!("/run/user/{uid}")).is_dir() {
+        PathBuf::from(format!("/run/user/{uid}/stockade"))
+    } else if uid == 0 {
+        PathBuf::from("/run/stockade-0")
+    } else {
+        home.join(".local/state/stockade")
+    };
+    assert!(status.starts_with(&expected), "{}", status.display());
+    let run = spawn_argv(&v);
+    assert_code(&run, 0);
+    let verdict = classify_out_env(&fx, &v, &[("XDG_RUNTIME_DIR", None), ("HOME", Some(&home))]);
+    assert_eq!(verdict["outcome"], "ok", "{verdict}");
+    assert!(!private_dir(&v).exists());
+}
+
+fn classify_out_env(fx: &Fixture, v: &Value, env: &[(&str, Option<&Path>)]) -> Value {
+    let file = fx.root.join(format!("c-{}.json", unique_tag("e")));
+    std::fs::write(&file, v.to_string()).unwrap();
+    let mut cmd = fx.stockade([
+        "classify".as_ref(),
+        "--confined".as_ref(),
+        file.as_os_str(),
+        "--exit-code".as_ref(),
+        "0".as_ref(),
+    ]);
+    for (k, val) in env {
+        match val {
+            Some(val) => cmd.env(k, val),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd.output().unwrap();
+    assert_code(&out, 0);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_control_base_in_a_temp_dir_or_a_writable_root_is_refused_and_never_replaced() {
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    let touch = format!("touch {}", marker.display());
+    let args = ["--", "sh", "-c", touch.as_str()];
+    // An XDG_RUNTIME_DIR in /tmp.
+    let tmp = tempfile::Builder::new()
+        .prefix("xdg-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let out = confine_with(&fx, &[("XDG_RUNTIME_DIR", Some(tmp.path()))], &args);
+    assert_code(&out, 125);
+    let line = launcher_failure_line(&out);
+    assert!(
+        line.contains("beneath /tmp") && line.contains("STOCKADE_CONTROL_DIR"),
+        "{line}"
+    );
+    assert!(
+        !tmp.path().join("stockade").exists(),
+        "nothing is created there"
+    );
+
+    // An XDG_RUNTIME_DIR that is a link into the workspace (a writable root).
+    let in_ws = fx.ws.join("rt");
+    std::fs::create_dir(&in_ws).unwrap();
+    let link = fx.outside.join("rt-link");
+    std::os::unix::fs::symlink(&in_ws, &link).unwrap();
+    let out = confine_with(&fx, &[("XDG_RUNTIME_DIR", Some(&link))], &args);
+    assert_code(&out, 125);
+    let line = launcher_failure_line(&out);
+    assert!(line.contains("contains the control directory"), "{line}");
+    assert!(line.contains(&in_ws.display().to_string()), "{line}");
+    // Nothing of the refused request exists.
+    assert!(
+        std::fs::read_dir(in_ws.join("stockade"))
+            .map(|d| d.count() == 0)
+            .unwrap_or(true)
+    );
+
+    // A --writable root that contains the base.
+    let out = fx
+        .stockade([
+            "confine",
+            "--writable",
+            fx.runtime.to_str().unwrap(),
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(launcher_failure_line(&out).contains("contains the control directory"));
+    let out = fx
+        .stockade(["confine", "--writable", "/", "--", "true"])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+
+    // STOCKADE_CONTROL_DIR: relative is refused; one in the workspace is refused.
+    let out = confine_with(
+        &fx,
+        &[("STOCKADE_CONTROL_DIR", Some(Path::new("rel")))],
+        &args,
+    );
+    assert_code(&out, 125);
+    assert!(launcher_failure_line(&out).contains("absolute"));
+    let out = confine_with(
+        &fx,
+        &[("STOCKADE_CONTROL_DIR", Some(&fx.ws.join("ctl")))],
+        &args,
+    );
+    assert_code(&out, 125);
+    assert!(launcher_failure_line(&out).contains("contains the control directory"));
+
+    // Positive controls: a link the user made to a private place outside every root, a
+    // named control directory, and a --writable root beside the base, all work.
+    let private = fx.outside.join("rt");
+    std::fs::create_dir(&private).unwrap();
+    let good_link = fx.outside.join("good-link");
+    std::os::unix::fs::symlink(&private, &good_link).unwrap();
+    let out = confine_with(&fx, &[("XDG_RUNTIME_DIR", Some(&good_link))], &args);
+    assert_code(&out, 0);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(status_path(&v).starts_with(private.join("stockade")), "{v}");
+    assert_code(&spawn_argv(&v), 0);
+    assert!(marker.exists());
+    let named = fx.outside.join("ctl");
+    let out = confine_with(
+        &fx,
+        &[("STOCKADE_CONTROL_DIR", Some(&named))],
+        &["--", "true"],
+    );
+    assert_code(&out, 0);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(status_path(&v).starts_with(&named), "{v}");
+    let v = fx.confine(&["--writable", fx.outside.to_str().unwrap(), "--", "true"]);
+    assert_code(&spawn_argv(&v), 0);
+}
+
+#[test]
+fn a_base_whose_mode_was_changed_is_an_error_naming_it_not_a_move() {
+    let fx = Fixture::new();
+    let base = fx.runtime.join("stockade");
+    // A confined command owns the base and Landlock does not govern chmod: it opens it.
+    let out = fx.run_sh(
+        "workspace-write",
+        &format!("chmod 755 {} && echo opened", base.display()),
+    );
+    let opened = text(&out.stdout).contains("opened");
+    if !opened {
+        // A later layer refuses the chmod: do it as the attacker would have.
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = fx.stockade(["confine", "--", "true"]).output().unwrap();
+    assert_code(&out, 125);
+    let line = launcher_failure_line(&out);
+    assert!(
+        line.contains(&base.display().to_string()) && line.contains("0755"),
+        "{line}"
+    );
+    // No other base was used: nothing was written anywhere else.
+    assert!(out.stdout.is_empty());
+    // Positive control: restored, it works again.
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let v = fx.confine(&["--", "true"]);
+    assert!(status_path(&v).starts_with(&base));
+}
+
+#[test]
+fn a_status_file_the_command_changed_is_tampering_never_a_runner_failure() {
+    let fx = Fixture::new();
+    // The attack: make its own status file unreadable (another mode), then forge the
+    // runner's failure line and exit code. It finds the file by listing the base.
+    let base = fx.runtime.join("stockade");
+    let attack = format!(
+        "for s in {}/req-*/status; do chmod 000 \"$s\"; done 2>/dev/null; {FORGE}",
+        base.display()
+    );
+    let c = confine_sh(&fx, &attack);
+    let out = spawn_argv(&c);
+    assert_code(&out, 125);
+    let mode = std::fs::symlink_metadata(status_path(&c)).unwrap().mode() & 0o7777;
+    let v = classify_json(&fx, &c, Some(125), &text(&out.stderr));
+    assert_ne!(v["outcome"], "runner-failed", "{v}");
+    assert_eq!(v["runnerFailed"], false);
+    if mode != 0o600 {
+        assert_eq!(v["outcome"], "tampered", "{v}");
+        assert!(v["detail"].as_str().unwrap().contains("tampered"), "{v}");
+    } else {
+        // A later layer refused the chmod: the record decides, the forgery is a failure.
+        assert_eq!(v["outcome"], "failed", "{v}");
+    }
+    // Positive control: the same forgery without touching the status is an ordinary
+    // failure decided by the record.
+    let c = confine_sh(&fx, FORGE);
+    let out = spawn_argv(&c);
+    let v = classify_json(&fx, &c, Some(125), &text(&out.stderr));
+    assert_eq!(v["outcome"], "failed", "{v}");
+    assert_eq!(v["evidence"], "status-channel");
+}
+
+#[test]
+fn a_back_dated_private_directory_survives_the_sweep_and_keeps_its_record() {
+    let fx = Fixture::new();
+    let base = fx.runtime.join("stockade");
+    // The attack: back-date its own private directory (and the sweep stamp, so the next
+    // confine sweeps), then forge a runner failure.
+    let attack = format!(
+        "for d in {b}/req-*; do touch -d @0 \"$d\" \"$d/status\"; done; touch -d @0 {b}/.swept; {FORGE}",
+        b = base.display()
+    );
+    let c = confine_sh(&fx, &attack);
+    let out = spawn_argv(&c);
+    assert_code(&out, 125);
+    // A concurrent confine sweeps: ages come from names, so the directory stays.
+    fx.confine(&["--", "true"]);
+    assert!(private_dir(&c).exists(), "a back-dated directory was swept");
+    let v = classify_json(&fx, &c, Some(125), &text(&out.stderr));
+    assert_eq!(v["outcome"], "failed", "{v}");
+    assert_eq!(v["evidence"], "status-channel");
+}
+
+#[test]
+fn the_sweep_removes_old_private_directories_by_name_at_most_every_few_minutes() {
+    let fx = Fixture::new();
+    fx.confine(&["--", "true"]); // creates the base and the sweep stamp
+    let base = fx.runtime.join("stockade");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let old = now - 2 * 24 * 3600;
+    let make = |name: &str| {
+        let d = base.join(name);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("status"), "").unwrap();
+        d
+    };
+    let stale = make(&format!("req-{old}-abc"));
+    let stale_spill = make(&format!("out-{old}-abc"));
+    let fresh = make(&format!("req-{now}-abc"));
+    let foreign = make(&format!("keep-{old}-abc"));
+    // Swept recently: the next confine does not even look.
+    fx.confine(&["--", "true"]);
+    assert!(stale.exists(), "swept although the last sweep was just now");
+    // Once the stamp is due, the old ones (requests and spills) go, the rest stays.
+    std::fs::File::options()
+        .write(true)
+        .open(base.join(".swept"))
+        .unwrap()
+        .set_modified(std::time::UNIX_EPOCH)
+        .unwrap();
+    fx.confine(&["--", "true"]);
+    assert!(
+        !stale.exists() && !stale_spill.exists(),
+        "old directories survived"
+    );
+    assert!(fresh.exists(), "a fresh directory was removed");
+    assert!(
+        foreign.exists(),
+        "a directory not named by stockade was removed"
+    );
+}
+
+#[test]
+fn classify_trusts_no_status_path_or_channel_from_its_input() {
+    let fx = Fixture::new();
+    let base = fx.runtime.join("stockade");
+    // A pending command whose directory a forged statusPath would name elsewhere.
+    let victim = confine_sh(&fx, "true");
+    let c = confine_sh(&fx, FORGE);
+    let out = spawn_argv(&c);
+    assert_code(&out, 125);
+    let name = private_dir(&c).file_name().unwrap().to_owned();
+    // Paths outside the base, through a link to it, with `..`, or not a status file.
+    let link = fx.outside.join("base-link");
+    std::os::unix::fs::symlink(&base, &link).unwrap();
+    let elsewhere = fx.outside.join(&name);
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("status"), "").unwrap();
+    let forged_paths = [
+        elsewhere.join("status"),
+        link.join(&name).join("status"),
+        base.join(&name).join("..").join(&name).join("status"),
+        base.join(&name).join("request"),
+        base.join("not-ours").join("status"),
+    ];
+    for forged in forged_paths {
+        let mut bad = c.clone();
+        bad["statusPath"] = forged.display().to_string().into();
+        let res = classify_out(&fx, &bad, Some(125), &text(&out.stderr));
+        assert_code(&res, 125);
+        assert!(
+            launcher_failure_line(&res).contains("statusPath"),
+            "{}",
+            forged.display()
+        );
+    }
+    assert!(
+        elsewhere.join("status").exists(),
+        "classify removed what it did not verify"
+    );
+    assert!(private_dir(&c).exists() && private_dir(&victim).exists());
+    // The channel is derived, not read: "in-band" in the JSON does not let the forged
+    // line through.
+    let mut in_band = c.clone();
+    in_band["statusChannel"] = "in-band".into();
+    let v = classify_json(&fx, &in_band, Some(125), &text(&out.stderr));
+    assert_eq!(v["outcome"], "failed", "{v}");
+    assert_eq!(v["evidence"], "status-channel");
+    assert!(
+        !private_dir(&c).exists(),
+        "the verified directory is consumed"
+    );
+    assert!(private_dir(&victim).exists());
+}
+
+#[test]
+fn classify_refuses_a_fifo_input_without_blocking_and_reads_either_input_from_stdin() {
+    let fx = Fixture::new();
+    let c = confine_sh(&fx, "echo oops >&2; exit 3");
+    let out = spawn_argv(&c);
+    assert_code(&out, 3);
+    let fifo = fx.root.join("stderr.fifo");
+    let c_fifo = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+    assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o600) }, 0);
+    let json = fx.root.join("c.json");
+    std::fs::write(&json, c.to_string()).unwrap();
+    for args in [
+        [
+            "--confined",
+            json.to_str().unwrap(),
+            "--stderr",
+            fifo.to_str().unwrap(),
+        ],
+        [
+            "--confined",
+            fifo.to_str().unwrap(),
+            "--stderr",
+            json.to_str().unwrap(),
+        ],
+    ] {
+        // A FIFO nobody writes would block a reader for ever; classify must refuse it.
+        let mut child = fx
+            .stockade(["classify", "--exit-code", "3"].iter().chain(args.iter()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("classify blocked on a FIFO");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let res = child.wait_with_output().unwrap();
+        assert_eq!(status.code(), Some(125), "{res:?}");
+        assert!(launcher_failure_line(&res).contains("not a regular file"));
+    }
+    assert!(private_dir(&c).exists(), "refused input consumed nothing");
+    // Positive controls: the ConfinedArgv from stdin with stderr from a file.
+    let err = fx.root.join("stderr.txt");
+    std::fs::write(&err, &out.stderr).unwrap();
+    let mut child = fx
+        .stockade([
+            "classify",
+            "--confined",
+            "-",
+            "--stderr",
+            err.to_str().unwrap(),
+            "--exit-code",
+            "3",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(c.to_string().as_bytes())
+            .unwrap();
+    }
+    let res = child.wait_with_output().unwrap();
+    assert_code(&res, 0);
+    let v: Value = serde_json::from_slice(&res.stdout).unwrap();
+    assert_eq!(v["outcome"], "failed", "{v}");
+}
+
+#[test]
+fn a_replaced_status_file_is_tampering_even_with_a_well_formed_record() {
+    let fx = Fixture::new();
+    let c = confine_sh(&fx, "exit 3");
+    let out = spawn_argv(&c);
+    assert_code(&out, 3);
+    // Replaced by a process outside the sandbox (no confined command can: the private
+    // directory is outside every writable root): same name, owner and mode, a
+    // well-formed `failed` record.
+    // The new file is made before the old one goes (renamed over it), so it cannot
+    // reuse the freed inode number.
+    let status = status_path(&c);
+    let forged = private_dir(&c).join("forged");
+    std::fs::write(&forged, "stockade-status 1 failed chdir forged\n").unwrap();
+    std::fs::set_permissions(&forged, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::rename(&forged, &status).unwrap();
+    let v = classify_json(&fx, &c, Some(3), "");
+    assert_eq!(v["outcome"], "tampered", "{v}");
+    assert!(v["detail"].as_str().unwrap().contains("inode"), "{v}");
+    // Positive control: the file confine created, with the runner's record.
+    let c = confine_sh(&fx, "exit 3");
+    let out = spawn_argv(&c);
+    let v = classify_json(&fx, &c, Some(3), &text(&out.stderr));
+    assert_eq!(v["outcome"], "failed", "{v}");
+}
