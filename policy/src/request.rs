@@ -17,9 +17,11 @@
 //! Paths, arguments and environment entries are carried as raw bytes: Linux allows any
 //! byte but NUL in them, and the format must not lose what the caller passed.
 
+use crate::grants::{self, Access};
 use crate::guarantees::{Enforcement, Guarantee};
 use crate::mode::Mode;
 use crate::policy::{Network, Policy};
+use crate::roots::{FileId, RootId};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::fmt;
@@ -163,6 +165,10 @@ pub enum ValidationError {
         path: PathBuf,
     },
     NulInStatusPath,
+    /// A writable root without the identity it had when the policy was resolved.
+    UnidentifiedRoot {
+        path: PathBuf,
+    },
 }
 
 impl fmt::Display for ValidationError {
@@ -206,6 +212,11 @@ impl fmt::Display for ValidationError {
             ValidationError::NulInStatusPath => {
                 f.write_str("request status path contains a NUL byte")
             }
+            ValidationError::UnidentifiedRoot { path } => write!(
+                f,
+                "request grants writable root {} without its device and inode",
+                path.display()
+            ),
         }
     }
 }
@@ -226,6 +237,9 @@ struct Body {
     allow_tcp_connect: Vec<u16>,
     allow_unix_sockets: bool,
     keep_fds: Vec<i32>,
+    /// Path, device and inode of each writable root.
+    root_ids: Vec<(Vec<u8>, u64, u64)>,
+    tmpdir_refused: Option<String>,
     enforcement: Enforcement,
     guarantees: Vec<Guarantee>,
     status_path: Option<Vec<u8>>,
@@ -269,6 +283,13 @@ impl LaunchRequest {
             allow_tcp_connect: self.policy.allow_tcp_connect.clone(),
             allow_unix_sockets: self.policy.allow_unix_sockets,
             keep_fds: self.policy.keep_fds.clone(),
+            root_ids: self
+                .policy
+                .root_ids
+                .iter()
+                .map(|r| (bytes(&r.path), r.id.dev, r.id.ino))
+                .collect(),
+            tmpdir_refused: self.policy.tmpdir_refused.clone(),
             enforcement: self.enforcement,
             guarantees: self.guarantees.clone(),
             status_path: self.status_path.as_deref().map(bytes),
@@ -349,6 +370,15 @@ impl LaunchRequest {
                 allow_tcp_connect: body.allow_tcp_connect,
                 allow_unix_sockets: body.allow_unix_sockets,
                 keep_fds: body.keep_fds,
+                root_ids: body
+                    .root_ids
+                    .into_iter()
+                    .map(|(p, dev, ino)| RootId {
+                        path: path(p),
+                        id: FileId { dev, ino },
+                    })
+                    .collect(),
+                tmpdir_refused: body.tmpdir_refused,
             },
             enforcement: body.enforcement,
             guarantees: body.guarantees,
@@ -389,6 +419,7 @@ impl LaunchRequest {
         for path in std::iter::once(&p.workspace)
             .chain(&p.writable_roots)
             .chain(&p.tmpdir)
+            .chain(p.root_ids.iter().map(|r| &r.path))
         {
             if path.as_os_str().as_bytes().contains(&0) {
                 return Err(ValidationError::NulInPolicyPath);
@@ -399,6 +430,13 @@ impl LaunchRequest {
         }
         if let Some(&fd) = p.keep_fds.iter().find(|&&fd| fd <= 2) {
             return Err(ValidationError::BadKeepFd { fd });
+        }
+        // A writable root is granted only as the directory it was when resolved.
+        if let Some(g) = grants::grants(p)
+            .into_iter()
+            .find(|g| g.access == Access::Full && g.identity.is_none())
+        {
+            return Err(ValidationError::UnidentifiedRoot { path: g.path });
         }
         if p.allow_tcp_connect.contains(&0) {
             return Err(ValidationError::TcpPortZero);
@@ -430,6 +468,7 @@ impl LaunchRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn sample() -> LaunchRequest {
         LaunchRequest {
@@ -452,6 +491,15 @@ mod tests {
                 allow_tcp_connect: vec![443],
                 allow_unix_sockets: true,
                 keep_fds: vec![3, 9],
+                root_ids: ["/work/ws", "/tmp", "/var/tmp", "/srv/a"]
+                    .iter()
+                    .zip(1..)
+                    .map(|(p, ino)| RootId {
+                        path: p.into(),
+                        id: FileId { dev: 8, ino },
+                    })
+                    .collect(),
+                tmpdir_refused: Some("$TMPDIR / is not granted".into()),
             },
             enforcement: Enforcement::Full,
             guarantees: vec![Guarantee::FilesystemWrites, Guarantee::Fds],
@@ -592,6 +640,16 @@ mod tests {
         check(
             &|r| r.policy.writable_roots.push("rel".into()),
             ValidationError::RelativePolicyPath { path: "rel".into() },
+        );
+        check(
+            &|r| {
+                r.policy
+                    .root_ids
+                    .retain(|id| id.path != Path::new("/srv/a"))
+            },
+            ValidationError::UnidentifiedRoot {
+                path: "/srv/a".into(),
+            },
         );
         check(
             &|r| r.policy.keep_fds.push(1),
