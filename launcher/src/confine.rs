@@ -6,6 +6,7 @@ use crate::cli::ConfineArgs;
 use crate::env;
 use crate::error::LauncherError;
 use crate::locate;
+use crate::placement;
 use crate::probe;
 use crate::request_file::PrivateDir;
 use crate::stdout;
@@ -68,6 +69,7 @@ pub fn confine(
                 guarantees: BTreeMap::new(),
                 status_path: None,
                 status_channel: None,
+                not_granted: Vec::new(),
             },
             private_dir: None,
         });
@@ -75,7 +77,8 @@ pub fn confine(
 
     let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
     let tmpdir = env::get(&env, "TMPDIR").map(Path::new);
-    let resolved = policy.resolve(&cwd, tmpdir)?;
+    let invoker = placement::invoker();
+    let resolved = policy.resolve(&cwd, tmpdir, &invoker)?;
     let asks = Asks::of(&resolved);
     let facts = probe::kernel_facts();
     let enforcement = match guarantees::verdict(&asks, &facts) {
@@ -86,8 +89,16 @@ pub fn confine(
         Verdict::Unconfined => unreachable!("confined modes always get a confined verdict"),
     };
     let runner = locate::runner()?;
+    placement::check("runner", &runner, &resolved, tmpdir, &invoker)?;
+    let launcher = std::env::current_exe().map_err(|e| LauncherError::ExposedBinary {
+        what: "launcher",
+        path: "/proc/self/exe".into(),
+        why: format!("its location cannot be determined: {e}"),
+    })?;
+    placement::check("launcher", &launcher, &resolved, tmpdir, &invoker)?;
     let runner = utf8(runner.as_os_str(), "the runner path")?;
 
+    let not_granted: Vec<String> = resolved.tmpdir_refused.iter().cloned().collect();
     let dir = PrivateDir::create(&grants::writable_roots(&resolved))?;
     let status_path = dir.status_path();
     let request = LaunchRequest {
@@ -125,6 +136,7 @@ pub fn confine(
             guarantees: guarantees::report(&asks, &facts),
             status_path: Some(status_path),
             status_channel: Some(status_channel(dir.channel(), &asks, &facts)),
+            not_granted,
         },
         private_dir: Some(dir),
     })

@@ -62,6 +62,12 @@ pub enum LauncherError {
     BadSignal(String),
     /// Our own stdout is gone.
     WriteOutput(io::Error),
+    /// The runner or the launcher lies where a confined command could replace it.
+    ExposedBinary {
+        what: &'static str,
+        path: PathBuf,
+        why: String,
+    },
 }
 
 impl fmt::Display for LauncherError {
@@ -117,6 +123,11 @@ impl fmt::Display for LauncherError {
                 "--signal {s:?} is not a signal name (like SIGKILL or KILL) or number"
             ),
             LauncherError::WriteOutput(e) => write!(f, "cannot write to stdout: {e}"),
+            LauncherError::ExposedBinary { what, path, why } => write!(
+                f,
+                "refusing to run: the {what} {} could be replaced by a confined command ({why}), and every later command would then run unconfined; install stockade where no command can write (e.g. /usr/bin/stockade and /usr/libexec/stockade/stockade-runner, or set $STOCKADE_RUNNER to such a path), or choose a workspace and writable roots that do not contain it",
+                path.display()
+            ),
         }
     }
 }

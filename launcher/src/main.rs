@@ -29,6 +29,7 @@ mod env;
 mod error;
 mod locate;
 mod output;
+mod placement;
 mod probe;
 mod request_file;
 mod run;

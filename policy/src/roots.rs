@@ -336,17 +336,18 @@ mod tests {
             runtime_dir: None,
         };
         let err =
-            check_implicit_tmpdir(&tmp.join("agent-tmp"), &invoker, &[tmp.clone()]).unwrap_err();
+            check_implicit_tmpdir(&tmp.join("agent-tmp"), &invoker, std::slice::from_ref(&tmp))
+                .unwrap_err();
         assert!(err.contains("symbolic link"), "{err}");
         // Control: the same directory named honestly is granted (it is in the home).
         assert_eq!(
-            check_implicit_tmpdir(&home.join(".ssh"), &invoker, &[tmp.clone()]),
+            check_implicit_tmpdir(&home.join(".ssh"), &invoker, std::slice::from_ref(&tmp)),
             Ok(home.join(".ssh"))
         );
         // A link the user made outside every writable root is followed.
         std::os::unix::fs::symlink(home.join(".ssh"), dir.join("mine")).unwrap();
         assert_eq!(
-            check_implicit_tmpdir(&dir.join("mine"), &invoker, &[tmp.clone()]),
+            check_implicit_tmpdir(&dir.join("mine"), &invoker, std::slice::from_ref(&tmp)),
             Ok(home.join(".ssh"))
         );
     }

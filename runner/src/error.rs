@@ -74,6 +74,13 @@ pub enum RunnerError {
         what: &'static str,
         path: PathBuf,
     },
+    /// A writable root's path no longer leads to the directory the policy named (it was
+    /// replaced by a link, or removed and recreated, after the command was confined).
+    RootReplaced {
+        what: &'static str,
+        path: PathBuf,
+        now: String,
+    },
     /// The kernel cannot give a guarantee the mode requires.
     Unavailable {
         missing: Vec<(Guarantee, Feature)>,
@@ -147,6 +154,7 @@ impl RunnerError {
             RunnerError::NoNewPrivs(_) => "no-new-privs",
             RunnerError::GrantPath { .. } => "grant-path",
             RunnerError::GrantNotDirectory { .. } => "grant-not-directory",
+            RunnerError::RootReplaced { .. } => "root-replaced",
             RunnerError::Unavailable { .. } => "sandbox-unavailable",
             RunnerError::LessThanReported { .. } => "less-than-reported",
             RunnerError::NotAchieved { .. } => "guarantee-not-achieved",
@@ -234,6 +242,11 @@ impl fmt::Display for RunnerError {
             RunnerError::GrantNotDirectory { what, path } => {
                 write!(f, "{what} {} is not a directory", path.display())
             }
+            RunnerError::RootReplaced { what, path, now } => write!(
+                f,
+                "{what} {} was replaced since the command was confined: it now {now}; refusing to grant it (confine the command again)",
+                path.display()
+            ),
             RunnerError::Unavailable { missing } => {
                 f.write_str("sandbox unavailable: the kernel lacks")?;
                 for (i, (g, feature)) in missing.iter().enumerate() {
@@ -327,6 +340,11 @@ mod tests {
             RunnerError::GrantNotDirectory {
                 what: "workspace root",
                 path: p(),
+            },
+            RunnerError::RootReplaced {
+                what: "workspace root",
+                path: p(),
+                now: String::new(),
             },
             RunnerError::Unavailable { missing: vec![] },
             RunnerError::LessThanReported {

@@ -64,12 +64,19 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
             Access::ReadWriteFile => "read+write file    ",
             Access::Full => "full access beneath ",
         };
+        let identity = match g.identity {
+            Some(id) => format!(", only while it is device {} inode {}", id.dev, id.ino),
+            None => String::new(),
+        };
         let _ = writeln!(
             w,
-            "  {access} {}  ({})",
+            "  {access} {}  ({}{identity})",
             g.path.display(),
             g.reason.describe()
         );
+    }
+    if let Some(why) = &request.policy.tmpdir_refused {
+        let _ = writeln!(w, "  not granted: {why}");
     }
     let _ = writeln!(w, "everything else: denied");
     let p = &request.policy;

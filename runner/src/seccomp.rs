@@ -570,6 +570,8 @@ mod tests {
             allow_tcp_connect: ports.to_vec(),
             allow_unix_sockets: unix,
             keep_fds: Vec::new(),
+            root_ids: Vec::new(),
+            tmpdir_refused: None,
         }
     }
 

@@ -147,10 +147,10 @@ fn a_forged_runner_failure_after_confinement_is_an_ordinary_failure() {
     assert_eq!(v["evidence"], "status-channel");
     assert_eq!(v["enforcement"], "full");
 
-    // Control: with the channel in-band (every candidate directory is beneath the
-    // writable root `/`), the same facts are judged by the harness rules, which the
+    // Control: with the channel in-band (every candidate directory is beneath a
+    // writable root), the same facts are judged by the harness rules, which the
     // forgery fools. This is exactly what the status channel is for.
-    let c = confine(&fx, &["--writable", "/"], FORGE);
+    let c = confine(&fx, &every_base_writable(&fx), FORGE);
     assert_eq!(c["statusChannel"], "in-band");
     let out = spawn_argv(&c);
     assert_code(&out, 125);
@@ -174,10 +174,10 @@ fn the_command_cannot_write_the_status_file_by_path() {
     assert_eq!(v["outcome"], "denied");
     assert_eq!(v["evidence"], "status-channel");
 
-    // Positive control: when every candidate directory is beneath a writable root
-    // (here `/`), the same write succeeds, which is why stockade then declares the
-    // channel in-band and does not trust the file.
-    let c = confine(&fx, &["--writable", "/"], &attack);
+    // Positive control: when every candidate directory is beneath a writable root,
+    // the same write succeeds, which is why stockade then declares the channel in-band
+    // and does not trust the file.
+    let c = confine(&fx, &every_base_writable(&fx), &attack);
     assert_eq!(c["statusChannel"], "in-band");
     let out = spawn_argv(&c);
     assert_code(&out, 0);
@@ -356,7 +356,9 @@ fn stockade_run_lets_the_status_record_decide_runner_failure() {
     // In band (control): the exit rules take the forgery for a runner failure, and a
     // runner failure outranks denial.
     let out = fx
-        .stockade(["run", "--writable", "/", "--", "bash", "-c", &script])
+        .stockade(["run"])
+        .args(every_base_writable(&fx))
+        .args(["--", "bash", "-c", &script])
         .output()
         .unwrap();
     assert_code(&out, 125);
@@ -531,4 +533,12 @@ fn classify_refuses_an_oversized_input_and_classifies_the_same_facts_with_a_norm
     assert_code(&res, 0);
     let verdict: Value = serde_json::from_slice(&res.stdout).unwrap();
     assert_eq!(verdict["outcome"], "failed");
+}
+
+/// Writable roots covering every candidate base of the private directory (the fixture's
+/// runtime dir, `/run`; the temp dir is `/tmp`, always writable), so the status channel
+/// is in-band; narrower than `/`, which is refused as a broad root.
+fn every_base_writable(fx: &Fixture) -> Vec<&str> {
+    let runtime = fx.runtime.to_str().unwrap();
+    vec!["--writable", runtime, "--writable", "/run"]
 }

@@ -1,0 +1,98 @@
+//! Who invokes stockade (for the root rules), and where stockade's own binaries may lie.
+//!
+//! A runner or launcher that a confined command can replace is a full escape: the
+//! command swaps in a wrapper, and every later command (read-only included) runs it
+//! unconfined while stockade still reports `full`. So `confine` and `run` refuse, before
+//! anything is written, when the runner they would use or the launcher itself lies
+//! where a confined command could write. "Could write" means, checked on the canonical
+//! path of each binary:
+//!
+//! - beneath a writable root of this policy (workspace, `/tmp`, `$TMPDIR`, `--writable`):
+//!   replacing the file, or renaming any directory on its path, is then allowed;
+//! - beneath a place every confined command of the user is granted or anyone can write,
+//!   whatever this policy says: `/tmp`, `/var/tmp`, `/dev/shm`, the launcher's and the
+//!   target's `$TMPDIR` (granted or not: another command may be granted it);
+//! - in a file or directory on the path that is writable by every user, or owned by
+//!   someone other than the invoking user or root (they could swap it).
+//!
+//! What this cannot see: another command whose own policy makes this binary's directory
+//! writable (for example `--workspace` set to a build tree holding a second stockade).
+//! The README says to keep stockade's binaries out of every directory any command may
+//! write.
+
+use crate::error::LauncherError;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use stockade_policy::Policy;
+use stockade_policy::grants;
+use stockade_policy::roots::{self, Invoker};
+
+/// The invoking user: the real uid, its home from `/etc/passwd`, and `$HOME`.
+pub fn invoker() -> Invoker {
+    let uid = nix::unistd::getuid().as_raw();
+    let passwd_home = std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|text| roots::home_from_passwd(&text, uid));
+    let env_home = std::env::var_os("HOME").map(PathBuf::from);
+    Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
+}
+
+/// Refuses when `binary` (canonical; `what` names it) could be replaced by a confined
+/// command (see the module comment). `target_tmpdir` is `$TMPDIR` of the command's
+/// environment as given.
+pub fn check(
+    what: &'static str,
+    binary: &Path,
+    policy: &Policy,
+    target_tmpdir: Option<&Path>,
+    invoker: &Invoker,
+) -> Result<(), LauncherError> {
+    let exposed = |why: String| LauncherError::ExposedBinary {
+        what,
+        path: binary.to_path_buf(),
+        why,
+    };
+    for root in grants::writable_roots(policy) {
+        if binary.starts_with(&root) {
+            return Err(exposed(format!(
+                "it lies beneath the writable root {} of this command",
+                root.display()
+            )));
+        }
+    }
+    let launcher_tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
+    let shared = ["/tmp", "/var/tmp", "/dev/shm"]
+        .iter()
+        .map(PathBuf::from)
+        .chain(launcher_tmpdir)
+        .chain(target_tmpdir.map(Path::to_path_buf))
+        .filter(|p| p.is_absolute())
+        .filter_map(|p| p.canonicalize().ok());
+    for dir in shared {
+        if binary.starts_with(&dir) {
+            return Err(exposed(format!(
+                "it lies beneath {}, which confined commands are granted or every user can write",
+                dir.display()
+            )));
+        }
+    }
+    for path in binary.ancestors() {
+        let meta = std::fs::metadata(path)
+            .map_err(|e| exposed(format!("{} cannot be examined: {e}", path.display())))?;
+        // Sticky or not: a directory anyone can write is no place for a trusted binary.
+        if meta.mode() & 0o002 != 0 {
+            return Err(exposed(format!(
+                "{} is writable by every user",
+                path.display()
+            )));
+        }
+        if meta.uid() != 0 && meta.uid() != invoker.uid {
+            return Err(exposed(format!(
+                "{} is owned by uid {}, neither the invoking user nor root",
+                path.display(),
+                meta.uid()
+            )));
+        }
+    }
+    Ok(())
+}
