@@ -147,6 +147,13 @@ pub enum PolicyError {
     },
     /// A writable root cannot be pinned down (a link, or it vanished while resolving).
     RootIdentity { path: PathBuf, source: io::Error },
+    /// A workspace or writable root is reached through a symbolic link a confined
+    /// command could have planted.
+    LinkedRoot {
+        named_by: &'static str,
+        path: PathBuf,
+        why: String,
+    },
 }
 
 impl fmt::Display for PolicyError {
@@ -189,6 +196,15 @@ impl fmt::Display for PolicyError {
             } => write!(
                 f,
                 "refusing to make {} writable ({named_by}): {why}; name a narrower directory, or pass {ALLOW_BROAD_ROOT_FLAG} to allow it on purpose",
+                path.display()
+            ),
+            PolicyError::LinkedRoot {
+                named_by,
+                path,
+                why,
+            } => write!(
+                f,
+                "refusing to make {} writable ({named_by}): {why}; name the directory itself",
                 path.display()
             ),
             PolicyError::RootIdentity { path, source } => write!(
@@ -287,6 +303,19 @@ impl PolicyRequest {
             }
             let mut granted = vec![workspace.clone(), PathBuf::from(SHARED_TMP)];
             granted.extend(writable_roots.iter().cloned());
+            // A root named through a link that lies where confined commands write (an
+            // earlier command could have planted it there) is not what the user meant.
+            let named = std::iter::once((workspace_in.clone(), "--workspace"))
+                .chain(self.writable.iter().map(|r| (cwd.join(r), "--writable")));
+            for (raw, named_by) in named {
+                if let Err(why) = roots::walk_checking_links(&raw, invoker.uid, &granted) {
+                    return Err(PolicyError::LinkedRoot {
+                        named_by,
+                        path: raw,
+                        why,
+                    });
+                }
+            }
             if let Some(raw) = tmpdir {
                 match roots::check_implicit_tmpdir(raw, invoker, &granted) {
                     Ok(dir) => tmpdir_granted = Some(dir),
@@ -632,6 +661,34 @@ mod tests {
         // Control: a workspace inside the home is the normal case.
         let req = PolicyRequest::new(Mode::WorkspaceWrite);
         assert!(req.resolve(&dir.join("home/u/proj"), None, &me).is_ok());
+    }
+
+    #[test]
+    fn a_writable_root_linked_from_inside_the_workspace_is_refused() {
+        // Not beneath /tmp: a link there is refused whatever it is.
+        let dir = PathBuf::from(format!(
+            "/var/tmp/stockade-policy-test-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(dir.join("ws")).unwrap();
+        std::fs::create_dir_all(dir.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("ws/cache")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("mine")).unwrap();
+        let req = |writable: &str| PolicyRequest {
+            workspace: Some("ws".into()),
+            writable: vec![writable.into()],
+            ..PolicyRequest::new(Mode::WorkspaceWrite)
+        };
+        let err = req("ws/cache").resolve(&dir, None, &invoker()).unwrap_err();
+        assert!(matches!(err, PolicyError::LinkedRoot { .. }), "{err}");
+        assert!(err.to_string().contains("ws/cache"), "{err}");
+        // Control: a link the user keeps outside every writable root is followed.
+        let policy = req("mine").resolve(&dir, None, &invoker()).unwrap();
+        assert_eq!(policy.writable_roots, [dir.join("elsewhere")]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

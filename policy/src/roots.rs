@@ -166,7 +166,7 @@ pub fn check_implicit_tmpdir(
     if !raw.is_absolute() {
         return Err("it is not an absolute path".into());
     }
-    let resolved = walk_checking_links(raw, invoker, writable)?;
+    let resolved = walk_checking_links(raw, invoker.uid, writable)?;
     let meta = std::fs::symlink_metadata(&resolved)
         .map_err(|e| format!("{} cannot be examined: {e}", resolved.display()))?;
     if !meta.is_dir() {
@@ -203,13 +203,12 @@ pub fn check_implicit_tmpdir(
     Ok(resolved)
 }
 
-/// Resolves `path` component by component, like `realpath`, checking every symbolic
-/// link met on the way (including links inside link targets).
-fn walk_checking_links(
-    path: &Path,
-    invoker: &Invoker,
-    writable: &[PathBuf],
-) -> Result<PathBuf, String> {
+/// Resolves `path` (absolute) component by component, like `realpath`, checking every
+/// symbolic link met on the way (including links inside link targets): a link located
+/// beneath one of `writable` (where a confined command could have planted it), in a
+/// directory every user can write, or owned by anyone but the user or root is refused.
+/// Returns the resolved path, or why a link on the way is not trusted.
+pub fn walk_checking_links(path: &Path, uid: u32, writable: &[PathBuf]) -> Result<PathBuf, String> {
     // Components still to walk, last first.
     let mut todo: Vec<OsString> = Vec::new();
     push_components(&mut todo, path);
@@ -234,7 +233,7 @@ fn walk_checking_links(
         if links > 40 {
             return Err(format!("too many symbolic links at {}", next.display()));
         }
-        if meta.uid() != invoker.uid && meta.uid() != 0 {
+        if meta.uid() != uid && meta.uid() != 0 {
             return Err(format!(
                 "it passes through the symbolic link {}, owned by uid {}",
                 next.display(),
