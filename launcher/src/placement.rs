@@ -11,7 +11,7 @@
 //!   replacing the file, or renaming any directory on its path, is then allowed;
 //! - beneath a place every confined command of the user is granted or anyone can write,
 //!   whatever this policy says: `/tmp`, `/var/tmp`, `/dev/shm`, the launcher's and the
-//!   target's `$TMPDIR` (granted or not: another command may be granted it);
+//!   target's `$TMPDIR` when a command could be granted it (another command may be);
 //! - in a file or directory on the path that is writable by every user, or owned by
 //!   someone other than the invoking user or root (they could swap it).
 //!
@@ -60,14 +60,17 @@ pub fn check(
             )));
         }
     }
-    let launcher_tmpdir = std::env::var_os("TMPDIR").map(PathBuf::from);
+    // A $TMPDIR counts when some command could be granted it (one that never can, like
+    // `/`, is no place a confined command writes).
+    let tmpdirs = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(target_tmpdir.map(Path::to_path_buf))
+        .filter_map(|p| roots::check_implicit_tmpdir(&p, invoker, &[]).ok());
     let shared = ["/tmp", "/var/tmp", "/dev/shm"]
         .iter()
-        .map(PathBuf::from)
-        .chain(launcher_tmpdir)
-        .chain(target_tmpdir.map(Path::to_path_buf))
-        .filter(|p| p.is_absolute())
-        .filter_map(|p| p.canonicalize().ok());
+        .filter_map(|p| Path::new(p).canonicalize().ok())
+        .chain(tmpdirs);
     for dir in shared {
         if binary.starts_with(&dir) {
             return Err(exposed(format!(

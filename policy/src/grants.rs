@@ -136,7 +136,11 @@ mod tests {
             keep_fds: Vec::new(),
             root_ids: vec![crate::roots::RootId {
                 path: "/tmp".into(),
-                id: FileId { dev: 1, ino: 2 },
+                id: FileId {
+                    dev: 1,
+                    ino: 2,
+                    birth: None,
+                },
             }],
             tmpdir_refused: None,
         }
@@ -175,7 +179,14 @@ mod tests {
     fn writable_roots_carry_their_recorded_identity() {
         let g = grants(&policy(Mode::WorkspaceWrite));
         let tmp = g.iter().find(|g| g.reason == Reason::SharedTmp).unwrap();
-        assert_eq!(tmp.identity, Some(FileId { dev: 1, ino: 2 }));
+        assert_eq!(
+            tmp.identity,
+            Some(FileId {
+                dev: 1,
+                ino: 2,
+                birth: None,
+            })
+        );
         let ws = g.iter().find(|g| g.reason == Reason::Workspace).unwrap();
         assert_eq!(ws.identity, None);
         assert!(

@@ -237,8 +237,8 @@ struct Body {
     allow_tcp_connect: Vec<u16>,
     allow_unix_sockets: bool,
     keep_fds: Vec<i32>,
-    /// Path, device and inode of each writable root.
-    root_ids: Vec<(Vec<u8>, u64, u64)>,
+    /// Path, device, inode and birth time of each writable root.
+    root_ids: Vec<(Vec<u8>, u64, u64, Option<(i64, u32)>)>,
     tmpdir_refused: Option<String>,
     enforcement: Enforcement,
     guarantees: Vec<Guarantee>,
@@ -287,7 +287,7 @@ impl LaunchRequest {
                 .policy
                 .root_ids
                 .iter()
-                .map(|r| (bytes(&r.path), r.id.dev, r.id.ino))
+                .map(|r| (bytes(&r.path), r.id.dev, r.id.ino, r.id.birth))
                 .collect(),
             tmpdir_refused: self.policy.tmpdir_refused.clone(),
             enforcement: self.enforcement,
@@ -373,9 +373,9 @@ impl LaunchRequest {
                 root_ids: body
                     .root_ids
                     .into_iter()
-                    .map(|(p, dev, ino)| RootId {
+                    .map(|(p, dev, ino, birth)| RootId {
                         path: path(p),
-                        id: FileId { dev, ino },
+                        id: FileId { dev, ino, birth },
                     })
                     .collect(),
                 tmpdir_refused: body.tmpdir_refused,
@@ -496,7 +496,11 @@ mod tests {
                     .zip(1..)
                     .map(|(p, ino)| RootId {
                         path: p.into(),
-                        id: FileId { dev: 8, ino },
+                        id: FileId {
+                            dev: 8,
+                            ino,
+                            birth: Some((1_700_000_000, ino as u32)),
+                        },
                     })
                     .collect(),
                 tmpdir_refused: Some("$TMPDIR / is not granted".into()),

@@ -93,10 +93,16 @@ pub fn broad_reason(root: &Path, homes: &[PathBuf]) -> Option<String> {
 }
 
 /// The identity of a directory: what a path must still lead to when the runner opens it.
+///
+/// Device and inode alone are not enough: a directory removed and recreated at once
+/// often gets the freed inode number back. Its birth time (where the filesystem records
+/// one) tells the two apart.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FileId {
     pub dev: u64,
     pub ino: u64,
+    /// Birth time (seconds, nanoseconds), when the filesystem reports it.
+    pub birth: Option<(i64, u32)>,
 }
 
 impl FileId {
@@ -110,9 +116,15 @@ impl FileId {
                 "not a directory (or a symbolic link)",
             ));
         }
+        let birth = meta
+            .created()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| (d.as_secs() as i64, d.subsec_nanos()));
         Ok(FileId {
             dev: meta.dev(),
             ino: meta.ino(),
+            birth,
         })
     }
 }

@@ -114,14 +114,37 @@ pub fn open_root(grant: &Grant, expected: FileId) -> Result<OwnedFd, RunnerError
     let found = FileId {
         dev: stat.st_dev,
         ino: stat.st_ino,
+        // Compared only when recorded: a filesystem without birth times has none then
+        // or now; one that had it then and not now is another directory.
+        birth: expected.birth.and_then(|_| birth_time(&fd)),
     };
     if found != expected {
         return Err(replaced(format!(
-            "leads to another directory (device {} inode {}, not device {} inode {} as when the command was confined)",
-            found.dev, found.ino, expected.dev, expected.ino
+            "leads to another directory (device {} inode {} born {:?}, not device {} inode {} born {:?} as when the command was confined)",
+            found.dev, found.ino, found.birth, expected.dev, expected.ino, expected.birth
         )));
     }
     Ok(fd)
+}
+
+/// The birth time of what `fd` refers to, when the filesystem reports one.
+fn birth_time(fd: &OwnedFd) -> Option<(i64, u32)> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: statx is plain data; all-zero is a valid value to be overwritten.
+    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: statx on an open descriptor with an empty path writes into `buf`, which
+    // lives for the call.
+    let r = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_BTIME,
+            &mut buf,
+        )
+    };
+    (r == 0 && buf.stx_mask & libc::STATX_BTIME != 0)
+        .then_some((buf.stx_btime.tv_sec, buf.stx_btime.tv_nsec))
 }
 
 #[cfg(test)]
