@@ -223,6 +223,9 @@ impl fmt::Display for ValidationError {
 
 impl std::error::Error for ValidationError {}
 
+/// A writable root's identity on the wire: path bytes, device, inode, birth time.
+type WireRootId = (Vec<u8>, u64, u64, Option<(i64, u32)>);
+
 /// The body as it is encoded: bytes for everything the OS treats as bytes.
 #[derive(Serialize, Deserialize)]
 struct Body {
@@ -238,7 +241,7 @@ struct Body {
     allow_unix_sockets: bool,
     keep_fds: Vec<i32>,
     /// Path, device, inode and birth time of each writable root.
-    root_ids: Vec<(Vec<u8>, u64, u64, Option<(i64, u32)>)>,
+    root_ids: Vec<WireRootId>,
     tmpdir_refused: Option<String>,
     enforcement: Enforcement,
     guarantees: Vec<Guarantee>,
