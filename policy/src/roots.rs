@@ -184,6 +184,10 @@ pub fn check_implicit_tmpdir(
     if !meta.is_dir() {
         return Err(format!("{} is not a directory", resolved.display()));
     }
+    // Already writable through another root: granting it widens nothing.
+    if writable.iter().any(|r| resolved.starts_with(r)) {
+        return Ok(resolved);
+    }
     if meta.uid() != invoker.uid {
         return Err(format!(
             "{} is owned by uid {}, not by the invoking user",
@@ -201,7 +205,11 @@ pub fn check_implicit_tmpdir(
             root.display()
         ));
     }
-    let inside_home = invoker.homes.iter().any(|h| resolved.starts_with(h));
+    // A home of `/` (some service accounts) would make every directory "in the home".
+    let inside_home = invoker
+        .homes
+        .iter()
+        .any(|h| h.parent().is_some() && resolved.starts_with(h));
     if !inside_home
         && !temp_locations(invoker)
             .iter()
@@ -390,6 +398,24 @@ mod tests {
         }
         // /etc is owned by root and not where temporary directories live.
         assert!(check_implicit_tmpdir(Path::new("/etc"), &invoker, &[]).is_err());
+        // Even when the home is `/`.
+        let rootless = Invoker {
+            homes: vec!["/".into()],
+            ..invoker.clone()
+        };
+        assert!(check_implicit_tmpdir(Path::new("/etc"), &rootless, &[]).is_err());
+        // A directory already writable through another root is granted as it is.
+        assert_eq!(
+            check_implicit_tmpdir(&ws.join("t"), &invoker, std::slice::from_ref(&ws))
+                .map_err(|_| ()),
+            Err(()),
+            "missing"
+        );
+        std::fs::create_dir(ws.join("t")).unwrap();
+        assert_eq!(
+            check_implicit_tmpdir(&ws.join("t"), &invoker, std::slice::from_ref(&ws)),
+            Ok(ws.join("t"))
+        );
         assert!(check_implicit_tmpdir(&home.join("missing"), &invoker, &[]).is_err());
         let fine = home.join("tmp");
         std::fs::create_dir(&fine).unwrap();
