@@ -326,3 +326,39 @@ fn broad_roots_are_refused_naming_the_flag_and_allowed_with_it() {
         .unwrap();
     assert_code(&out, 0);
 }
+
+/// `stockade-runner --explain` on the request of a ConfinedArgv.
+fn explain(confined: &serde_json::Value) -> String {
+    let argv = confined["argv"].as_array().unwrap();
+    let out = std::process::Command::new(runner_bin())
+        .args(["--explain", argv[2].as_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    text(&out.stdout)
+}
+
+#[test]
+fn a_hard_link_made_before_the_command_is_followed_and_explain_warns_about_it() {
+    let fx = Fixture::new();
+    let victim = fx.outside.join("bashrc");
+    std::fs::write(&victim, "original\n").unwrap();
+    // Control: no link, no warning about the workspace.
+    let about_ws = format!("warning: beneath {} ", fx.ws.display());
+    let c = fx.confine(&["--", "true"]);
+    assert!(!explain(&c).contains(&about_ws), "{}", explain(&c));
+    // The documented limit: a file hard-linked into the workspace before the command
+    // runs is the same file, and Landlock lets the command write it.
+    std::fs::hard_link(&victim, fx.ws.join("alias")).unwrap();
+    let c = fx.confine(&["--", "sh", "-c", "echo appended >> alias"]);
+    let shown = explain(&c);
+    assert!(
+        shown.contains(&about_ws) && shown.contains("hard links") && shown.contains("/ws/alias"),
+        "{shown}"
+    );
+    assert_code(&spawn_argv(&c), 0);
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "original\nappended\n"
+    );
+}
