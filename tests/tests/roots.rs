@@ -226,6 +226,8 @@ fn a_writable_root_replaced_by_a_link_after_confine_is_refused_by_the_runner() {
         "{line}"
     );
     assert!(!fx.outside.join("f").exists());
+    let status = std::fs::read_to_string(c["statusPath"].as_str().unwrap()).unwrap();
+    assert!(status.contains("failed root-replaced"), "{status}");
     // Confining again now refuses the planted link as a root.
     let out = fx
         .stockade(["run", "--writable", cache_arg, "--", "sh", "-c", &write])
