@@ -175,6 +175,22 @@ fn a_tmpdir_linked_by_an_earlier_command_into_a_secret_directory_is_not_granted(
         "{out:?}"
     );
     assert!(!ssh.join("authorized_keys").exists());
+    // The same through a link planted in the workspace (not writable by every user).
+    let out = fx.run_sh(
+        "workspace-write",
+        &format!("ln -s {} tmp-link", ssh.display()),
+    );
+    assert_code(&out, 0);
+    let in_ws = fx.ws.join("tmp-link");
+    let attack_ws = format!("echo key >> {}/authorized_keys", in_ws.display());
+    let out = fx
+        .stockade(["run", "--", "sh", "-c", &attack_ws])
+        .env("HOME", &home)
+        .env("TMPDIR", &in_ws)
+        .output()
+        .unwrap();
+    assert_code(&out, 2);
+    assert!(!ssh.join("authorized_keys").exists());
     // `--env TMPDIR=/` does not make the filesystem writable either.
     let escape = format!("touch {}/x", fx.outside.display());
     let out = fx
