@@ -99,3 +99,60 @@ pub fn check(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use stockade_policy::{Mode, PolicyRequest};
+
+    /// A scratch directory outside /tmp and /var/tmp (which are refused as a whole).
+    fn scratch(name: &str) -> PathBuf {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target")
+            .join(format!("placement-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ws")).unwrap();
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        dir.canonicalize().unwrap()
+    }
+
+    fn binary(dir: &Path) -> PathBuf {
+        let path = dir.join("stockade-runner");
+        std::fs::write(&path, b"#!/bin/true\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn binaries_a_confined_command_could_replace_are_refused() {
+        let dir = scratch("rules");
+        let me = invoker();
+        let policy = |mode| {
+            PolicyRequest {
+                workspace: Some(dir.join("ws")),
+                ..PolicyRequest::new(mode)
+            }
+            .resolve(&dir, None, &me)
+            .unwrap()
+        };
+        let ws_write = policy(Mode::WorkspaceWrite);
+        // Control: outside every writable root, in directories only their owner writes.
+        let safe = binary(&dir.join("bin"));
+        assert!(check("runner", &safe, &ws_write, None, &me).is_ok());
+        // Beneath the workspace: refused in workspace-write, naming the root.
+        let exposed = binary(&dir.join("ws"));
+        let err = check("runner", &exposed, &ws_write, None, &me).unwrap_err();
+        assert!(err.to_string().contains("writable root"), "{err}");
+        assert!(check("runner", &exposed, &policy(Mode::ReadOnly), None, &me).is_ok());
+        // A directory on the path anyone can write: refused whatever the mode.
+        std::fs::set_permissions(dir.join("bin"), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = check("runner", &safe, &policy(Mode::ReadOnly), None, &me).unwrap_err();
+        assert!(err.to_string().contains("writable by every user"), "{err}");
+        std::fs::set_permissions(dir.join("bin"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A $TMPDIR no command could be granted (not a temp location) does not count.
+        let res = check("runner", &safe, &ws_write, Some(&dir.join("bin")), &me);
+        assert!(res.is_ok(), "{res:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
