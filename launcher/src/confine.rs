@@ -90,6 +90,7 @@ pub fn confine(
     };
     let runner = locate::runner()?;
     placement::check("runner", &runner, &resolved, tmpdir, &invoker)?;
+    placement::check_loader_env(&runner, &env, &resolved, tmpdir, &invoker)?;
     let launcher = std::env::current_exe().map_err(|e| LauncherError::ExposedBinary {
         what: "launcher",
         path: "/proc/self/exe".into(),

@@ -15,12 +15,18 @@
 //! - in a file or directory on the path that is writable by every user, or owned by
 //!   someone other than the invoking user or root (they could swap it).
 //!
+//! A dynamically linked runner (a development build) runs the loader's choice of code
+//! before it confines anything, so `LD_PRELOAD`, `LD_LIBRARY_PATH` and `LD_AUDIT`
+//! entries are held to the same rule; an empty or relative entry is the current
+//! directory, usually the workspace.
+//!
 //! What this cannot see: another command whose own policy makes this binary's directory
 //! writable (for example `--workspace` set to a build tree holding a second stockade).
 //! The README says to keep stockade's binaries out of every directory any command may
 //! write.
 
 use crate::error::LauncherError;
+use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use stockade_policy::Policy;
@@ -47,17 +53,116 @@ pub fn check(
     target_tmpdir: Option<&Path>,
     invoker: &Invoker,
 ) -> Result<(), LauncherError> {
-    let exposed = |why: String| LauncherError::ExposedBinary {
+    exposure(binary, policy, target_tmpdir, invoker).map_err(|why| LauncherError::ExposedBinary {
         what,
         path: binary.to_path_buf(),
         why,
+    })
+}
+
+/// The dynamic loader's variables: each names code a dynamically linked runner loads
+/// before it confines anything.
+const LOADER_VARS: [&str; 3] = ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"];
+
+/// Refuses a dynamically linked runner (a development build) when the environment it is
+/// started with (`env`: `stockade run` starts it with the command's environment, and an
+/// executor usually with its own, which that one is built from) makes the loader take
+/// code from where a confined command could have planted it: an empty or relative entry
+/// (the current directory, usually the workspace) or one in an exposed place.
+pub fn check_loader_env(
+    runner: &Path,
+    env: &[(OsString, OsString)],
+    policy: &Policy,
+    target_tmpdir: Option<&Path>,
+    invoker: &Invoker,
+) -> Result<(), LauncherError> {
+    if !has_interpreter(runner) {
+        return Ok(());
+    }
+    let exposed = |why: String| LauncherError::ExposedBinary {
+        what: "runner",
+        path: runner.to_path_buf(),
+        why,
     };
+    for name in LOADER_VARS {
+        let Some(value) = crate::env::get(env, name) else {
+            continue;
+        };
+        let value = value.to_string_lossy();
+        let separators: &[char] = if name == "LD_PRELOAD" {
+            &[' ', ':']
+        } else {
+            &[':', ';']
+        };
+        for entry in value.split(separators) {
+            let path = Path::new(entry);
+            let why = if !path.is_absolute() {
+                Err(format!(
+                    "the entry {entry:?} is relative (the current directory)"
+                ))
+            } else {
+                exposure(path, policy, target_tmpdir, invoker)
+            };
+            if let Err(why) = why {
+                return Err(exposed(format!(
+                    "it is dynamically linked and ${name} makes it load code from where a confined command could write: {why}; build it statically or drop ${name}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the ELF file at `path` names a program interpreter (is dynamically linked).
+/// A file that cannot be read or parsed counts as dynamic: the check then runs.
+fn has_interpreter(path: &Path) -> bool {
+    use std::io::Read;
+    const PT_INTERP: u32 = 3;
+    let mut head = vec![0u8; 64 * 1024];
+    let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)) else {
+        return true;
+    };
+    let head = &head[..n];
+    let u16_at = |o: usize| head.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        head.get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |o: usize| {
+        head.get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+    };
+    // 64-bit little-endian ELF only (what stockade builds for).
+    if head.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1]) {
+        return true;
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
+        return true;
+    };
+    (0..phnum as usize).any(|i| {
+        let at = phoff as usize + i * phentsize as usize;
+        u32_at(at).is_none_or(|t| t == PT_INTERP)
+    })
+}
+
+/// Why `path` (absolute) is a place a confined command could write, if it is: beneath a
+/// writable root of `policy` or a shared scratch directory, or a file or directory on
+/// its path (from the nearest one that exists) is writable by every user or owned by
+/// someone other than the user or root.
+fn exposure(
+    path: &Path,
+    policy: &Policy,
+    target_tmpdir: Option<&Path>,
+    invoker: &Invoker,
+) -> Result<(), String> {
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
     for root in grants::writable_roots(policy) {
-        if binary.starts_with(&root) {
-            return Err(exposed(format!(
+        if path.starts_with(&root) {
+            return Err(format!(
                 "it lies beneath the writable root {} of this command",
                 root.display()
-            )));
+            ));
         }
     }
     // A $TMPDIR counts when some command could be granted it (one that never can, like
@@ -72,29 +177,27 @@ pub fn check(
         .filter_map(|p| Path::new(p).canonicalize().ok())
         .chain(tmpdirs);
     for dir in shared {
-        if binary.starts_with(&dir) {
-            return Err(exposed(format!(
+        if path.starts_with(&dir) {
+            return Err(format!(
                 "it lies beneath {}, which confined commands are granted or every user can write",
                 dir.display()
-            )));
+            ));
         }
     }
-    for path in binary.ancestors() {
-        let meta = std::fs::metadata(path)
-            .map_err(|e| exposed(format!("{} cannot be examined: {e}", path.display())))?;
-        // Sticky or not: a directory anyone can write is no place for a trusted binary.
+    // A path that does not exist is as safe as its nearest existing ancestor.
+    for p in path.ancestors().filter(|p| p.symlink_metadata().is_ok()) {
+        let meta =
+            std::fs::metadata(p).map_err(|e| format!("{} cannot be examined: {e}", p.display()))?;
+        // Sticky or not: a directory anyone can write is no place for trusted code.
         if meta.mode() & 0o002 != 0 {
-            return Err(exposed(format!(
-                "{} is writable by every user",
-                path.display()
-            )));
+            return Err(format!("{} is writable by every user", p.display()));
         }
         if meta.uid() != 0 && meta.uid() != invoker.uid {
-            return Err(exposed(format!(
+            return Err(format!(
                 "{} is owned by uid {}, neither the invoking user nor root",
-                path.display(),
+                p.display(),
                 meta.uid()
-            )));
+            ));
         }
     }
     Ok(())

@@ -380,3 +380,38 @@ fn a_hard_link_made_before_the_command_is_followed_and_explain_warns_about_it() 
         "original\nappended\n"
     );
 }
+
+#[test]
+fn a_dynamic_runner_told_to_load_code_from_the_workspace_is_refused() {
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    let script = format!("touch {}", marker.display());
+    // The test builds are dynamically linked, so the loader obeys LD_LIBRARY_PATH before
+    // the runner confines anything; an empty entry is the current directory, here the
+    // workspace where an earlier command could have planted a libc.so.6.
+    let ws = fx.ws.to_str().unwrap();
+    for value in [":/usr/lib".to_string(), format!("{ws}/lib"), "lib".into()] {
+        let out = fx
+            .stockade(["run", "--", "sh", "-c", &script])
+            .env("LD_LIBRARY_PATH", &value)
+            .output()
+            .unwrap();
+        let line = refusal(&out);
+        assert!(line.contains("LD_LIBRARY_PATH"), "{value}: {line}");
+        assert!(!marker.exists());
+    }
+    let out = fx
+        .stockade(["run", "--env", &format!("LD_PRELOAD={ws}/evil.so"), "--"])
+        .args(["sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(refusal(&out).contains("LD_PRELOAD"));
+    // Control: a library path only root can write is fine.
+    let out = fx
+        .stockade(["run", "--", "sh", "-c", &script])
+        .env("LD_LIBRARY_PATH", "/usr/lib")
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(marker.exists());
+}
