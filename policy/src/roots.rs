@@ -336,9 +336,9 @@ mod tests {
         dir.canonicalize().unwrap()
     }
 
-    /// This process's uid: the owner of a directory it creates.
-    fn me() -> u32 {
-        std::fs::metadata(scratch()).unwrap().uid()
+    /// This process's uid: the owner of `dir`, which it created.
+    fn me(dir: &Path) -> u32 {
+        std::fs::metadata(dir).unwrap().uid()
     }
 
     #[test]
@@ -350,7 +350,7 @@ mod tests {
         std::fs::create_dir(&tmp).unwrap();
         std::os::unix::fs::symlink(home.join(".ssh"), tmp.join("agent-tmp")).unwrap();
         let invoker = Invoker {
-            uid: me(),
+            uid: me(&dir),
             homes: vec![home.clone()],
             runtime_dir: None,
         };
@@ -369,6 +369,7 @@ mod tests {
             check_implicit_tmpdir(&dir.join("mine"), &invoker, std::slice::from_ref(&tmp)),
             Ok(home.join(".ssh"))
         );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -379,7 +380,7 @@ mod tests {
         let ws = home.join("t/ws");
         std::fs::create_dir_all(&ws).unwrap();
         let invoker = Invoker {
-            uid: me(),
+            uid: me(&dir),
             homes: vec![home.clone()],
             runtime_dir: None,
         };
@@ -423,5 +424,6 @@ mod tests {
             check_implicit_tmpdir(&fine, &invoker, std::slice::from_ref(&ws)),
             Ok(fine)
         );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
