@@ -70,6 +70,10 @@ pub struct PolicyArgs {
     /// descriptor above 2 is closed.
     #[arg(long = "keep-fd", value_name = "N")]
     pub keep_fd: Vec<i32>,
+    /// Allow a workspace or --writable root that is /, your home directory or an
+    /// ancestor of either (refused otherwise: it would make them writable).
+    #[arg(long = "allow-broad-root")]
+    pub allow_broad_root: bool,
 }
 
 impl PolicyArgs {
@@ -82,6 +86,7 @@ impl PolicyArgs {
             allow_tcp_connect: self.allow_tcp_connect.clone(),
             allow_unix_sockets: self.allow_unix_sockets,
             keep_fds: self.keep_fd.clone(),
+            allow_broad_root: self.allow_broad_root,
         }
     }
 }

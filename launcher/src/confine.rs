@@ -6,6 +6,7 @@ use crate::cli::ConfineArgs;
 use crate::env;
 use crate::error::LauncherError;
 use crate::locate;
+use crate::placement;
 use crate::private_dir::{self, PrivateDir};
 use crate::probe;
 use crate::stdout;
@@ -56,6 +57,7 @@ pub fn confine(
                 guarantees: BTreeMap::new(),
                 status_path: None,
                 status_channel: None,
+                not_granted: Vec::new(),
             },
             private_dir: None,
         });
@@ -63,7 +65,8 @@ pub fn confine(
 
     let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
     let tmpdir = stockade_policy::environment::lookup(&env, "TMPDIR").map(Path::new);
-    let resolved = policy.resolve(&cwd, tmpdir)?;
+    let invoker = placement::invoker();
+    let resolved = policy.resolve(&cwd, tmpdir, &invoker)?;
     let asks = Asks::of(&resolved);
     let facts = probe::kernel_facts();
     let enforcement = match guarantees::verdict(&asks, &facts) {
@@ -78,6 +81,14 @@ pub fn confine(
         }
     };
     let runner = locate::runner()?;
+    placement::check("runner", &runner, &resolved, tmpdir, &invoker)?;
+    placement::check_loader_env(&runner, &env, &resolved, tmpdir, &invoker)?;
+    let launcher = std::env::current_exe().map_err(|e| LauncherError::ExposedBinary {
+        what: "launcher",
+        path: "/proc/self/exe".into(),
+        why: format!("its location cannot be determined: {e}"),
+    })?;
+    placement::check("launcher", &launcher, &resolved, tmpdir, &invoker)?;
     let runner = utf8(runner.as_os_str(), "the runner path")?;
 
     // The control base must be out of the command's reach: a policy that could write it
@@ -89,6 +100,7 @@ pub fn confine(
             root: root.clone(),
         });
     }
+    let not_granted: Vec<String> = resolved.tmpdir_refused.iter().cloned().collect();
     let dir = PrivateDir::create(&base)?;
     let status_path = dir.status_path();
     let request = LaunchRequest {
@@ -132,6 +144,7 @@ pub fn confine(
             guarantees: guarantees::report(&asks, &facts),
             status_path: Some(status_path),
             status_channel: Some(confined::status_channel(&facts)),
+            not_granted,
         },
         private_dir: Some(dir),
     })

@@ -71,6 +71,12 @@ pub enum LauncherError {
     Json(serde_json::Error),
     /// A combination the launcher's own logic rules out happened after all.
     Internal(&'static str),
+    /// The runner or the launcher lies where a confined command could replace it.
+    ExposedBinary {
+        what: &'static str,
+        path: PathBuf,
+        why: String,
+    },
 }
 
 impl fmt::Display for LauncherError {
@@ -134,6 +140,11 @@ impl fmt::Display for LauncherError {
             LauncherError::WriteOutput(e) => write!(f, "cannot write to stdout: {e}"),
             LauncherError::Json(e) => write!(f, "cannot serialise the result as JSON: {e}"),
             LauncherError::Internal(what) => write!(f, "internal error: {what}"),
+            LauncherError::ExposedBinary { what, path, why } => write!(
+                f,
+                "refusing to run: the {what} {} could be replaced by a confined command ({why}), and every later command would then run unconfined; install stockade where no command can write (e.g. /usr/bin/stockade and /usr/libexec/stockade/stockade-runner, or set $STOCKADE_RUNNER to such a path), or choose a workspace and writable roots that do not contain it",
+                path.display()
+            ),
         }
     }
 }

@@ -29,6 +29,7 @@ mod env;
 mod error;
 mod locate;
 mod output;
+mod placement;
 mod private_dir;
 mod probe;
 mod run;

@@ -365,6 +365,7 @@ mod tests {
             mode,
             status_path: mode.is_confined().then(|| "/run/s/req-1/status".into()),
             status_channel: mode.is_confined().then_some(StatusChannel::OutOfBand),
+            not_granted: Vec::new(),
             guarantees: Default::default(),
         }
     }

@@ -100,6 +100,10 @@ pub struct ConfinedArgv {
     /// Whether the status file is out of the command's reach; absent with `status_path`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_channel: Option<StatusChannel>,
+    /// Roots the command asked for implicitly that are not granted, each with its reason
+    /// (today only `$TMPDIR`: see `roots::check_implicit_tmpdir`); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_granted: Vec<String>,
 }
 
 /// The denial signatures a command confined under `mode` can produce: the messages of
@@ -152,11 +156,13 @@ mod tests {
             ),
             status_path: Some("/run/user/0/stockade/req-x/status".into()),
             status_channel: Some(StatusChannel::OutOfBand),
+            not_granted: vec!["$TMPDIR / is not granted: too broad".into()],
         };
         let v: serde_json::Value = serde_json::to_value(&c).unwrap();
         assert_eq!(v["contract"], 1);
         assert_eq!(v["statusPath"], "/run/user/0/stockade/req-x/status");
         assert_eq!(v["statusChannel"], "out-of-band");
+        assert_eq!(v["notGranted"][0], "$TMPDIR / is not granted: too broad");
         assert_eq!(v["enforcement"], "full");
         assert_eq!(v["mode"], "read-only");
         assert_eq!(v["denialSignatures"][0], "permission denied");

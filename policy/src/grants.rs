@@ -6,6 +6,7 @@
 
 use crate::mode::Mode;
 use crate::policy::{Policy, SHARED_TMP};
+use crate::roots::FileId;
 use std::path::PathBuf;
 
 /// The only device file every confined mode may write: commands redirect to it all the
@@ -60,6 +61,10 @@ pub struct Grant {
     pub path: PathBuf,
     pub access: Access,
     pub reason: Reason,
+    /// For a writable root: the directory the path led to when the policy was resolved
+    /// (`None` when the policy does not record it, which the request validation
+    /// refuses). The runner grants the root only while the path still leads there.
+    pub identity: Option<FileId>,
 }
 
 impl Grant {
@@ -68,6 +73,7 @@ impl Grant {
             path: path.into(),
             access,
             reason,
+            identity: None,
         }
     }
 }
@@ -95,6 +101,13 @@ pub fn grants(policy: &Policy) -> Vec<Grant> {
             out.push(Grant::new(root, Access::Full, Reason::WritableRoot));
         }
     }
+    for grant in out.iter_mut().filter(|g| g.access == Access::Full) {
+        grant.identity = policy
+            .root_ids
+            .iter()
+            .find(|r| r.path == grant.path)
+            .map(|r| r.id);
+    }
     out
 }
 
@@ -121,6 +134,15 @@ mod tests {
             allow_tcp_connect: Vec::new(),
             allow_unix_sockets: false,
             keep_fds: Vec::new(),
+            root_ids: vec![crate::roots::RootId {
+                path: "/tmp".into(),
+                id: FileId {
+                    dev: 1,
+                    ino: 2,
+                    birth: None,
+                },
+            }],
+            tmpdir_refused: None,
         }
     }
 
@@ -150,6 +172,26 @@ mod tests {
                 PathBuf::from("/var/tmp/me"),
                 PathBuf::from("/srv/cache"),
             ]
+        );
+    }
+
+    #[test]
+    fn writable_roots_carry_their_recorded_identity() {
+        let g = grants(&policy(Mode::WorkspaceWrite));
+        let tmp = g.iter().find(|g| g.reason == Reason::SharedTmp).unwrap();
+        assert_eq!(
+            tmp.identity,
+            Some(FileId {
+                dev: 1,
+                ino: 2,
+                birth: None,
+            })
+        );
+        let ws = g.iter().find(|g| g.reason == Reason::Workspace).unwrap();
+        assert_eq!(ws.identity, None);
+        assert!(
+            g.iter()
+                .all(|g| g.access == Access::Full || g.identity.is_none())
         );
     }
 

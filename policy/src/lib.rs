@@ -13,6 +13,8 @@
 //! - [`policy`]: a caller's policy request, and [`policy::PolicyRequest::resolve`], the
 //!   one step that fills in defaults and canonicalises paths.
 //! - [`grants`]: which filesystem access each resolved policy grants, and where.
+//! - [`roots`]: which writable roots are acceptable (broad roots, `$TMPDIR`) and how
+//!   each is pinned down by device and inode.
 //! - [`guarantees`]: which guarantees a policy asks for and what kernel feature each
 //!   needs, hence whether enforcement is `full` or `partial` (or impossible).
 //! - [`request`]: the launch request the launcher writes and the runner consumes, its
@@ -37,6 +39,7 @@ pub mod mode;
 pub mod policy;
 pub mod raw;
 pub mod request;
+pub mod roots;
 pub mod status;
 pub mod trust;
 

@@ -5,6 +5,7 @@
 //! are made absolute and canonical. Nothing downstream applies a default of its own.
 
 use crate::mode::Mode;
+use crate::roots::{self, ALLOW_BROAD_ROOT_FLAG, Invoker, RootId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
@@ -81,6 +82,9 @@ pub struct PolicyRequest {
     pub allow_unix_sockets: bool,
     /// `--keep-fd N`: inherited descriptors above 2 that reach the target.
     pub keep_fds: Vec<i32>,
+    /// `--allow-broad-root`: grant a workspace or writable root that is `/`, the home
+    /// directory or an ancestor of either (see [`crate::roots`]).
+    pub allow_broad_root: bool,
 }
 
 /// A resolved policy: every path absolute, canonical and known to exist as a directory
@@ -110,6 +114,13 @@ pub struct Policy {
     /// Inherited descriptors (all above 2) passed to the target; sorted, unique. Every
     /// other descriptor above 2 is closed on exec.
     pub keep_fds: Vec<i32>,
+    /// The identity of every writable root (workspace, `/tmp`, `$TMPDIR`, `--writable`)
+    /// as it was resolved: the runner grants a root only while its path still leads to
+    /// that directory. Empty when nothing is writable.
+    pub root_ids: Vec<RootId>,
+    /// Why `$TMPDIR` of the target's environment was not granted, when it was set and
+    /// refused (the text names the path).
+    pub tmpdir_refused: Option<String>,
 }
 
 /// Why a policy could not be resolved. Each names the path at fault.
@@ -132,6 +143,23 @@ pub enum PolicyError {
     /// `--allow-tcp-connect` with `--network allow` in a confined mode: every port is
     /// reachable already, so the port list would silently mean nothing.
     TcpPortsWithNetworkAllowed,
+    /// A writable root is `/`, a home directory or an ancestor of one, and
+    /// `--allow-broad-root` was not given.
+    BroadRoot {
+        /// How the root was named: `--workspace`, `the current directory` or `--writable`.
+        named_by: &'static str,
+        path: PathBuf,
+        why: String,
+    },
+    /// A writable root cannot be pinned down (a link, or it vanished while resolving).
+    RootIdentity { path: PathBuf, source: io::Error },
+    /// A workspace or writable root is reached through a symbolic link a confined
+    /// command could have planted.
+    LinkedRoot {
+        named_by: &'static str,
+        path: PathBuf,
+        why: String,
+    },
 }
 
 impl fmt::Display for PolicyError {
@@ -167,6 +195,29 @@ impl fmt::Display for PolicyError {
             PolicyError::TcpPortsWithNetworkAllowed => f.write_str(
                 "--allow-tcp-connect has no effect with --network allow (every port is reachable); drop one of them",
             ),
+            PolicyError::BroadRoot {
+                named_by,
+                path,
+                why,
+            } => write!(
+                f,
+                "refusing to make {} writable ({named_by}): {why}; name a narrower directory, or pass {ALLOW_BROAD_ROOT_FLAG} to allow it on purpose",
+                path.display()
+            ),
+            PolicyError::LinkedRoot {
+                named_by,
+                path,
+                why,
+            } => write!(
+                f,
+                "refusing to make {} writable ({named_by}): {why}; name the directory itself",
+                path.display()
+            ),
+            PolicyError::RootIdentity { path, source } => write!(
+                f,
+                "writable root {} cannot be pinned down: {source}",
+                path.display()
+            ),
         }
     }
 }
@@ -184,20 +235,30 @@ impl PolicyRequest {
             allow_tcp_connect: Vec::new(),
             allow_unix_sockets: false,
             keep_fds: Vec::new(),
+            allow_broad_root: false,
         }
     }
 
-    /// Fills in defaults and canonicalises every path.
+    /// Fills in defaults, canonicalises every path and pins down every writable root.
     ///
     /// - `cwd` is the caller's current directory: the default workspace, and the base
     ///   that relative paths are taken from.
-    /// - `tmpdir` is `$TMPDIR` of the *target's* environment. It is granted only when it
-    ///   names an existing directory; otherwise it is ignored (it is the target's
-    ///   preference, not something the caller asked to be writable).
+    /// - `tmpdir` is `$TMPDIR` of the *target's* environment. It is the target's
+    ///   preference, not something the caller asked to be writable: it is granted only
+    ///   when [`roots::check_implicit_tmpdir`] finds it safe, and otherwise left out with
+    ///   the reason kept in [`Policy::tmpdir_refused`].
+    /// - `invoker` says whose home directories make a root too broad.
     ///
     /// A workspace or writable root that does not exist or is not a directory is an error
-    /// naming it: a root is never skipped silently.
-    pub fn resolve(&self, cwd: &Path, tmpdir: Option<&Path>) -> Result<Policy, PolicyError> {
+    /// naming it: a root is never skipped silently. In `workspace-write`, a broad root
+    /// (`/`, a home directory or an ancestor of one) is refused unless
+    /// `allow_broad_root`, and every writable root is identified by device and inode.
+    pub fn resolve(
+        &self,
+        cwd: &Path,
+        tmpdir: Option<&Path>,
+        invoker: &Invoker,
+    ) -> Result<Policy, PolicyError> {
         let workspace_in = match &self.workspace {
             Some(p) => cwd.join(p),
             None => cwd.to_path_buf(),
@@ -227,9 +288,61 @@ impl PolicyRequest {
                 writable_roots.push(canonical);
             }
         }
-        let tmpdir = tmpdir
-            .filter(|p| p.is_absolute())
-            .and_then(|p| canonical_dir(p).ok());
+        let (mut root_ids, mut tmpdir_granted, mut tmpdir_refused) = (Vec::new(), None, None);
+        if self.mode == Mode::WorkspaceWrite {
+            if !self.allow_broad_root {
+                let workspace_named_by = match self.workspace {
+                    Some(_) => "--workspace",
+                    None => "the workspace defaults to the current directory",
+                };
+                let named = std::iter::once((&workspace, workspace_named_by))
+                    .chain(writable_roots.iter().map(|r| (r, "--writable")));
+                for (root, named_by) in named {
+                    if let Some(why) = roots::broad_reason(root, &invoker.homes) {
+                        return Err(PolicyError::BroadRoot {
+                            named_by,
+                            path: root.clone(),
+                            why,
+                        });
+                    }
+                }
+            }
+            let mut granted = vec![workspace.clone(), PathBuf::from(SHARED_TMP)];
+            granted.extend(writable_roots.iter().cloned());
+            // A root named through a link that lies where confined commands write (an
+            // earlier command could have planted it there) is not what the user meant.
+            let named = std::iter::once((workspace_in.clone(), "--workspace"))
+                .chain(self.writable.iter().map(|r| (cwd.join(r), "--writable")));
+            for (raw, named_by) in named {
+                if let Err(why) = roots::walk_checking_links(&raw, invoker.uid, &granted) {
+                    return Err(PolicyError::LinkedRoot {
+                        named_by,
+                        path: raw,
+                        why,
+                    });
+                }
+            }
+            if let Some(raw) = tmpdir {
+                match roots::check_implicit_tmpdir(raw, invoker, &granted) {
+                    Ok(dir) => tmpdir_granted = Some(dir),
+                    Err(why) => {
+                        tmpdir_refused =
+                            Some(format!("$TMPDIR {} is not granted: {why}", raw.display()))
+                    }
+                }
+            }
+            for root in granted.iter().chain(&tmpdir_granted) {
+                if root_ids.iter().any(|r: &RootId| &r.path == root) {
+                    continue;
+                }
+                let id = RootId::of(root).map_err(|source| PolicyError::RootIdentity {
+                    path: root.clone(),
+                    source,
+                })?;
+                root_ids.push(id);
+            }
+        }
+        let tmpdir = tmpdir_granted;
         let mut keep_fds = self.keep_fds.clone();
         if let Some(fd) = first_unkeepable_fd(&keep_fds) {
             return Err(PolicyError::KeepFd { fd });
@@ -260,6 +373,8 @@ impl PolicyRequest {
             allow_tcp_connect,
             allow_unix_sockets: self.allow_unix_sockets,
             keep_fds,
+            root_ids,
+            tmpdir_refused,
         })
     }
 }
@@ -305,6 +420,16 @@ mod tests {
         base.canonicalize().unwrap()
     }
 
+    /// This process as the invoker, with no home directory (tests add one when needed).
+    fn invoker() -> Invoker {
+        use std::os::unix::fs::MetadataExt;
+        Invoker {
+            uid: std::fs::metadata(tempdir()).unwrap().uid(),
+            homes: Vec::new(),
+            runtime_dir: None,
+        }
+    }
+
     fn rand_suffix() -> u64 {
         use std::sync::atomic::{AtomicU64, Ordering};
         static N: AtomicU64 = AtomicU64::new(0);
@@ -315,7 +440,7 @@ mod tests {
     fn workspace_defaults_to_cwd() {
         let dir = tempdir();
         let policy = PolicyRequest::new(Mode::WorkspaceWrite)
-            .resolve(&dir, None)
+            .resolve(&dir, None, &invoker())
             .unwrap();
         assert_eq!(policy.workspace, dir);
         assert!(policy.writable_roots.is_empty());
@@ -332,10 +457,22 @@ mod tests {
             writable: vec!["extra".into(), "./extra".into()],
             ..PolicyRequest::new(Mode::WorkspaceWrite)
         };
-        let policy = req.resolve(&dir, Some(&dir)).unwrap();
+        std::fs::create_dir(dir.join("t")).unwrap();
+        let policy = req.resolve(&dir, Some(&dir.join("t")), &invoker()).unwrap();
         assert_eq!(policy.workspace, dir.join("ws"));
         assert_eq!(policy.writable_roots, vec![dir.join("extra")]);
-        assert_eq!(policy.tmpdir, Some(dir.clone()));
+        assert_eq!(policy.tmpdir, Some(dir.join("t")));
+        let ids: Vec<&Path> = policy.root_ids.iter().map(|r| r.path.as_path()).collect();
+        assert_eq!(
+            ids,
+            [
+                &dir.join("ws"),
+                Path::new("/tmp"),
+                &dir.join("extra"),
+                &dir.join("t")
+            ]
+        );
+        assert_eq!(policy.root_ids[0], RootId::of(&dir.join("ws")).unwrap());
     }
 
     #[test]
@@ -345,7 +482,7 @@ mod tests {
             workspace: Some(dir.join("absent")),
             ..PolicyRequest::new(Mode::ReadOnly)
         };
-        let err = req.resolve(&dir, None).unwrap_err();
+        let err = req.resolve(&dir, None, &invoker()).unwrap_err();
         assert!(matches!(err, PolicyError::Workspace { .. }));
         assert!(err.to_string().contains("absent"), "{err}");
     }
@@ -358,7 +495,7 @@ mod tests {
             workspace: Some(dir.join("f")),
             ..PolicyRequest::new(Mode::ReadOnly)
         };
-        let err = req.resolve(&dir, None).unwrap_err();
+        let err = req.resolve(&dir, None, &invoker()).unwrap_err();
         assert!(
             matches!(err, PolicyError::WorkspaceNotDirectory { .. }),
             "{err}"
@@ -372,7 +509,7 @@ mod tests {
             writable: vec![dir.join("nope")],
             ..PolicyRequest::new(Mode::WorkspaceWrite)
         };
-        let err = req.resolve(&dir, None).unwrap_err();
+        let err = req.resolve(&dir, None, &invoker()).unwrap_err();
         assert!(matches!(err, PolicyError::WritableRoot { .. }));
         assert!(err.to_string().contains("nope"), "{err}");
     }
@@ -381,11 +518,11 @@ mod tests {
     fn tmpdir_that_does_not_exist_is_ignored() {
         let dir = tempdir();
         let policy = PolicyRequest::new(Mode::WorkspaceWrite)
-            .resolve(&dir, Some(&dir.join("missing")))
+            .resolve(&dir, Some(&dir.join("missing")), &invoker())
             .unwrap();
         assert_eq!(policy.tmpdir, None);
         let policy = PolicyRequest::new(Mode::WorkspaceWrite)
-            .resolve(&dir, Some(Path::new("relative")))
+            .resolve(&dir, Some(Path::new("relative")), &invoker())
             .unwrap();
         assert_eq!(policy.tmpdir, None);
     }
@@ -398,19 +535,27 @@ mod tests {
             (Mode::WorkspaceWrite, Network::Deny),
             (Mode::DangerFullAccess, Network::Allow),
         ] {
-            let policy = PolicyRequest::new(mode).resolve(&dir, None).unwrap();
+            let policy = PolicyRequest::new(mode)
+                .resolve(&dir, None, &invoker())
+                .unwrap();
             assert_eq!(policy.network, want, "{mode}");
         }
         let req = PolicyRequest {
             network: Some(Network::Allow),
             ..PolicyRequest::new(Mode::ReadOnly)
         };
-        assert_eq!(req.resolve(&dir, None).unwrap().network, Network::Allow);
+        assert_eq!(
+            req.resolve(&dir, None, &invoker()).unwrap().network,
+            Network::Allow
+        );
         let req = PolicyRequest {
             network: Some(Network::Deny),
             ..PolicyRequest::new(Mode::DangerFullAccess)
         };
-        assert_eq!(req.resolve(&dir, None).unwrap().network, Network::Allow);
+        assert_eq!(
+            req.resolve(&dir, None, &invoker()).unwrap().network,
+            Network::Allow
+        );
     }
 
     #[test]
@@ -422,7 +567,7 @@ mod tests {
             ..PolicyRequest::new(mode)
         };
         let err = ports(Mode::WorkspaceWrite, Some(Network::Allow))
-            .resolve(&dir, None)
+            .resolve(&dir, None, &invoker())
             .unwrap_err();
         assert!(
             matches!(err, PolicyError::TcpPortsWithNetworkAllowed),
@@ -436,7 +581,10 @@ mod tests {
             (Mode::ReadOnly, None),
             (Mode::DangerFullAccess, Some(Network::Allow)),
         ] {
-            assert!(ports(mode, network).resolve(&dir, None).is_ok(), "{mode}");
+            assert!(
+                ports(mode, network).resolve(&dir, None, &invoker()).is_ok(),
+                "{mode}"
+            );
         }
     }
 
@@ -448,7 +596,7 @@ mod tests {
             keep_fds: vec![7, 3, 7],
             ..PolicyRequest::new(Mode::WorkspaceWrite)
         };
-        let policy = req.resolve(&dir, None).unwrap();
+        let policy = req.resolve(&dir, None, &invoker()).unwrap();
         assert_eq!(policy.allow_tcp_connect, vec![80, 443]);
         assert_eq!(policy.keep_fds, vec![3, 7]);
         for fd in [2, -1] {
@@ -456,7 +604,7 @@ mod tests {
                 keep_fds: vec![fd],
                 ..PolicyRequest::new(Mode::WorkspaceWrite)
             };
-            let err = req.resolve(&dir, None).unwrap_err();
+            let err = req.resolve(&dir, None, &invoker()).unwrap_err();
             assert!(matches!(err, PolicyError::KeepFd { .. }), "{err}");
         }
         let req = PolicyRequest {
@@ -464,8 +612,112 @@ mod tests {
             ..PolicyRequest::new(Mode::WorkspaceWrite)
         };
         assert!(matches!(
-            req.resolve(&dir, None),
+            req.resolve(&dir, None, &invoker()),
             Err(PolicyError::TcpPortZero)
         ));
+    }
+
+    #[test]
+    fn broad_roots_are_refused_naming_the_flag_unless_allowed() {
+        let dir = tempdir();
+        std::fs::create_dir_all(dir.join("home/u/proj")).unwrap();
+        let me = Invoker {
+            homes: vec![dir.join("home/u")],
+            ..invoker()
+        };
+        let cases: [(Option<PathBuf>, Vec<PathBuf>, &Path, &str); 4] = [
+            (None, vec![], Path::new("/"), "current directory"),
+            (
+                Some(dir.join("home/u")),
+                vec![],
+                &dir.join("home/u"),
+                "--workspace",
+            ),
+            (
+                Some(dir.join("home/u/proj")),
+                vec![dir.join("home")],
+                &dir.join("home"),
+                "--writable",
+            ),
+            (
+                Some(dir.join("home/u/proj")),
+                vec!["/".into()],
+                Path::new("/"),
+                "--writable",
+            ),
+        ];
+        for (workspace, writable, cwd, named) in cases {
+            let req = PolicyRequest {
+                workspace,
+                writable,
+                ..PolicyRequest::new(Mode::WorkspaceWrite)
+            };
+            let err = req.resolve(cwd, None, &me).unwrap_err();
+            assert!(matches!(err, PolicyError::BroadRoot { .. }), "{err}");
+            let msg = err.to_string();
+            assert!(
+                msg.contains("--allow-broad-root") && msg.contains(named),
+                "{msg}"
+            );
+            // Allowed on purpose, and never a question in read-only.
+            let allowed = PolicyRequest {
+                allow_broad_root: true,
+                ..req.clone()
+            };
+            assert!(allowed.resolve(cwd, None, &me).is_ok(), "{msg}");
+            let read_only = PolicyRequest {
+                mode: Mode::ReadOnly,
+                ..req
+            };
+            assert!(
+                read_only
+                    .resolve(cwd, None, &me)
+                    .unwrap()
+                    .root_ids
+                    .is_empty()
+            );
+        }
+        // Control: a workspace inside the home is the normal case.
+        let req = PolicyRequest::new(Mode::WorkspaceWrite);
+        assert!(req.resolve(&dir.join("home/u/proj"), None, &me).is_ok());
+    }
+
+    #[test]
+    fn a_writable_root_linked_from_inside_the_workspace_is_refused() {
+        // Not beneath /tmp: a link there is refused whatever it is.
+        let dir = PathBuf::from(format!(
+            "/var/tmp/stockade-policy-test-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(dir.join("ws")).unwrap();
+        std::fs::create_dir_all(dir.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("ws/cache")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("mine")).unwrap();
+        let req = |writable: &str| PolicyRequest {
+            workspace: Some("ws".into()),
+            writable: vec![writable.into()],
+            ..PolicyRequest::new(Mode::WorkspaceWrite)
+        };
+        let err = req("ws/cache").resolve(&dir, None, &invoker()).unwrap_err();
+        assert!(matches!(err, PolicyError::LinkedRoot { .. }), "{err}");
+        assert!(err.to_string().contains("ws/cache"), "{err}");
+        // Control: a link the user keeps outside every writable root is followed.
+        let policy = req("mine").resolve(&dir, None, &invoker()).unwrap();
+        assert_eq!(policy.writable_roots, [dir.join("elsewhere")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_refused_tmpdir_is_left_out_with_its_reason() {
+        let dir = tempdir();
+        let req = PolicyRequest::new(Mode::WorkspaceWrite);
+        let policy = req.resolve(&dir, Some(Path::new("/")), &invoker()).unwrap();
+        assert_eq!(policy.tmpdir, None);
+        let why = policy.tmpdir_refused.unwrap();
+        assert!(why.contains("$TMPDIR / is not granted"), "{why}");
+        assert!(!policy.root_ids.iter().any(|r| r.path == Path::new("/")));
     }
 }

@@ -18,6 +18,7 @@
 //! byte but NUL in them, and the format must not lose what the caller passed.
 
 use crate::environment;
+use crate::grants::{self, Access};
 use crate::guarantees::KernelFacts;
 use crate::policy::{Policy, first_unkeepable_fd, has_port_zero};
 use serde::{Deserialize, Serialize};
@@ -168,6 +169,10 @@ pub enum ValidationError {
         path: PathBuf,
     },
     NulInStatusPath,
+    /// A writable root without the identity it had when the policy was resolved.
+    UnidentifiedRoot {
+        path: PathBuf,
+    },
 }
 
 impl fmt::Display for ValidationError {
@@ -211,6 +216,11 @@ impl fmt::Display for ValidationError {
             ValidationError::NulInStatusPath => {
                 f.write_str("request status path contains a NUL byte")
             }
+            ValidationError::UnidentifiedRoot { path } => write!(
+                f,
+                "request grants writable root {} without its device and inode",
+                path.display()
+            ),
         }
     }
 }
@@ -324,6 +334,7 @@ impl LaunchRequest {
         for path in std::iter::once(&p.workspace)
             .chain(&p.writable_roots)
             .chain(&p.tmpdir)
+            .chain(p.root_ids.iter().map(|r| &r.path))
         {
             if path.as_os_str().as_bytes().contains(&0) {
                 return Err(ValidationError::NulInPolicyPath);
@@ -334,6 +345,13 @@ impl LaunchRequest {
         }
         if let Some(fd) = first_unkeepable_fd(&p.keep_fds) {
             return Err(ValidationError::BadKeepFd { fd });
+        }
+        // A writable root is granted only as the directory it was when resolved.
+        if let Some(g) = grants::grants(p)
+            .into_iter()
+            .find(|g| g.access == Access::Full && g.identity.is_none())
+        {
+            return Err(ValidationError::UnidentifiedRoot { path: g.path });
         }
         if has_port_zero(&p.allow_tcp_connect) {
             return Err(ValidationError::TcpPortZero);
@@ -362,7 +380,9 @@ mod tests {
     use super::*;
     use crate::mode::Mode;
     use crate::policy::Network;
+    use crate::roots::{FileId, RootId};
     use std::os::unix::ffi::OsStringExt;
+    use std::path::Path;
 
     fn sample() -> LaunchRequest {
         LaunchRequest {
@@ -388,6 +408,25 @@ mod tests {
                 allow_tcp_connect: vec![443],
                 allow_unix_sockets: true,
                 keep_fds: vec![3, 9],
+                root_ids: [
+                    PathBuf::from("/work/ws"),
+                    "/tmp".into(),
+                    "/var/tmp".into(),
+                    "/srv/a".into(),
+                    PathBuf::from(OsString::from_vec(b"/srv/\xfe".to_vec())),
+                ]
+                .into_iter()
+                .zip(1..)
+                .map(|(path, ino)| RootId {
+                    path,
+                    id: FileId {
+                        dev: 8,
+                        ino,
+                        birth: Some((1_700_000_000, ino as u32)),
+                    },
+                })
+                .collect(),
+                tmpdir_refused: Some("$TMPDIR / is not granted".into()),
             },
             promised: KernelFacts {
                 landlock_abi: 7,
@@ -530,6 +569,16 @@ mod tests {
         check(
             &|r| r.policy.writable_roots.push("rel".into()),
             ValidationError::RelativePolicyPath { path: "rel".into() },
+        );
+        check(
+            &|r| {
+                r.policy
+                    .root_ids
+                    .retain(|id| id.path != Path::new("/srv/a"))
+            },
+            ValidationError::UnidentifiedRoot {
+                path: "/srv/a".into(),
+            },
         );
         check(
             &|r| r.policy.keep_fds.push(1),

@@ -64,6 +64,8 @@ pub enum FailureKind {
     NoNewPrivs,
     GrantPath,
     GrantNotDirectory,
+    /// A writable root's path leads to another directory than the one `confine` saw.
+    RootReplaced,
     SandboxUnavailable,
     LessThanReported,
     /// Written by runners of request format 1; today `less-than-reported` names the
@@ -83,7 +85,7 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// Every kind, for parsing and tests.
-    pub const ALL: [FailureKind; 30] = [
+    pub const ALL: [FailureKind; 31] = [
         FailureKind::Usage,
         FailureKind::RequestMissing,
         FailureKind::RequestSymlink,
@@ -114,6 +116,7 @@ impl FailureKind {
         FailureKind::Stdout,
         FailureKind::NotFound,
         FailureKind::CannotExecute,
+        FailureKind::RootReplaced,
     ];
 
     /// The wire identifier.
@@ -149,6 +152,7 @@ impl FailureKind {
             FailureKind::Stdout => "stdout",
             FailureKind::NotFound => "not-found",
             FailureKind::CannotExecute => "cannot-execute",
+            FailureKind::RootReplaced => "root-replaced",
         }
     }
 
@@ -336,6 +340,7 @@ mod tests {
             FailureKind::Stdout => 27,
             FailureKind::NotFound => 28,
             FailureKind::CannotExecute => 29,
+            FailureKind::RootReplaced => 30,
         }
     }
 

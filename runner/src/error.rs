@@ -81,6 +81,13 @@ pub enum RunnerError {
         what: &'static str,
         path: PathBuf,
     },
+    /// A writable root's path no longer leads to the directory the policy named (it was
+    /// replaced by a link, or removed and recreated, after the command was confined).
+    RootReplaced {
+        what: &'static str,
+        path: PathBuf,
+        now: String,
+    },
     /// The kernel cannot give a guarantee the mode requires.
     Unavailable {
         missing: Vec<(Guarantee, Feature)>,
@@ -154,6 +161,7 @@ impl RunnerError {
             RunnerError::NoNewPrivs(_) => FailureKind::NoNewPrivs,
             RunnerError::GrantPath { .. } => FailureKind::GrantPath,
             RunnerError::GrantNotDirectory { .. } => FailureKind::GrantNotDirectory,
+            RunnerError::RootReplaced { .. } => FailureKind::RootReplaced,
             RunnerError::Unavailable { .. } => FailureKind::SandboxUnavailable,
             RunnerError::LessThanPromised { .. } => FailureKind::LessThanReported,
             RunnerError::Landlock(_) => FailureKind::Landlock,
@@ -245,6 +253,11 @@ impl fmt::Display for RunnerError {
             RunnerError::GrantNotDirectory { what, path } => {
                 write!(f, "{what} {} is not a directory", path.display())
             }
+            RunnerError::RootReplaced { what, path, now } => write!(
+                f,
+                "{what} {} was replaced since the command was confined: it now {now}; refusing to grant it (confine the command again)",
+                path.display()
+            ),
             RunnerError::Unavailable { missing } => {
                 f.write_str("sandbox unavailable: the kernel lacks")?;
                 for (i, (g, feature)) in missing.iter().enumerate() {
@@ -348,6 +361,11 @@ mod tests {
             RunnerError::GrantNotDirectory {
                 what: "workspace root",
                 path: p(),
+            },
+            RunnerError::RootReplaced {
+                what: "workspace root",
+                path: p(),
+                now: String::new(),
             },
             RunnerError::Unavailable { missing: vec![] },
             RunnerError::LessThanPromised {

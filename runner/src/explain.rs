@@ -86,12 +86,26 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
             Access::ReadWriteFile => "read+write file    ",
             Access::Full => "full access beneath ",
         };
+        let identity = match g.identity {
+            Some(id) => format!(", only while it is device {} inode {}", id.dev, id.ino),
+            None => String::new(),
+        };
         let _ = writeln!(
             w,
-            "  {access} {}  ({})",
+            "  {access} {}  ({}{identity})",
             g.path.display(),
             g.reason.describe()
         );
+    }
+    if let Some(why) = &request.policy.tmpdir_refused {
+        let _ = writeln!(w, "  not granted: {why}");
+    }
+    for g in grants::grants(&request.policy) {
+        if g.access == Access::Full {
+            if let Some(warning) = aliases_beneath(&g.path) {
+                let _ = writeln!(w, "  warning: {warning}");
+            }
+        }
     }
     let _ = writeln!(w, "everything else: denied");
     let p = &request.policy;
@@ -126,4 +140,64 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
         .collect();
     let _ = writeln!(w, "guarantees reported enforced: {}", reported.join(", "));
     Ok(out)
+}
+
+/// The most entries [`aliases_beneath`] looks at under one root.
+const ALIAS_SCAN_LIMIT: usize = 100_000;
+
+/// What Landlock will follow out of `root` because it was there before the command
+/// runs: files with other hard links (the other names may lie anywhere, `~/.bashrc`
+/// included) and mount points. A warning, not a refusal: both can be legitimate.
+fn aliases_beneath(root: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::symlink_metadata(root).ok()?.dev();
+    let (mut linked, mut mounts, mut seen) = (Vec::new(), Vec::new(), 0usize);
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > ALIAS_SCAN_LIMIT {
+                todo.clear();
+                break;
+            }
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if meta.dev() != dev {
+                mounts.push(entry.path());
+            } else if meta.is_dir() {
+                todo.push(entry.path());
+            } else if meta.is_file() && meta.nlink() > 1 {
+                linked.push(entry.path());
+            }
+        }
+    }
+    if linked.is_empty() && mounts.is_empty() {
+        return None;
+    }
+    let show = |v: &[std::path::PathBuf]| {
+        let mut names: Vec<String> = v.iter().take(3).map(|p| p.display().to_string()).collect();
+        if v.len() > 3 {
+            names.push(format!("... ({} in all)", v.len()));
+        }
+        names.join(", ")
+    };
+    let mut out = format!(
+        "beneath {} Landlock follows what was there before the command runs:",
+        root.display()
+    );
+    if !linked.is_empty() {
+        out.push_str(&format!(
+            " files with other hard links, writable under every name: {} (find {} -type f -links +1);",
+            show(&linked),
+            root.display()
+        ));
+    }
+    if !mounts.is_empty() {
+        out.push_str(&format!(" mount points: {};", show(&mounts)));
+    }
+    Some(out)
 }

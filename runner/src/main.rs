@@ -30,6 +30,7 @@ mod exec;
 mod explain;
 mod fds;
 mod request_file;
+mod roots;
 mod ruleset;
 mod seccomp;
 mod session;
@@ -253,6 +254,8 @@ mod tests {
                 allow_tcp_connect: Vec::new(),
                 allow_unix_sockets: false,
                 keep_fds: Vec::new(),
+                root_ids: Vec::new(),
+                tmpdir_refused: None,
             },
             promised: achieved(promised),
             status_path: None,

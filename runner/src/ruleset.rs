@@ -114,10 +114,16 @@ pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
         }
     }
     for grant in &grants::grants(policy) {
-        let fd = open_grant(grant)?;
-        created = created
-            .add_rule(PathBeneath::new(fd, access(grant.access)))
-            .map_err(ll)?;
+        let rights = access(grant.access);
+        created = match grant.identity {
+            // A writable root: exactly the directory the policy named, or nothing.
+            Some(expected) => created.add_rule(PathBeneath::new(
+                crate::roots::open_root(grant, expected)?,
+                rights,
+            )),
+            None => created.add_rule(PathBeneath::new(open_grant(grant)?, rights)),
+        }
+        .map_err(ll)?;
     }
     let status = created.restrict_self().map_err(ll)?;
     if status.ruleset == RulesetStatus::NotEnforced {

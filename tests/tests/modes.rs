@@ -96,9 +96,10 @@ fn tmp_is_writable_only_in_workspace_write() {
 #[test]
 fn tmpdir_and_extra_writable_roots_are_granted_in_workspace_write() {
     let fx = Fixture::new();
-    let tmpdir = fx.root.join("tmpdir");
+    // An implicit $TMPDIR is granted only where temporary directories live.
+    let tmpdir_holder = tempfile::tempdir_in("/var/tmp").unwrap();
+    let tmpdir = tmpdir_holder.path().canonicalize().unwrap();
     let extra = fx.root.join("extra");
-    std::fs::create_dir(&tmpdir).unwrap();
     std::fs::create_dir(&extra).unwrap();
     let script = format!(
         "echo a > {}/f && echo b > {}/f",

@@ -339,7 +339,9 @@ fn stockade_run_lets_the_status_record_decide_runner_failure() {
     // In band (control): the exit rules take the forgery for a runner failure, and a
     // runner failure outranks denial.
     let out = fx
-        .stockade(["run", "--writable", "/", "--", "bash", "-c", &script])
+        .stockade(["run"])
+        .args(every_base_writable(&fx))
+        .args(["--", "bash", "-c", &script])
         .output()
         .unwrap();
     assert_code(&out, 125);
@@ -514,4 +516,12 @@ fn classify_refuses_an_oversized_input_and_classifies_the_same_facts_with_a_norm
     assert_code(&res, 0);
     let verdict: Value = serde_json::from_slice(&res.stdout).unwrap();
     assert_eq!(verdict["outcome"], "failed");
+}
+
+/// Writable roots covering every candidate base of the private directory (the fixture's
+/// runtime dir, `/run`; the temp dir is `/tmp`, always writable), so the status channel
+/// is in-band; narrower than `/`, which is refused as a broad root.
+fn every_base_writable(fx: &Fixture) -> Vec<&str> {
+    let runtime = fx.runtime.to_str().unwrap();
+    vec!["--writable", runtime, "--writable", "/run"]
 }

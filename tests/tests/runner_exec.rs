@@ -134,6 +134,7 @@ fn a_workspace_deleted_before_the_run_is_a_runner_failure() {
     let marker = fx.outside.join("ran");
     let mut req = request_for(&fx, &format!("touch {}", marker.display()));
     req.policy.workspace = ws.clone();
+    req.policy.root_ids[0] = stockade_policy::roots::RootId::of(&ws).unwrap();
     std::fs::remove_dir(&ws).unwrap();
     let path = write_request_bytes(&fx, "req", &req.encode().unwrap());
     let out = run_request(&path);

@@ -263,6 +263,8 @@ fn policy(network: Network, ports: &[u16], unix: bool) -> Policy {
         allow_tcp_connect: ports.to_vec(),
         allow_unix_sockets: unix,
         keep_fds: Vec::new(),
+        root_ids: Vec::new(),
+        tmpdir_refused: None,
     }
 }
 

@@ -306,6 +306,11 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
             allow_tcp_connect: Vec::new(),
             allow_unix_sockets: false,
             keep_fds: Vec::new(),
+            root_ids: [fx.ws.as_path(), Path::new("/tmp")]
+                .iter()
+                .map(|p| stockade_policy::roots::RootId::of(p).unwrap())
+                .collect(),
+            tmpdir_refused: None,
         },
         // The least a confined run can rest on: any kernel that runs it covers this.
         promised: KernelFacts {

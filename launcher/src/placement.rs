@@ -1,0 +1,261 @@
+//! Who invokes stockade (for the root rules), and where stockade's own binaries may lie.
+//!
+//! A runner or launcher that a confined command can replace is a full escape: the
+//! command swaps in a wrapper, and every later command (read-only included) runs it
+//! unconfined while stockade still reports `full`. So `confine` and `run` refuse, before
+//! anything is written, when the runner they would use or the launcher itself lies
+//! where a confined command could write. "Could write" means, checked on the canonical
+//! path of each binary:
+//!
+//! - beneath a writable root of this policy (workspace, `/tmp`, `$TMPDIR`, `--writable`):
+//!   replacing the file, or renaming any directory on its path, is then allowed;
+//! - beneath a place every confined command of the user is granted or anyone can write,
+//!   whatever this policy says: `/tmp`, `/var/tmp`, `/dev/shm`, the launcher's and the
+//!   target's `$TMPDIR` when a command could be granted it (another command may be);
+//! - in a file or directory on the path that is writable by every user, or owned by
+//!   someone other than the invoking user or root (they could swap it).
+//!
+//! A dynamically linked runner (a development build) runs the loader's choice of code
+//! before it confines anything, so `LD_PRELOAD`, `LD_LIBRARY_PATH` and `LD_AUDIT`
+//! entries are held to the same rule; an empty or relative entry is the current
+//! directory, usually the workspace.
+//!
+//! What this cannot see: another command whose own policy makes this binary's directory
+//! writable (for example `--workspace` set to a build tree holding a second stockade).
+//! The README says to keep stockade's binaries out of every directory any command may
+//! write.
+
+use crate::error::LauncherError;
+use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use stockade_policy::Policy;
+use stockade_policy::grants;
+use stockade_policy::roots::{self, Invoker};
+
+/// The invoking user: the real uid, its home from `/etc/passwd`, and `$HOME`.
+pub fn invoker() -> Invoker {
+    let uid = nix::unistd::getuid().as_raw();
+    let passwd_home = std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|text| roots::home_from_passwd(&text, uid));
+    let env_home = std::env::var_os("HOME").map(PathBuf::from);
+    Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
+}
+
+/// Refuses when `binary` (canonical; `what` names it) could be replaced by a confined
+/// command (see the module comment). `target_tmpdir` is `$TMPDIR` of the command's
+/// environment as given.
+pub fn check(
+    what: &'static str,
+    binary: &Path,
+    policy: &Policy,
+    target_tmpdir: Option<&Path>,
+    invoker: &Invoker,
+) -> Result<(), LauncherError> {
+    exposure(binary, policy, target_tmpdir, invoker).map_err(|why| LauncherError::ExposedBinary {
+        what,
+        path: binary.to_path_buf(),
+        why,
+    })
+}
+
+/// The dynamic loader's variables: each names code a dynamically linked runner loads
+/// before it confines anything.
+const LOADER_VARS: [&str; 3] = ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"];
+
+/// Refuses a dynamically linked runner (a development build) when the environment it is
+/// started with (`env`: `stockade run` starts it with the command's environment, and an
+/// executor usually with its own, which that one is built from) makes the loader take
+/// code from where a confined command could have planted it: an empty or relative entry
+/// (the current directory, usually the workspace) or one in an exposed place.
+pub fn check_loader_env(
+    runner: &Path,
+    env: &[(OsString, OsString)],
+    policy: &Policy,
+    target_tmpdir: Option<&Path>,
+    invoker: &Invoker,
+) -> Result<(), LauncherError> {
+    if !has_interpreter(runner) {
+        return Ok(());
+    }
+    let exposed = |why: String| LauncherError::ExposedBinary {
+        what: "runner",
+        path: runner.to_path_buf(),
+        why,
+    };
+    for name in LOADER_VARS {
+        let Some(value) = stockade_policy::environment::lookup(env, name) else {
+            continue;
+        };
+        let value = value.to_string_lossy();
+        let separators: &[char] = if name == "LD_PRELOAD" {
+            &[' ', ':']
+        } else {
+            &[':', ';']
+        };
+        for entry in value.split(separators) {
+            let path = Path::new(entry);
+            let why = if !path.is_absolute() {
+                Err(format!(
+                    "the entry {entry:?} is relative (the current directory)"
+                ))
+            } else {
+                exposure(path, policy, target_tmpdir, invoker)
+            };
+            if let Err(why) = why {
+                return Err(exposed(format!(
+                    "it is dynamically linked and ${name} makes it load code from where a confined command could write: {why}; build it statically or drop ${name}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the ELF file at `path` names a program interpreter (is dynamically linked).
+/// A file that cannot be read or parsed counts as dynamic: the check then runs.
+fn has_interpreter(path: &Path) -> bool {
+    use std::io::Read;
+    const PT_INTERP: u32 = 3;
+    let mut head = vec![0u8; 64 * 1024];
+    let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)) else {
+        return true;
+    };
+    let head = &head[..n];
+    let u16_at = |o: usize| head.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u32_at = |o: usize| {
+        head.get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let u64_at = |o: usize| {
+        head.get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+    };
+    // 64-bit little-endian ELF only (what stockade builds for).
+    if head.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1]) {
+        return true;
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
+        return true;
+    };
+    (0..phnum as usize).any(|i| {
+        let at = phoff as usize + i * phentsize as usize;
+        u32_at(at).is_none_or(|t| t == PT_INTERP)
+    })
+}
+
+/// Why `path` (absolute) is a place a confined command could write, if it is: beneath a
+/// writable root of `policy` or a shared scratch directory, or a file or directory on
+/// its path (from the nearest one that exists) is writable by every user or owned by
+/// someone other than the user or root.
+fn exposure(
+    path: &Path,
+    policy: &Policy,
+    target_tmpdir: Option<&Path>,
+    invoker: &Invoker,
+) -> Result<(), String> {
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    for root in grants::writable_roots(policy) {
+        if path.starts_with(&root) {
+            return Err(format!(
+                "it lies beneath the writable root {} of this command",
+                root.display()
+            ));
+        }
+    }
+    // A $TMPDIR counts when some command could be granted it (one that never can, like
+    // `/`, is no place a confined command writes).
+    let tmpdirs = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(target_tmpdir.map(Path::to_path_buf))
+        .filter_map(|p| roots::check_implicit_tmpdir(&p, invoker, &[]).ok());
+    let shared = ["/tmp", "/var/tmp", "/dev/shm"]
+        .iter()
+        .filter_map(|p| Path::new(p).canonicalize().ok())
+        .chain(tmpdirs);
+    for dir in shared {
+        if path.starts_with(&dir) {
+            return Err(format!(
+                "it lies beneath {}, which confined commands are granted or every user can write",
+                dir.display()
+            ));
+        }
+    }
+    // A path that does not exist is as safe as its nearest existing ancestor.
+    for p in path.ancestors().filter(|p| p.symlink_metadata().is_ok()) {
+        let meta =
+            std::fs::metadata(p).map_err(|e| format!("{} cannot be examined: {e}", p.display()))?;
+        // Sticky or not: a directory anyone can write is no place for trusted code.
+        if meta.mode() & 0o002 != 0 {
+            return Err(format!("{} is writable by every user", p.display()));
+        }
+        if meta.uid() != 0 && meta.uid() != invoker.uid {
+            return Err(format!(
+                "{} is owned by uid {}, neither the invoking user nor root",
+                p.display(),
+                meta.uid()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use stockade_policy::{Mode, PolicyRequest};
+
+    /// A scratch directory outside /tmp and /var/tmp (which are refused as a whole).
+    fn scratch(name: &str) -> PathBuf {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target")
+            .join(format!("placement-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ws")).unwrap();
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        dir.canonicalize().unwrap()
+    }
+
+    fn binary(dir: &Path) -> PathBuf {
+        let path = dir.join("stockade-runner");
+        std::fs::write(&path, b"#!/bin/true\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn binaries_a_confined_command_could_replace_are_refused() {
+        let dir = scratch("rules");
+        let me = invoker();
+        let policy = |mode| {
+            PolicyRequest {
+                workspace: Some(dir.join("ws")),
+                ..PolicyRequest::new(mode)
+            }
+            .resolve(&dir, None, &me)
+            .unwrap()
+        };
+        let ws_write = policy(Mode::WorkspaceWrite);
+        // Control: outside every writable root, in directories only their owner writes.
+        let safe = binary(&dir.join("bin"));
+        assert!(check("runner", &safe, &ws_write, None, &me).is_ok());
+        // Beneath the workspace: refused in workspace-write, naming the root.
+        let exposed = binary(&dir.join("ws"));
+        let err = check("runner", &exposed, &ws_write, None, &me).unwrap_err();
+        assert!(err.to_string().contains("writable root"), "{err}");
+        assert!(check("runner", &exposed, &policy(Mode::ReadOnly), None, &me).is_ok());
+        // A directory on the path anyone can write: refused whatever the mode.
+        std::fs::set_permissions(dir.join("bin"), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = check("runner", &safe, &policy(Mode::ReadOnly), None, &me).unwrap_err();
+        assert!(err.to_string().contains("writable by every user"), "{err}");
+        std::fs::set_permissions(dir.join("bin"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A $TMPDIR no command could be granted (not a temp location) does not count.
+        let res = check("runner", &safe, &ws_write, Some(&dir.join("bin")), &me);
+        assert!(res.is_ok(), "{res:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
