@@ -25,6 +25,8 @@ pub struct Confinement {
     pub confined: ConfinedArgv,
     /// The private directory holding the request; `None` when there is no request.
     pub private_dir: Option<PrivateDir>,
+    /// Whether `confined.argv` starts `stockade-runner` (it does in every confined mode).
+    pub starts_runner: bool,
 }
 
 fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError> {
@@ -70,6 +72,7 @@ pub fn confine(
                 status_channel: None,
             },
             private_dir: None,
+            starts_runner: false,
         });
     }
 
@@ -127,6 +130,7 @@ pub fn confine(
             status_channel: Some(status_channel(dir.channel(), &asks, &facts)),
         },
         private_dir: Some(dir),
+        starts_runner: true,
     })
 }
 
