@@ -574,3 +574,397 @@ fn closed_standard_descriptors_become_dev_null() {
     let fds = std::fs::read_to_string(&report).unwrap();
     assert!(fds.lines().nth(1).unwrap().starts_with("pipe:"), "{fds}");
 }
+
+/// How long any launcher in these tests may take before it counts as hung. Far above
+/// what a run needs: it only turns a hang into a failure (the launcher is then killed).
+const HUNG_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// `cmd` run to completion with a deadline of its own: a launcher still running after
+/// `HUNG_AFTER` is killed and fails the test.
+fn output_within(cmd: &mut Command) -> std::process::Output {
+    use std::io::Read;
+    use std::sync::mpsc;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    for (i, mut pipe) in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            let _ = tx.send((i, bytes));
+        });
+    }
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > HUNG_AFTER {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("stockade was still running after {HUNG_AFTER:?}: hung, killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let mut streams = [Vec::new(), Vec::new()];
+    for _ in 0..2 {
+        let (i, bytes) = rx
+            .recv_timeout(HUNG_AFTER)
+            .expect("the launcher exited but its output stayed open");
+        streams[i] = bytes;
+    }
+    let [stdout, stderr] = streams;
+    std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// `run_json` with the launcher's own deadline.
+fn json_within(cmd: &mut Command) -> (std::process::Output, serde_json::Value) {
+    let out = output_within(cmd);
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}): {}\nstderr: {}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    (out, json)
+}
+
+/// Whether any thread of `pid` is still running (a zombie leader with a live thread is).
+fn alive(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .unwrap_or("Z");
+        state != "Z" && state != "X"
+    })
+}
+
+fn kill_pid(pid: i32) {
+    // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+#[test]
+fn a_leader_that_exits_while_a_thread_runs_is_not_gone() {
+    // The leader of a thread group exits and another thread runs on: it shows as a
+    // zombie but is alive. Left behind by an exiting command, it must be reported and
+    // ended (a cgroup stays populated: the launcher would wait for ever; a subreaper
+    // would take it as gone and leave it running).
+    let escape = bin("escape");
+    for containment in CONTAINMENTS {
+        let fx = Fixture::new();
+        let script = format!(
+            "{} zombie-leader ready & echo $! > pid; \
+             while [ ! -e ready ]; do sleep 0.01; done; exit 3",
+            escape.display()
+        );
+        let (out, json) = json_within(fx.stockade(["run", "--json", "--grace", "200ms"]).args([
+            "--mode",
+            "workspace-write",
+            "--containment",
+            containment,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]));
+        let pid: i32 = std::fs::read_to_string(fx.ws.join("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let survived = alive(pid);
+        kill_pid(pid);
+        assert_code(&out, 3);
+        assert_eq!(json["timedOut"], false, "{containment}");
+        let left = json["leftBehind"].as_array().unwrap();
+        assert!(
+            left.iter().any(|p| p["pid"] == pid),
+            "{containment}: {left:?}"
+        );
+        assert!(
+            !survived,
+            "{containment}: the thread group outlived the run"
+        );
+    }
+    // The direct child itself as such a leader: the timeout still ends it.
+    for containment in CONTAINMENTS {
+        let fx = Fixture::new();
+        let script = format!(
+            "echo $$ > pid; exec {} zombie-leader ready",
+            escape.display()
+        );
+        let (out, json) = json_within(fx.stockade(["run", "--json", "--timeout", "1s"]).args([
+            "--grace",
+            "200ms",
+            "--mode",
+            "workspace-write",
+            "--containment",
+            containment,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]));
+        let pid: i32 = std::fs::read_to_string(fx.ws.join("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let survived = alive(pid);
+        kill_pid(pid);
+        assert_code(&out, 124);
+        assert_eq!(json["timedOut"], true, "{containment}");
+        assert!(
+            !survived,
+            "{containment}: the thread group outlived the run"
+        );
+    }
+}
+
+#[test]
+fn a_process_that_forks_and_starts_a_session_in_a_loop_is_ended() {
+    // Each generation forks, starts a new session and exits; none lives long, none stays
+    // in the command's process group, and each ignores SIGTERM.
+    let escape = bin("escape");
+    for containment in CONTAINMENTS {
+        let fx = Fixture::new();
+        let tag = unique_tag("fork-loop");
+        let (out, json) = json_within(&mut tagged_run(
+            &fx,
+            &tag,
+            &[
+                "--json",
+                "--timeout",
+                "1s",
+                "--grace",
+                "200ms",
+                "--containment",
+                containment,
+            ],
+            &format!("{} fork-loop ready & sleep 1000", escape.display()),
+        ));
+        let survivors = tagged_processes(&tag);
+        kill_tagged(&tag);
+        assert_code(&out, 124);
+        assert_eq!(json["timedOut"], true);
+        assert!(fx.ws.join("ready").exists(), "the loop never started");
+        assert_eq!(survivors, vec![], "{containment}: after the timeout");
+
+        // Left running by a command that exits: reported, then ended.
+        let fx = Fixture::new();
+        let tag = unique_tag("fork-loop-left");
+        let (out, json) = json_within(&mut tagged_run(
+            &fx,
+            &tag,
+            &["--json", "--grace", "200ms", "--containment", containment],
+            &format!(
+                "{} fork-loop ready & while [ ! -e ready ]; do sleep 0.01; done; exit 3",
+                escape.display()
+            ),
+        ));
+        let survivors = tagged_processes(&tag);
+        kill_tagged(&tag);
+        assert_code(&out, 3);
+        let left = json["leftBehind"].as_array().unwrap();
+        assert!(
+            !left.is_empty(),
+            "{containment}: nothing reported left behind"
+        );
+        assert_eq!(survivors, vec![], "{containment}: after the command exited");
+    }
+}
+
+/// A new pty as controlling terminal and stdin, stdout and stderr of `cmd` (which leads
+/// its session's foreground group). Returns the master side.
+fn all_on_a_terminal(cmd: &mut Command) -> std::fs::File {
+    use std::os::fd::{AsFd, FromRawFd};
+    use std::os::unix::process::CommandExt;
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the integers we pass; the name,
+    // termios and window size pointers are null, which it accepts.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just created by openpty and are owned only here.
+    let (master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    };
+    let dup = || Stdio::from(slave.as_fd().try_clone_to_owned().unwrap());
+    cmd.stdin(dup()).stdout(dup()).stderr(dup());
+    // SAFETY: runs in the forked child before exec; setsid and ioctl are
+    // async-signal-safe system calls that touch no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    master
+}
+
+/// Waits for `child` with the launcher's deadline; kills it and fails when hung.
+fn wait_within(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > HUNG_AFTER {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("stockade was still running after {HUNG_AFTER:?}: hung, killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_command_that_stops_terminal_output_cannot_stall_the_launcher() {
+    // The command shares the launcher's terminal, turns its output off (TCOOFF, as
+    // Ctrl-S does) and writes to stderr, which the launcher copies to that terminal: the
+    // copy must not block, so the timeout still fires and the launcher exits.
+    for mode in ["danger-full-access", "workspace-write"] {
+        for (stop, code) in [(true, 124), (false, 0)] {
+            let fx = Fixture::new();
+            let script = format!(
+                "{}echo copied >&2; {}",
+                if stop {
+                    "python3 -c 'import termios; termios.tcflow(1, termios.TCOOFF)'; "
+                } else {
+                    ""
+                },
+                if stop { "sleep 1000" } else { "exit 0" }
+            );
+            let mut cmd = fx.stockade(["run", "--mode", mode, "--timeout", "1s"]);
+            cmd.args(["--grace", "100ms", "--", "sh", "-c", &script]);
+            let master = all_on_a_terminal(&mut cmd);
+            let mut child = cmd.spawn().unwrap();
+            let status = wait_within(&mut child);
+            assert_eq!(status.code(), Some(code), "{mode}, output stopped: {stop}");
+            if !stop {
+                // Positive control: the copy reaches the terminal.
+                use std::io::Read;
+                let mut seen = vec![0u8; 4096];
+                let n = (&master).read(&mut seen).unwrap();
+                assert!(text(&seen[..n]).contains("copied"), "{}", text(&seen[..n]));
+            }
+            drop(master);
+        }
+    }
+}
+
+/// Groups `stockade-*` under the cgroup the tests run in.
+fn stockade_groups() -> Vec<std::path::PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
+    let dir = std::path::PathBuf::from(format!("{}{}", cgroup2_mount(), own.trim_end_matches('/')));
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("stockade-")
+        })
+        .collect()
+}
+
+#[test]
+fn a_launcher_whose_open_file_limit_is_lowered_from_inside_still_ends_everything() {
+    // The command lowers the launcher's open-file limit (soft and hard) and leaves a
+    // daemon behind: the launcher must still find and end it, remove its cgroup and its
+    // private directory. Unconfined, the command may do this; confined, it may be
+    // refused, and then the run is an ordinary one.
+    for containment in CONTAINMENTS {
+        for mode in ["danger-full-access", "workspace-write"] {
+            for limit in ["3", "6"] {
+                let fx = Fixture::new();
+                let tag = unique_tag("nofile");
+                let before = stockade_groups();
+                let (out, json) = json_within(&mut tagged_run(
+                    &fx,
+                    &tag,
+                    &[
+                        "--json",
+                        "--grace",
+                        "200ms",
+                        "--containment",
+                        containment,
+                        "--mode",
+                        mode,
+                    ],
+                    &format!(
+                        "setsid sleep 1000 & sleep 1001 & \
+                         prlimit --pid $PPID --nofile={limit}:{limit}; exit 0"
+                    ),
+                ));
+                let survivors = tagged_processes(&tag);
+                kill_tagged(&tag);
+                let what = format!("{containment}, {mode}, limit {limit}");
+                assert_code(&out, 0);
+                assert!(
+                    json["leftBehind"].as_array().unwrap().len() >= 2,
+                    "{what}: {json}"
+                );
+                assert_eq!(survivors, vec![], "{what}");
+                let after: Vec<_> = stockade_groups()
+                    .into_iter()
+                    .filter(|g| !before.contains(g))
+                    .collect();
+                assert_eq!(
+                    after,
+                    Vec::<std::path::PathBuf>::new(),
+                    "{what}: groups left"
+                );
+                let left: Vec<_> = std::fs::read_dir(&fx.runtime)
+                    .unwrap()
+                    .flatten()
+                    .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
+                    .map(|e| e.path())
+                    .collect();
+                assert_eq!(
+                    left,
+                    Vec::<std::path::PathBuf>::new(),
+                    "{what}: private dirs left"
+                );
+            }
+        }
+    }
+}

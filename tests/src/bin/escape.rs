@@ -9,7 +9,12 @@ use std::time::Duration;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["zombie-leader", file] => zombie_leader(file),
         ["fork-loop", file] => fork_loop(file),
         _ => {
@@ -26,7 +31,9 @@ fn zombie_leader(file: &str) -> ! {
         // Wait until the leader shows as a zombie, then say so.
         loop {
             let stat = std::fs::read_to_string(format!("/proc/{leader}/stat")).unwrap_or_default();
-            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next());
             if state == Some("Z") {
                 break;
             }
