@@ -55,9 +55,17 @@ pub enum CgroupError {
     NoMount,
     NoMembership,
     /// Neither the launcher's group nor any ancestor may be managed by this user.
-    NotDelegated { group: PathBuf },
-    Create { dir: PathBuf, source: std::io::Error },
-    Open { path: PathBuf, source: std::io::Error },
+    NotDelegated {
+        group: PathBuf,
+    },
+    Create {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl std::fmt::Display for CgroupError {
@@ -204,8 +212,7 @@ impl Cgroup {
 fn managed_ancestor(mount: &Path, own: &Path) -> Option<PathBuf> {
     let writable = |p: &Path| {
         nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok()
-            && nix::unistd::access(&p.join("cgroup.procs"), nix::unistd::AccessFlags::W_OK)
-                .is_ok()
+            && nix::unistd::access(&p.join("cgroup.procs"), nix::unistd::AccessFlags::W_OK).is_ok()
     };
     let mut dir = own;
     loop {

@@ -324,7 +324,10 @@ impl Echo {
             if !self.waiting() || now >= until {
                 break;
             }
-            let wait = until.saturating_duration_since(now).as_millis().clamp(1, 100) as u16;
+            let wait = until
+                .saturating_duration_since(now)
+                .as_millis()
+                .clamp(1, 100) as u16;
             match self.poll_fd() {
                 Some(fd) => {
                     let _ = poll(

@@ -31,7 +31,7 @@ fn a_timeout_ends_every_kind_of_descendant_in_both_containments() {
     for containment in CONTAINMENTS {
         let fx = Fixture::new();
         let tag = unique_tag("timeout");
-        let (out, json) = run_json(&mut tagged_run(
+        let (out, json) = json_within(&mut tagged_run(
             &fx,
             &tag,
             &[
@@ -59,7 +59,7 @@ fn without_a_timeout_background_processes_are_reported_then_ended() {
     for containment in CONTAINMENTS {
         let fx = Fixture::new();
         let tag = unique_tag("left");
-        let (out, json) = run_json(&mut tagged_run(
+        let (out, json) = json_within(&mut tagged_run(
             &fx,
             &tag,
             &["--json", "--grace", "200ms", "--containment", containment],
@@ -86,7 +86,7 @@ fn keep_background_reports_and_leaves_them_running() {
     // Also the positive control for the /proc search the other tests rely on.
     let fx = Fixture::new();
     let tag = unique_tag("keep");
-    let (out, json) = run_json(&mut tagged_run(
+    let (out, json) = json_within(&mut tagged_run(
         &fx,
         &tag,
         &["--json", "--keep-background"],
@@ -122,7 +122,7 @@ fn cgroup2_mount() -> String {
 #[test]
 fn a_command_that_traps_term_and_exits_zero_still_timed_out() {
     let fx = Fixture::new();
-    let (out, json) = run_json(&mut fx.stockade([
+    let (out, json) = json_within(&mut fx.stockade([
         "run",
         "--json",
         "--timeout",
@@ -158,7 +158,7 @@ fn signals_to_the_launcher_tear_the_range_down() {
         unsafe {
             libc::kill(child.id() as i32, sig);
         }
-        let out = child.wait_with_output().unwrap();
+        let out = output_of_spawned(child);
         assert_code(&out, 128 + sig);
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(json["aborted"], name);
@@ -180,8 +180,7 @@ fn exit_codes_follow_the_wrapper_conventions_with_markers_last() {
 
     let out = fx
         .stockade(["run", "--timeout", "300ms", "--", "sleep", "1000"])
-        .output()
-        .unwrap();
+        .output_within();
     assert_code(&out, 124);
     assert_eq!(
         text(&out.stderr),
@@ -201,13 +200,11 @@ fn exit_codes_follow_the_wrapper_conventions_with_markers_last() {
     for mode in ["workspace-write", "danger-full-access"] {
         let out = fx
             .stockade(["run", "--mode", mode, "--", "no-such-program-e2e"])
-            .output()
-            .unwrap();
+            .output_within();
         assert_code(&out, 127);
         let out = fx
             .stockade(["run", "--mode", mode, "--", "/etc/passwd"])
-            .output()
-            .unwrap();
+            .output_within();
         assert_code(&out, 126);
     }
 }
@@ -224,7 +221,7 @@ fn a_runner_failure_exits_125_and_is_reported_as_such() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (out, json) = run_json(
+    let (out, json) = json_within(
         fx.stockade(["run", "--json", "--", "true"])
             .env("STOCKADE_RUNNER", &fake),
     );
@@ -232,7 +229,8 @@ fn a_runner_failure_exits_125_and_is_reported_as_such() {
     assert_eq!(json["sandbox"]["runnerFailed"], true);
     assert_eq!(json["exitCode"], 125);
     // Positive control: the command's own 125, without the runner's line, is not one.
-    let (out, json) = run_json(&mut fx.stockade(["run", "--json", "--", "sh", "-c", "exit 125"]));
+    let (out, json) =
+        json_within(&mut fx.stockade(["run", "--json", "--", "sh", "-c", "exit 125"]));
     assert_code(&out, 125);
     assert_eq!(json["sandbox"]["runnerFailed"], false);
 }
@@ -241,7 +239,7 @@ fn a_runner_failure_exits_125_and_is_reported_as_such() {
 fn auto_containment_uses_a_cgroup_here_and_cleans_it_up() {
     let fx = Fixture::new();
     let (out, json) =
-        run_json(&mut fx.stockade(["run", "--json", "--", "cat", "/proc/self/cgroup"]));
+        json_within(&mut fx.stockade(["run", "--json", "--", "cat", "/proc/self/cgroup"]));
     assert_code(&out, 0);
     // This machine runs the suite as root with a cgroup v2 mount (shared/CONTEXT.md).
     assert_eq!(json["containment"], "cgroup");
@@ -259,8 +257,7 @@ fn bad_durations_are_refused_and_run_nothing() {
     for bad in ["10", "5h", "-1s", ""] {
         let out = fx
             .stockade(["run", &format!("--timeout={bad}"), "--", "touch", "ran"])
-            .output()
-            .unwrap();
+            .output_within();
         assert_code(&out, 125);
         assert!(
             text(&out.stderr).contains("--timeout"),
@@ -335,7 +332,7 @@ fn a_command_on_a_terminal_can_read_it() {
             "read line; echo got:$line",
         ]);
         let _master = on_a_terminal(&mut cmd, b"hello\n");
-        let out = cmd.output().unwrap();
+        let out = cmd.output_within();
         assert_code(&out, 0);
         assert_eq!(text(&out.stdout), "got:hello\n", "{mode}");
     }
@@ -379,7 +376,7 @@ fn a_command_stopped_from_its_terminal_stops_the_launcher_until_continued() {
     unsafe {
         libc::kill(pid, libc::SIGCONT);
     }
-    let out = child.wait_with_output().unwrap();
+    let out = output_of_spawned(child);
     assert_code(&out, 0);
     assert_eq!(text(&out.stdout), "resumed\n");
 }
@@ -387,7 +384,7 @@ fn a_command_stopped_from_its_terminal_stops_the_launcher_until_continued() {
 #[test]
 fn a_stopped_command_is_continued_so_it_sees_sigterm() {
     let fx = Fixture::new();
-    let (out, json) = run_json(&mut fx.stockade([
+    let (out, json) = json_within(&mut fx.stockade([
         "run",
         "--json",
         "--timeout",
@@ -419,8 +416,7 @@ fn a_confined_command_cannot_leave_its_cgroup() {
         let out = fx
             .stockade(["run", "--containment", "cgroup", "--mode", mode])
             .args(["--", "sh", "-c", &script])
-            .output()
-            .unwrap();
+            .output_within();
         assert_code(&out, 2);
         assert!(text(&out.stderr).contains("Permission denied"), "{mode}");
     }
@@ -434,8 +430,7 @@ fn a_confined_command_cannot_leave_its_cgroup() {
             "danger-full-access",
         ])
         .args(["--", "sh", "-c", &script])
-        .output()
-        .unwrap();
+        .output_within();
     assert_code(&out, 0);
     assert!(
         !text(&out.stdout).contains("/stockade-"),
@@ -475,7 +470,7 @@ fn a_confined_command_dies_by_sigpipe_like_an_unconfined_one() {
 fn without_clone3_the_command_still_starts_inside_its_cgroup() {
     // The mask works: clone3 is missing under it, and present (refusing its empty
     // arguments) without it.
-    let clone3 = |cmd: &mut Command| text(&cmd.arg("clone3").output().unwrap().stdout);
+    let clone3 = |cmd: &mut Command| text(&cmd.arg("clone3").output_within().stdout);
     let masked_attack = clone3(Command::new(bin("no-clone3")).arg(bin("attack")));
     assert_eq!(masked_attack.trim(), "errno ENOSYS");
     assert_eq!(
@@ -485,7 +480,7 @@ fn without_clone3_the_command_still_starts_inside_its_cgroup() {
 
     for mask in [Some("no-clone3"), None] {
         let fx = Fixture::new();
-        let (out, json) = run_json(&mut fx.stockade_masked(
+        let (out, json) = json_within(&mut fx.stockade_masked(
             mask,
             [
                 "run",
@@ -513,7 +508,7 @@ fn without_clone3_the_command_still_starts_inside_its_cgroup() {
         scatter
             .args(["--containment", "cgroup", "--", "bash", "-c", SCATTER])
             .env("E2E_TAG", &tag);
-        let (out, json) = run_json(&mut scatter);
+        let (out, json) = json_within(&mut scatter);
         assert_code(&out, 124);
         assert_eq!(json["containment"], "cgroup", "{mask:?}");
         assert!(
@@ -548,8 +543,7 @@ fn closed_standard_descriptors_become_dev_null() {
                 &script,
             ],
         )
-        .output()
-        .unwrap();
+        .output_within();
     assert_code(&out, 0);
     let fds = std::fs::read_to_string(&report).unwrap();
     assert_eq!(fds, "/dev/null\n/dev/null\n", "{}", text(&out.stderr));
@@ -568,8 +562,7 @@ fn closed_standard_descriptors_become_dev_null() {
             ],
         )
         .stdout(Stdio::piped())
-        .output()
-        .unwrap();
+        .output_within();
     assert_code(&out, 0);
     let fds = std::fs::read_to_string(&report).unwrap();
     assert!(fds.lines().nth(1).unwrap().starts_with("pipe:"), "{fds}");
@@ -579,16 +572,31 @@ fn closed_standard_descriptors_become_dev_null() {
 /// what a run needs: it only turns a hang into a failure (the launcher is then killed).
 const HUNG_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// `cmd` run to completion with a deadline of its own: a launcher still running after
+/// `Command::output` with a deadline of its own: a launcher still running after
 /// `HUNG_AFTER` is killed and fails the test.
+trait OutputWithin {
+    fn output_within(&mut self) -> std::process::Output;
+}
+
+impl OutputWithin for Command {
+    fn output_within(&mut self) -> std::process::Output {
+        output_within(self)
+    }
+}
+
 fn output_within(cmd: &mut Command) -> std::process::Output {
-    use std::io::Read;
-    use std::sync::mpsc;
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    output_of_spawned(child)
+}
+
+/// Collects a launcher started with piped stdout and stderr, under `HUNG_AFTER`.
+fn output_of_spawned(mut child: std::process::Child) -> std::process::Output {
+    use std::io::Read;
+    use std::sync::mpsc;
     let (tx, rx) = mpsc::channel();
     for (i, mut pipe) in [
         Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
@@ -917,7 +925,6 @@ fn a_launcher_whose_open_file_limit_is_lowered_from_inside_still_ends_everything
             for limit in ["3", "6"] {
                 let fx = Fixture::new();
                 let tag = unique_tag("nofile");
-                let before = stockade_groups();
                 let (out, json) = json_within(&mut tagged_run(
                     &fx,
                     &tag,
@@ -931,7 +938,7 @@ fn a_launcher_whose_open_file_limit_is_lowered_from_inside_still_ends_everything
                         mode,
                     ],
                     &format!(
-                        "setsid sleep 1000 & sleep 1001 & \
+                        "echo $PPID > launcher; setsid sleep 1000 & sleep 1001 & \
                          prlimit --pid $PPID --nofile={limit}:{limit}; exit 0"
                     ),
                 ));
@@ -944,9 +951,16 @@ fn a_launcher_whose_open_file_limit_is_lowered_from_inside_still_ends_everything
                     "{what}: {json}"
                 );
                 assert_eq!(survivors, vec![], "{what}");
+                let launcher = std::fs::read_to_string(fx.ws.join("launcher")).unwrap();
+                let prefix = format!("stockade-{}-", launcher.trim());
                 let after: Vec<_> = stockade_groups()
                     .into_iter()
-                    .filter(|g| !before.contains(g))
+                    .filter(|g| {
+                        g.file_name()
+                            .unwrap()
+                            .to_string_lossy()
+                            .starts_with(&prefix)
+                    })
                     .collect();
                 assert_eq!(
                     after,
