@@ -9,10 +9,11 @@
 
 use crate::error::LauncherError;
 use crate::request_file;
-use crate::tail::{SignatureScanner, Tail};
+use crate::tail::Tail;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
+use stockade_policy::denial::DenialScanner;
 
 /// The private directory holding one run's spill files, created on first need.
 #[derive(Debug, Default)]
@@ -94,7 +95,7 @@ pub struct Capture {
     /// `None`: never spill (pass-through streams keep only a tail).
     max_spill: Option<u64>,
     spill: Spill,
-    scanner: Option<SignatureScanner>,
+    scanner: Option<DenialScanner>,
     /// Copy everything here as it arrives (live pass-through).
     echo: Option<Echo>,
 }
@@ -125,7 +126,7 @@ impl Capture {
 
     /// Also look for `signatures` anywhere in the stream.
     pub fn scanning(mut self, signatures: &[String]) -> Capture {
-        self.scanner = Some(SignatureScanner::new(signatures));
+        self.scanner = Some(DenialScanner::new(signatures));
         self
     }
 
@@ -191,8 +192,11 @@ impl Capture {
     }
 
     /// Whether a denial signature appeared anywhere in the stream.
-    pub fn signature_seen(&self) -> bool {
-        self.scanner.as_ref().is_some_and(SignatureScanner::found)
+    pub fn signature_seen(&mut self) -> bool {
+        self.scanner.as_mut().is_some_and(|s| {
+            s.end();
+            s.found()
+        })
     }
 
     pub fn finish(self) -> Captured {

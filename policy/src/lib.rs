@@ -20,11 +20,13 @@
 //! - [`confined`]: the ConfinedArgv contract handed to executors.
 //! - [`status`]: the runner's out-of-band status record.
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
+//! - [`denial`]: the streaming denial-signature scanner `classify` and `stockade run` use.
 //! - [`environment`]: which of the caller's environment variables reach a command.
 //! - [`exit`]: reserved exit codes and the runner failure prefix.
 
 pub mod classify;
 pub mod confined;
+pub mod denial;
 pub mod environment;
 pub mod exit;
 pub mod grants;
