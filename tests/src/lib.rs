@@ -29,3 +29,10 @@ pub fn exec_without(helper: &str, syscalls: &[i64]) -> ! {
     eprintln!("{helper}: cannot exec {:?}: {err}", args[0]);
     std::process::exit(127);
 }
+
+/// Whether the tests run as root (some set up what only root can, such as a delegated
+/// cgroup).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
