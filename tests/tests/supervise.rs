@@ -982,3 +982,128 @@ fn a_launcher_whose_open_file_limit_is_lowered_from_inside_still_ends_everything
         }
     }
 }
+
+/// A cgroup made for one test under the group the tests run in, removed when dropped.
+struct TestGroup(std::path::PathBuf);
+
+impl TestGroup {
+    fn new(parent: &std::path::Path, name: &str) -> TestGroup {
+        let dir = parent.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        TestGroup(dir)
+    }
+
+    /// Delegates the group to `uid`: its directory and the files that manage membership
+    /// become the user's, which is what systemd does for `user@UID.service`.
+    fn delegate_to(&self, uid: u32) {
+        for f in [
+            "",
+            "cgroup.procs",
+            "cgroup.threads",
+            "cgroup.subtree_control",
+        ] {
+            std::os::unix::fs::chown(self.0.join(f), Some(uid), Some(uid)).unwrap();
+        }
+    }
+}
+
+impl Drop for TestGroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn an_ordinary_user_uses_a_cgroup_subtree_delegated_to_them() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): an_ordinary_user_uses_a_cgroup_subtree_delegated_to_them");
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let fx = Fixture::new();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fx.root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for d in [&fx.ws, &fx.runtime] {
+        std::os::unix::fs::chown(d, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap()
+        .to_string();
+    let own_dir =
+        std::path::PathBuf::from(format!("{}{}", cgroup2_mount(), own.trim_end_matches('/')));
+    let tag = unique_tag("deleg");
+    let delegated = TestGroup::new(&own_dir, &format!("e2e-{tag}"));
+    delegated.delegate_to(NOBODY);
+    let leaf = TestGroup::new(&delegated.0, "leaf");
+    let plain = TestGroup::new(&own_dir, &format!("e2e-plain-{tag}"));
+
+    // The launcher starts as the user inside `group`, as a login would place it.
+    let run_in = |group: &TestGroup| {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!(
+                "echo $$ > {}/cgroup.procs && exec setpriv --reuid={NOBODY} --regid={NOBODY} \
+                 --clear-groups \"$0\" \"$@\"",
+                group.0.display()
+            ))
+            .arg(stockade_bin())
+            .args([
+                "run",
+                "--json",
+                "--mode",
+                "workspace-write",
+                "--",
+                "cat",
+                "/proc/self/cgroup",
+            ])
+            .current_dir(&fx.ws)
+            .env("STOCKADE_RUNNER", runner_bin())
+            .env("XDG_RUNTIME_DIR", &fx.runtime)
+            .env_remove("TMPDIR")
+            .stdin(Stdio::null());
+        let (out, json) = json_within(&mut cmd);
+        assert_code(&out, 0);
+        let stdout = json["stdout"]["text"].as_str().unwrap().to_string();
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("0::"))
+            .unwrap()
+            .to_string();
+        (json["containment"].as_str().unwrap().to_string(), line)
+    };
+    let relative = |g: &TestGroup| {
+        g.0.strip_prefix(cgroup2_mount())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+    // In the delegated group itself, and in a group below it that is not the user's: a
+    // fresh group under the delegated one.
+    for group in [&delegated, &leaf] {
+        let (containment, line) = run_in(group);
+        assert_eq!(containment, "cgroup", "{line}");
+        let expected = format!(
+            "0::/{}/stockade-",
+            relative(&delegated).trim_start_matches('/')
+        );
+        assert!(
+            line.starts_with(&expected),
+            "{line} (expected under {expected})"
+        );
+    }
+    // Positive control: in a group that is not delegated, the user gets a subreaper.
+    let (containment, line) = run_in(&plain);
+    assert_eq!(containment, "subreaper", "{line}");
+    // Nothing of ours is left in the delegated subtree.
+    let left: Vec<_> = std::fs::read_dir(&delegated.0)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("stockade-"))
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(left, Vec::<std::path::PathBuf>::new());
+    drop(leaf);
+}
