@@ -350,10 +350,11 @@ fn has_live_threads(pid: i32) -> bool {
     };
     tids.into_iter().filter(|&t| t != pid).any(|tid| {
         read_small(format!("/proc/{pid}/task/{tid}/stat"))
-            .and_then(|t| Some(t.get(t.rfind(')')? + 1..)?.trim_start().chars().next()?))
+            .and_then(|t| t.get(t.rfind(')')? + 1..)?.trim_start().chars().next())
             .is_some_and(|s| !matches!(s, 'Z' | 'X'))
     })
 }
+
 fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     OpenOptions::new().write(true).open(path)?.write_all(bytes)
 }
