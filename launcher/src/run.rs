@@ -62,6 +62,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     if let Some(dir) = private_dir {
         dir.remove();
     }
+    supervise::release_stop_signals();
     let (settled, verdict) = outcome?;
     let code = exit_code(&settled, &verdict);
     if s.json {

@@ -568,11 +568,14 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
     }
     containment::reserve_descriptor();
     let signals = signal_fd()?;
-    let settled = supervise(plan, &signals);
-    // From here on the launcher only writes its report: a stop signal ends it at once
-    // (a terminal that never takes the report cannot hold it).
+    supervise(plan, &signals)
+}
+
+/// Once the run is settled and cleaned up, the launcher only writes its report: from
+/// then on a stop signal ends it at once (a terminal that never takes the report cannot
+/// hold it). Not earlier, so a signal cannot cut the clean-up short.
+pub fn release_stop_signals() {
     let _ = watched_signals().thread_unblock();
-    settled
 }
 
 fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> {
