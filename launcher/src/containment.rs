@@ -427,6 +427,15 @@ pub fn reserve_descriptor() {
     }
 }
 
+/// Gives the reserved descriptor back (the run is over).
+pub fn release_reserve() {
+    let fd = RESERVE.swap(-1, Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: the reserve is a descriptor this module opened and owns.
+        drop(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+    }
+}
+
 /// Opens with `open`; when the launcher is out of descriptors, makes room (soft limit
 /// raised to the hard one, the reserved descriptor closed, and as a last resort the
 /// launcher's own stdin closed when it is no terminal: the command has its copy) and
@@ -448,13 +457,7 @@ fn open_with_room<T>(open: impl Fn() -> std::io::Result<T>) -> std::io::Result<T
                     let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
                 }
             }
-            1 => {
-                let fd = RESERVE.swap(-1, Ordering::Relaxed);
-                if fd >= 0 {
-                    // SAFETY: the reserve is a descriptor this module opened and owns.
-                    drop(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
-                }
-            }
+            1 => release_reserve(),
             _ => {
                 if !nix::unistd::isatty(std::io::stdin()).unwrap_or(true) {
                     let _ = nix::unistd::close(0);

@@ -566,9 +566,12 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
-    containment::reserve_descriptor();
     let signals = signal_fd()?;
-    supervise(plan, &signals)
+    containment::reserve_descriptor();
+    let settled = supervise(plan, &signals);
+    // The clean-up after the run (the private directory) may need that descriptor.
+    containment::release_reserve();
+    settled
 }
 
 /// Once the run is settled and cleaned up, the launcher only writes its report: from
@@ -662,10 +665,21 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
     Ok(sup.finish())
 }
 
+/// A program that cannot be found or executed is the command's failure (127, 126); the
+/// launcher running out of descriptors, memory or processes, or failing to join the
+/// group, is the wrapper's own (125).
 fn spawn_error(plan: &Plan, e: SpawnError) -> LauncherError {
+    let launcher_failed = match &e {
+        SpawnError::Join(_) => true,
+        SpawnError::Start(source) => matches!(
+            source.raw_os_error(),
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EAGAIN)
+        ),
+    };
     let (SpawnError::Join(source) | SpawnError::Start(source)) = e;
-    LauncherError::Spawn {
-        program: plan.argv.first().cloned().unwrap_or_default(),
-        source,
+    let program = plan.argv.first().cloned().unwrap_or_default();
+    if launcher_failed {
+        return LauncherError::Supervise(format!("cannot start {program}: {source}"));
     }
+    LauncherError::Spawn { program, source }
 }

@@ -1107,3 +1107,50 @@ fn an_ordinary_user_uses_a_cgroup_subtree_delegated_to_them() {
     assert_eq!(left, Vec::<std::path::PathBuf>::new());
     drop(leaf);
 }
+
+#[test]
+fn a_launcher_started_with_too_few_descriptors_refuses_and_leaves_nothing() {
+    // Started under a tiny open-file limit, the launcher either runs the command fully
+    // supervised or refuses as the wrapper (125) before anything runs; never a
+    // half-supervised run. Control: with room, the same run leaves its daemon reported.
+    let mut outcomes = Vec::new();
+    for limit in ["4", "6", "8", "10", "12", "16", "64"] {
+        let fx = Fixture::new();
+        let tag = unique_tag("nofile-start");
+        let mut cmd = Command::new("prlimit");
+        cmd.arg(format!("--nofile={limit}:{limit}"))
+            .arg(stockade_bin())
+            .args(["run", "--grace", "200ms", "--", "sh", "-c"])
+            .arg("setsid sleep 1000 & touch ran; exit 0")
+            .current_dir(&fx.ws)
+            .env("STOCKADE_RUNNER", runner_bin())
+            .env("XDG_RUNTIME_DIR", &fx.runtime)
+            .env("E2E_TAG", &tag)
+            .env_remove("TMPDIR")
+            .stdin(Stdio::null());
+        let out = cmd.output_within();
+        let survivors = tagged_processes(&tag);
+        kill_tagged(&tag);
+        let code = out.status.code();
+        let ran = fx.ws.join("ran").exists();
+        assert!(
+            matches!(code, Some(0) | Some(125)),
+            "limit {limit}: {code:?} {}",
+            text(&out.stderr)
+        );
+        assert_eq!(code == Some(0), ran, "limit {limit}: {}", text(&out.stderr));
+        if code == Some(125) {
+            assert!(text(&out.stderr).starts_with("stockade: "), "limit {limit}");
+        }
+        assert_eq!(survivors, vec![], "limit {limit}");
+        let left: Vec<_> = std::fs::read_dir(&fx.runtime)
+            .unwrap()
+            .flatten()
+            .flat_map(|e| std::fs::read_dir(e.path()).into_iter().flatten().flatten())
+            .map(|e| e.path())
+            .collect();
+        assert_eq!(left, Vec::<std::path::PathBuf>::new(), "limit {limit}");
+        outcomes.push(code);
+    }
+    assert!(outcomes.contains(&Some(0)), "{outcomes:?}");
+}
