@@ -162,6 +162,35 @@ if runtime_fs != "tmpfs":
       "metadata operations there.")
 w("")
 
+# 2b. As an ordinary user
+user_rows = {}
+if facts.get("user_ok") == "1":
+    w("## 2b. As an ordinary user: subreaper containment, no `$XDG_RUNTIME_DIR`")
+    w("")
+    w(f"Run as `{facts.get('user_containment', '?')}` containment (no delegated cgroup). "
+      f"\"busy\": with {facts.get('idle_procs', '?')} extra idle processes "
+      f"({facts.get('procs_total', '?')} in all).")
+    w("")
+    w("| machine state | command | median | over bare | bwrap --unshare-all / this |")
+    w("|---|---|---|---|---|")
+    for prefix, label in (("user", "quiet"), ("user-busy", "busy")):
+        rows = pooled(prefix)
+        if not rows:
+            continue
+        ub = med(rows["bwrap --unshare-all"]) if "bwrap --unshare-all" in rows else None
+        ubase = med(rows["bare exec"])
+        for name, xs in rows.items():
+            m = med(xs)
+            vs = f"{ub / m:.2f}x" if ub else "n/a"
+            over = "" if name == "bare exec" else signed_ms(m - ubase)
+            w(f"| {label} | `{name}` | {ms(m)} | {over} | {vs} |")
+        if ub:
+            user_rows[label] = (med(rows["stockade run (workspace-write)"]), ub)
+    if facts.get("user_bwrap_ok") != "1":
+        w("")
+        w("bubblewrap could not start as this user here, so its rows are missing.")
+    w("")
+
 # 4. Throughput
 tput = pooled("tput")
 w("## 3. Throughput: 1 GiB on stdout (`sh -c 'head -c 1G /dev/zero'`)")
@@ -275,6 +304,10 @@ if bwrap_ua:
 else:
     w("| `stockade run` at least 2x faster than `bwrap --unshare-all` | n/a (bwrap could not "
       "start) | n/a |")
+for label, (ours, ub) in user_rows.items():
+    w(f"| as an ordinary user ({label}): `stockade run -- /bin/true` at least 2x faster than "
+      f"`bwrap --unshare-all` | {ub / ours:.2f}x ({ms(ours)} vs {ms(ub)}) | "
+      f"{verdict(ub / ours >= 2)} |")
 if json_ok:
     share = bare_pipe / med(tput["stockade run --json"])
     rss = int(facts["rss_run_json"])

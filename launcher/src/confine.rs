@@ -25,6 +25,8 @@ pub struct Confinement {
     pub confined: ConfinedArgv,
     /// The private directory holding the request; `None` when there is no request.
     pub private_dir: Option<PrivateDir>,
+    /// Whether `confined.argv` starts `stockade-runner` (it does in every confined mode).
+    pub starts_runner: bool,
 }
 
 fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError> {
@@ -60,6 +62,7 @@ pub fn confine(
                 not_granted: Vec::new(),
             },
             private_dir: None,
+            starts_runner: false,
         });
     }
 
@@ -147,6 +150,7 @@ pub fn confine(
             not_granted,
         },
         private_dir: Some(dir),
+        starts_runner: true,
     })
 }
 

@@ -1,25 +1,37 @@
 //! The managed process range: everything a command starts, however it detaches.
 //!
 //! Two kinds of containment, best first:
-//! - **cgroup**: a fresh cgroup v2 child group under the launcher's own group (on the
-//!   `cgroup2` mount: see `cgroup2_mount`). The command is created inside it
+//! - **cgroup**: a fresh cgroup v2 child group (on the `cgroup2` mount: see
+//!   `cgroup2_mount`) under the nearest group of the launcher's own (itself or an
+//!   ancestor) that this user may manage: root's own group, or a subtree delegated to the
+//!   user (systemd's user manager delegates `user@UID.service`; delegation is ownership of
+//!   the group's directory and its `cgroup.procs`). The command is created inside it
 //!   (spawn.rs), so every descendant is a member whatever it does with sessions and
 //!   process groups; kill is `cgroup.kill`, emptiness is `populated 0` in
-//!   `cgroup.events`. Needs write access to the launcher's group (root, or a delegated
-//!   subtree).
+//!   `cgroup.events`. The group's files are opened once, before the command starts, so
+//!   that ending it needs no new descriptor (the command may have lowered the launcher's
+//!   open-file limit).
 //! - **subreaper**: the launcher is a child subreaper and the command leads its own
 //!   process group, so orphans (double forks, `setsid` daemons) re-parent to the launcher
-//!   instead of init; the range is every live descendant of the launcher, found in
-//!   `/proc`.
+//!   instead of init: every process of the range is a descendant of the launcher, and the
+//!   range is empty exactly when the launcher has no child left to wait for (`ECHILD`).
+//!   `/proc` is read only to find what to end, by following each process's `children`
+//!   links from the launcher down (or, where the kernel has no such links, by scanning
+//!   every process).
 //!
 //! The launcher is a subreaper in both cases, so it reaps whatever is orphaned.
+//!
+//! A process is live until its whole thread group has exited: a thread-group leader that
+//! exits while another thread runs shows as a zombie but is not gone.
 
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Which containment holds the range; its name appears in results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,31 +49,119 @@ impl Kind {
     }
 }
 
-/// A cgroup created for one command, and its directory open: the child is created
-/// straight into it (spawn.rs).
+/// Why no cgroup could be created for the command.
+#[derive(Debug)]
+pub enum CgroupError {
+    NoMount,
+    NoMembership,
+    /// Neither the launcher's group nor any ancestor may be managed by this user.
+    NotDelegated {
+        group: PathBuf,
+    },
+    Create {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for CgroupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CgroupError::NoMount => write!(f, "no cgroup2 filesystem is mounted"),
+            CgroupError::NoMembership => write!(f, "this process has no cgroup v2 membership"),
+            CgroupError::NotDelegated { group } => write!(
+                f,
+                "neither {} nor a group above it is delegated to this user \
+                 (its directory and cgroup.procs must be writable)",
+                group.display()
+            ),
+            CgroupError::Create { dir, source } => {
+                write!(f, "cannot create {}: {source}", dir.display())
+            }
+            CgroupError::Open { path, source } => {
+                write!(f, "cannot open {}: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for CgroupError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CgroupError::Create { source, .. } | CgroupError::Open { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// A cgroup created for one command, its directory and control files open: the child is
+/// created straight into it (spawn.rs), and watching and ending it opens nothing new.
 #[derive(Debug)]
 pub struct Cgroup {
     dir: PathBuf,
     fd: OwnedFd,
+    procs: File,
+    events: File,
+    /// `cgroup.kill` (Linux 5.14); without it members are killed one by one.
+    kill: Option<File>,
 }
 
 impl Cgroup {
-    /// Creates a fresh child group of the launcher's own group, or says why it cannot.
-    pub fn create() -> Result<Cgroup, String> {
-        let mount = cgroup2_mount().ok_or("no cgroup2 filesystem is mounted")?;
-        let own = own_cgroup().ok_or("this process has no cgroup v2 membership")?;
-        let parent = mount.join(own.trim_start_matches('/'));
+    /// Creates a fresh child group under the nearest group of ours this user may manage,
+    /// or says why it cannot.
+    pub fn create() -> Result<Cgroup, CgroupError> {
+        let mount = cgroup2_mount().ok_or(CgroupError::NoMount)?;
+        let own = own_cgroup().ok_or(CgroupError::NoMembership)?;
+        let own_dir = mount.join(own.trim_start_matches('/'));
+        let parent = managed_ancestor(&mount, &own_dir).ok_or(CgroupError::NotDelegated {
+            group: own_dir.clone(),
+        })?;
         let dir = parent.join(format!(
             "stockade-{}-{}",
             std::process::id(),
             random_suffix()
         ));
-        std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let fd = File::open(&dir).map(OwnedFd::from).map_err(|e| {
-            let _ = std::fs::remove_dir(&dir);
-            format!("cannot open {}: {e}", dir.display())
+        std::fs::create_dir(&dir).map_err(|source| CgroupError::Create {
+            dir: dir.clone(),
+            source,
         })?;
-        Ok(Cgroup { dir, fd })
+        let opened = (|| {
+            let open = |name: &str, write: bool| {
+                let path = dir.join(name);
+                OpenOptions::new()
+                    .read(!write)
+                    .write(write)
+                    .open(&path)
+                    .map_err(|source| CgroupError::Open { path, source })
+            };
+            let fd = File::open(&dir)
+                .map(OwnedFd::from)
+                .map_err(|source| CgroupError::Open {
+                    path: dir.clone(),
+                    source,
+                })?;
+            let procs = open("cgroup.procs", false)?;
+            let events = open("cgroup.events", false)?;
+            let kill = open("cgroup.kill", true).ok();
+            Ok((fd, procs, events, kill))
+        })();
+        match opened {
+            Ok((fd, procs, events, kill)) => Ok(Cgroup {
+                dir,
+                fd,
+                procs,
+                events,
+                kill,
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                Err(e)
+            }
+        }
     }
 
     /// The group's directory, for `clone3(CLONE_INTO_CGROUP)`.
@@ -77,6 +177,19 @@ impl Cgroup {
             .open(self.dir.join("cgroup.procs"))
     }
 
+    /// `populated 0`/`1` from `cgroup.events`; `None` when it cannot be read.
+    fn populated(&self) -> Option<bool> {
+        let events = read_again(&self.events)?;
+        events
+            .lines()
+            .find_map(|l| l.strip_prefix("populated "))
+            .map(|v| v.trim() != "0")
+    }
+
+    fn pids(&self) -> Option<Vec<i32>> {
+        read_again(&self.procs).map(|t| parse_pids(&t))
+    }
+
     /// Removes the (empty) group. The kernel may still be finishing exited members, so a
     /// busy group is retried briefly.
     pub fn remove(&self) {
@@ -87,6 +200,28 @@ impl Cgroup {
                 }
                 _ => return,
             }
+        }
+    }
+}
+
+/// The group to create ours under: the launcher's own group, else the nearest ancestor
+/// (below the mount's root) whose directory and `cgroup.procs` this user may write. The
+/// kernel lets a process move (or be created) into a group only with write access to
+/// `cgroup.procs` of the common ancestor of where it is and where it goes, which is the
+/// chosen group itself.
+fn managed_ancestor(mount: &Path, own: &Path) -> Option<PathBuf> {
+    let writable = |p: &Path| {
+        nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok()
+            && nix::unistd::access(&p.join("cgroup.procs"), nix::unistd::AccessFlags::W_OK).is_ok()
+    };
+    let mut dir = own;
+    loop {
+        if writable(dir) {
+            return Some(dir.to_path_buf());
+        }
+        dir = dir.parent()?;
+        if !dir.starts_with(mount) || dir == mount {
+            return None;
         }
     }
 }
@@ -119,52 +254,53 @@ impl Range {
         }
     }
 
-    /// The live processes in the range (zombies are not live).
-    pub fn members(&self) -> Vec<Member> {
-        let pids = match &self.cgroup {
-            Some(cg) => read_pids(&cg.dir.join("cgroup.procs")),
-            None => descendants(std::process::id() as i32),
-        };
-        pids.into_iter()
-            .filter_map(|pid| {
-                let stat = read_stat(pid)?;
-                (!matches!(stat.state, 'Z' | 'X')).then(|| Member {
-                    pid,
-                    command: command_of(pid).unwrap_or(stat.comm),
-                })
-            })
-            .collect()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        match &self.cgroup {
-            Some(cg) => match read_small(cg.dir.join("cgroup.events")) {
-                Some(events) => events.lines().any(|l| l == "populated 0"),
-                // Unreadable: judge by the member list instead.
-                None => self.members().is_empty(),
-            },
-            None => self.members().is_empty(),
+    /// Whether the range is empty. `children_left`: whether the launcher still has a
+    /// child to wait for (the last reap did not end with `ECHILD`); as a subreaper that is
+    /// the whole answer, and it needs no `/proc`. A cgroup answers for itself; if its
+    /// events cannot be read, the subreaper's answer stands in.
+    pub fn is_empty(&self, children_left: bool) -> bool {
+        match self.cgroup.as_ref().and_then(Cgroup::populated) {
+            Some(populated) => !populated,
+            None => !children_left,
         }
     }
 
-    /// Sends `signal` to every member, and to the leader's process group.
+    /// The live processes in the range (a zombie whose threads all exited is not live;
+    /// one that cannot be examined is counted as live).
+    pub fn members(&self) -> Vec<Member> {
+        let pids = match self.cgroup.as_ref().and_then(Cgroup::pids) {
+            Some(pids) => pids,
+            None => descendants(std::process::id() as i32, |_| {}),
+        };
+        pids.into_iter().filter_map(live_member).collect()
+    }
+
+    /// Sends `signal` to the leader's process group and every member, each as soon as it
+    /// is found (a process that forks and exits in a loop is caught before its next
+    /// fork). SIGKILL goes through `cgroup.kill` when there is one: the kernel then also
+    /// refuses new forks in the group, so nothing slips through.
     pub fn signal(&self, signal: Signal) {
         if signal == Signal::SIGKILL
-            && let Some(cg) = &self.cgroup
-            && write_file(&cg.dir.join("cgroup.kill"), b"1").is_ok()
+            && let Some(mut kill_file) = self.cgroup.as_ref().and_then(|c| c.kill.as_ref())
+            && kill_file.write_all(b"1").is_ok()
         {
             return;
         }
         let _ = killpg(self.leader, signal);
-        for m in self.members() {
-            let _ = kill(Pid::from_raw(m.pid), signal);
+        let send = |pid: i32| {
+            let _ = kill(Pid::from_raw(pid), signal);
+        };
+        match self.cgroup.as_ref().and_then(Cgroup::pids) {
+            Some(pids) => pids.into_iter().for_each(send),
+            None => {
+                descendants(std::process::id() as i32, send);
+            }
         }
     }
 
     /// Removes what the containment created. Processes still in the range (kept with
-    /// `--keep-background`) are handed back to the launcher's own group first, so no
-    /// group of ours is left behind. `empty`: what `is_empty` just said, so that the
-    /// common case reads `cgroup.events` no more.
+    /// `--keep-background`) are handed back to the group the range was created under
+    /// first, so no group of ours is left behind. `empty`: what `is_empty` just said.
     pub fn release(&self, empty: bool) {
         let Some(cg) = &self.cgroup else {
             return;
@@ -176,18 +312,47 @@ impl Range {
         if let Some(parent) = cg.dir.parent() {
             // A member may fork while it is moved: a few rounds catch its children.
             for _ in 0..10 {
-                if self.is_empty() {
+                if cg.populated() == Some(false) {
                     break;
                 }
-                for pid in read_pids(&cg.dir.join("cgroup.procs")) {
+                for pid in cg.pids().unwrap_or_default() {
                     let _ = write_file(&parent.join("cgroup.procs"), pid.to_string().as_bytes());
                 }
             }
         }
-        if self.is_empty() {
+        if cg.populated() == Some(false) {
             cg.remove();
         }
     }
+}
+
+/// `pid` as a member, unless it is gone or a zombie with no thread left.
+fn live_member(pid: i32) -> Option<Member> {
+    match read_stat(pid) {
+        Err(Gone) => None,
+        Ok(stat) if matches!(stat.state, 'Z' | 'X') && !has_live_threads(pid) => None,
+        Ok(stat) => Some(Member {
+            pid,
+            command: command_of(pid).unwrap_or(stat.comm),
+        }),
+        // Cannot be examined (out of descriptors): count it, never assume it gone.
+        Err(Unknown) => Some(Member {
+            pid,
+            command: String::from("?"),
+        }),
+    }
+}
+
+/// Whether a zombie thread-group leader still has a running thread.
+fn has_live_threads(pid: i32) -> bool {
+    let Some(tids) = list_dir(&format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tids.into_iter().filter(|&t| t != pid).any(|tid| {
+        read_small(format!("/proc/{pid}/task/{tid}/stat"))
+            .and_then(|t| t.get(t.rfind(')')? + 1..)?.trim_start().chars().next())
+            .is_some_and(|s| !matches!(s, 'Z' | 'X'))
+    })
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -217,14 +382,28 @@ fn cgroup2_mount() -> Option<PathBuf> {
 /// `fs::read_to_string` would stat the file and then read it in growing probes of 32
 /// bytes and up; one read into a page-sized buffer usually takes it all.
 fn read_small(path: impl AsRef<Path>) -> Option<String> {
-    let mut file = File::open(path).ok()?;
+    let file = open_with_room(|| File::open(path.as_ref())).ok()?;
+    read_from(&file, false)
+}
+
+/// Reads an open control file again from its start (cgroupfs regenerates it).
+fn read_again(file: &File) -> Option<String> {
+    read_from(file, true)
+}
+
+fn read_from(file: &File, positioned: bool) -> Option<String> {
     let mut buf = vec![0u8; 4096];
     let mut len = 0;
     loop {
         if len == buf.len() {
             buf.resize(buf.len() * 2, 0);
         }
-        match std::io::Read::read(&mut file, &mut buf[len..]) {
+        let got = if positioned {
+            file.read_at(&mut buf[len..], len as u64)
+        } else {
+            std::io::Read::read(&mut &*file, &mut buf[len..])
+        };
+        match got {
             Ok(0) => break,
             Ok(n) => len += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -233,6 +412,61 @@ fn read_small(path: impl AsRef<Path>) -> Option<String> {
     }
     buf.truncate(len);
     String::from_utf8(buf).ok()
+}
+
+/// A descriptor held back from the start of supervision, given up when the launcher
+/// runs out of descriptors (its limit may have been lowered from outside).
+static RESERVE: AtomicI32 = AtomicI32::new(-1);
+
+/// Holds one descriptor back for `open_with_room`. Called before the command starts.
+pub fn reserve_descriptor() {
+    if RESERVE.load(Ordering::Relaxed) < 0
+        && let Ok(f) = File::open("/dev/null")
+    {
+        RESERVE.store(std::os::fd::IntoRawFd::into_raw_fd(f), Ordering::Relaxed);
+    }
+}
+
+/// Gives the reserved descriptor back (the run is over).
+pub fn release_reserve() {
+    let fd = RESERVE.swap(-1, Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: the reserve is a descriptor this module opened and owns.
+        drop(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+    }
+}
+
+/// Opens with `open`; when the launcher is out of descriptors, makes room (soft limit
+/// raised to the hard one, the reserved descriptor closed, and as a last resort the
+/// launcher's own stdin closed when it is no terminal: the command has its copy) and
+/// tries again. Finding and ending the range must not depend on the open-file limit the
+/// command may have lowered.
+fn open_with_room<T>(open: impl Fn() -> std::io::Result<T>) -> std::io::Result<T> {
+    let mut result = open();
+    for step in 0..3 {
+        match &result {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {}
+            _ => return result,
+        }
+        match step {
+            0 => {
+                use nix::sys::resource::{Resource, getrlimit, setrlimit};
+                if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+                    && soft < hard
+                {
+                    let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+                }
+            }
+            1 => release_reserve(),
+            _ => {
+                if !nix::unistd::isatty(std::io::stdin()).unwrap_or(true) {
+                    let _ = nix::unistd::close(0);
+                }
+            }
+        }
+        result = open();
+    }
+    result
 }
 
 /// `/proc/self/mounts` writes space, tab, newline and backslash as octal escapes.
@@ -268,12 +502,18 @@ fn random_suffix() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn read_pids(path: &Path) -> Vec<i32> {
-    read_small(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
+fn parse_pids(text: &str) -> Vec<i32> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// The numeric entries of a `/proc` directory, read whole before anything else is
+/// opened (so one descriptor at a time suffices).
+fn list_dir(path: &str) -> Option<Vec<i32>> {
+    let dir = open_with_room(|| std::fs::read_dir(path)).ok()?;
+    Some(
+        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .collect(),
+    )
 }
 
 struct Stat {
@@ -282,17 +522,35 @@ struct Stat {
     ppid: i32,
 }
 
+/// Why a process's state could not be read.
+enum Unreadable {
+    /// It no longer exists.
+    Gone,
+    /// Some other failure (out of descriptors): it may well be alive.
+    Unknown,
+}
+use Unreadable::{Gone, Unknown};
+
 /// The fields of `/proc/PID/stat` we need. `comm` may contain spaces and parentheses,
 /// so the fields after it are found from the last `)`.
-fn read_stat(pid: i32) -> Option<Stat> {
-    let text = read_small(format!("/proc/{pid}/stat"))?;
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let comm = text.get(open + 1..close)?.to_string();
-    let mut rest = text.get(close + 1..)?.split_whitespace();
-    let state = rest.next()?.chars().next()?;
-    let ppid = rest.next()?.parse().ok()?;
-    Some(Stat { comm, state, ppid })
+fn read_stat(pid: i32) -> Result<Stat, Unreadable> {
+    let file = open_with_room(|| File::open(format!("/proc/{pid}/stat"))).map_err(|e| {
+        match e.raw_os_error() {
+            Some(libc::ENOENT | libc::ESRCH) => Gone,
+            _ => Unknown,
+        }
+    })?;
+    let text = read_from(&file, false).ok_or(Gone)?;
+    let parse = || {
+        let open = text.find('(')?;
+        let close = text.rfind(')')?;
+        let comm = text.get(open + 1..close)?.to_string();
+        let mut rest = text.get(close + 1..)?.split_whitespace();
+        let state = rest.next()?.chars().next()?;
+        let ppid = rest.next()?.parse().ok()?;
+        Some(Stat { comm, state, ppid })
+    };
+    parse().ok_or(Gone)
 }
 
 /// The command line of `pid`, arguments joined by spaces.
@@ -306,30 +564,59 @@ fn command_of(pid: i32) -> Option<String> {
     (!args.is_empty()).then(|| args.join(" "))
 }
 
-/// Every process below `root` in the process tree (not `root` itself).
-fn descendants(root: i32) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let parents: Vec<(i32, i32)> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| Some((pid, read_stat(pid)?.ppid)))
-        .collect();
-    let mut found = vec![root];
+/// Every process below `root` in the process tree (not `root` itself), each passed to
+/// `found` the moment it is seen. Follows the `children` links of every thread from
+/// `root` down, which costs what the range holds and not what the machine runs; where
+/// the kernel has no such links, scans every process in `/proc`.
+fn descendants(root: i32, mut found: impl FnMut(i32)) -> Vec<i32> {
+    let own_links = format!("/proc/{root}/task/{root}/children");
+    if !Path::new(&own_links).exists() {
+        return scan_descendants(root, found);
+    }
+    let mut all = vec![root];
     let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(
-            parents
-                .iter()
-                .filter(|(pid, ppid)| *ppid == parent && !found.contains(pid))
-                .map(|(pid, _)| *pid)
-                .collect::<Vec<_>>(),
-        );
+    while i < all.len() {
+        let parent = all[i];
+        i += 1;
+        for tid in list_dir(&format!("/proc/{parent}/task")).unwrap_or_default() {
+            let Some(text) = read_small(format!("/proc/{parent}/task/{tid}/children")) else {
+                continue;
+            };
+            for pid in text.split_whitespace().filter_map(|p| p.parse().ok()) {
+                if !all.contains(&pid) {
+                    found(pid);
+                    all.push(pid);
+                }
+            }
+        }
+    }
+    all.remove(0);
+    all
+}
+
+fn scan_descendants(root: i32, mut found: impl FnMut(i32)) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = list_dir("/proc")
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pid| Some((pid, read_stat(pid).ok()?.ppid)))
+        .collect();
+    let mut all = vec![root];
+    let mut i = 0;
+    while i < all.len() {
+        let parent = all[i];
+        let children: Vec<i32> = parents
+            .iter()
+            .filter(|(pid, ppid)| *ppid == parent && !all.contains(pid))
+            .map(|(pid, _)| *pid)
+            .collect();
+        for &c in &children {
+            found(c);
+        }
+        all.extend(children);
         i += 1;
     }
-    found.remove(0);
-    found
+    all.remove(0);
+    all
 }
 
 #[cfg(test)]
@@ -344,16 +631,20 @@ mod tests {
     #[test]
     fn stat_parsing_finds_our_parent_and_children() {
         let me = std::process::id() as i32;
-        let stat = read_stat(me).unwrap();
+        let Ok(stat) = read_stat(me) else {
+            panic!("cannot read our own stat")
+        };
         assert_eq!(stat.ppid, nix::unistd::getppid().as_raw());
         let mut child = std::process::Command::new("sleep")
             .arg("100")
             .spawn()
             .unwrap();
-        let found = descendants(me);
+        let found = descendants(me, |_| {});
+        let scanned = scan_descendants(me, |_| {});
         let _ = child.kill();
         let _ = child.wait();
         assert!(found.contains(&(child.id() as i32)), "{found:?}");
+        assert!(scanned.contains(&(child.id() as i32)), "{scanned:?}");
         assert!(!found.contains(&me));
     }
 }

@@ -9,10 +9,11 @@
 
 use crate::error::LauncherError;
 use crate::private_dir;
-use crate::tail::{SignatureScanner, Tail};
+use crate::tail::Tail;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
+use stockade_policy::denial::DenialScanner;
 
 /// The private directory holding one run's spill files, created on first need.
 #[derive(Debug, Default)]
@@ -94,9 +95,9 @@ pub struct Capture {
     /// `None`: never spill (pass-through streams keep only a tail).
     max_spill: Option<u64>,
     spill: Spill,
-    scanner: Option<SignatureScanner>,
+    scanner: Option<DenialScanner>,
     /// Copy everything here as it arrives (live pass-through).
-    echo: Option<std::io::Stderr>,
+    echo: Option<Echo>,
 }
 
 impl Capture {
@@ -117,7 +118,7 @@ impl Capture {
     /// A stream copied through live to our own stderr, keeping only a tail.
     pub fn echoing(name: &'static str, max_output: usize) -> Capture {
         Capture {
-            echo: Some(std::io::stderr()),
+            echo: Some(Echo::stderr()),
             max_spill: None,
             ..Capture::spilling(name, max_output, 0)
         }
@@ -125,15 +126,13 @@ impl Capture {
 
     /// Also look for `signatures` anywhere in the stream.
     pub fn scanning(mut self, signatures: &[String]) -> Capture {
-        self.scanner = Some(SignatureScanner::new(signatures));
+        self.scanner = Some(DenialScanner::new(signatures));
         self
     }
 
     pub fn push(&mut self, chunk: &[u8], dir: &mut SpillDir) {
         if let Some(out) = &mut self.echo {
-            // Keep reading even if our own stderr is gone, so the command never blocks
-            // on a full pipe.
-            let _ = out.write_all(chunk);
+            out.push(chunk);
         }
         if let Some(s) = &mut self.scanner {
             s.push(chunk);
@@ -187,9 +186,17 @@ impl Capture {
         self.spill = Spill::Dropped;
     }
 
+    /// The live copy, when the stream is passed through.
+    pub fn echo(&mut self) -> Option<&mut Echo> {
+        self.echo.as_mut()
+    }
+
     /// Whether a denial signature appeared anywhere in the stream.
-    pub fn signature_seen(&self) -> bool {
-        self.scanner.as_ref().is_some_and(SignatureScanner::found)
+    pub fn signature_seen(&mut self) -> bool {
+        self.scanner.as_mut().is_some_and(|s| {
+            s.end();
+            s.found()
+        })
     }
 
     pub fn finish(self) -> Captured {
@@ -206,6 +213,145 @@ impl Capture {
             spill_path,
         }
     }
+}
+
+/// How many bytes of a passed-through stream may wait for our own stderr. Past this the
+/// launcher stops reading the command's stream (the command then waits on its own write)
+/// until our stderr takes more.
+const ECHO_PENDING_MAX: usize = 256 * 1024;
+
+/// Writes to our own stderr that never block: a command sharing our terminal can stop
+/// its output (`TCOOFF`, Ctrl-S), and a launcher blocked in that write would ignore its
+/// timeout and Ctrl-C. Bytes that cannot go yet wait in a bounded buffer; the supervisor
+/// polls for room.
+#[derive(Debug)]
+pub struct Echo {
+    target: EchoTarget,
+    pending: Vec<u8>,
+}
+
+#[derive(Debug)]
+enum EchoTarget {
+    /// A private non-blocking open of what fd 2 refers to (a terminal, pipe or FIFO):
+    /// setting `O_NONBLOCK` on fd 2 itself would change the open file the caller and the
+    /// command share.
+    Private(File),
+    /// A socket: written with `MSG_DONTWAIT`.
+    Socket,
+    /// A regular file or something that cannot be reopened: plain writes.
+    Plain,
+}
+
+impl Echo {
+    pub fn stderr() -> Echo {
+        use nix::sys::stat::{SFlag, fstat};
+        let kind = fstat(std::io::stderr())
+            .map(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT)
+            .unwrap_or(SFlag::S_IFREG);
+        let target = if kind == SFlag::S_IFSOCK {
+            EchoTarget::Socket
+        } else if kind == SFlag::S_IFCHR || kind == SFlag::S_IFIFO {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open("/proc/self/fd/2")
+                .map(EchoTarget::Private)
+                .unwrap_or(EchoTarget::Plain)
+        } else {
+            EchoTarget::Plain
+        };
+        Echo {
+            target,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Queues `bytes` and writes what the target takes now. A target that is gone takes
+    /// everything (the command must never block on a full pipe because we cannot write).
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        self.flush();
+    }
+
+    /// Writes what the target takes without waiting.
+    pub fn flush(&mut self) {
+        while !self.pending.is_empty() {
+            let written = match &mut self.target {
+                EchoTarget::Private(f) => f.write(&self.pending),
+                EchoTarget::Socket => nix::sys::socket::send(
+                    libc::STDERR_FILENO,
+                    &self.pending,
+                    nix::sys::socket::MsgFlags::MSG_DONTWAIT
+                        | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+                )
+                .map_err(std::io::Error::from),
+                EchoTarget::Plain => std::io::stderr().write(&self.pending),
+            };
+            match written {
+                Ok(0) => self.pending.clear(),
+                Ok(n) => {
+                    self.pending.drain(..n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(_) => self.pending.clear(),
+            }
+        }
+    }
+
+    /// Whether bytes wait for room.
+    pub fn waiting(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Whether the buffer is full: stop reading the command's stream for now.
+    pub fn full(&self) -> bool {
+        self.pending.len() >= ECHO_PENDING_MAX
+    }
+
+    /// The descriptor to poll for room while bytes wait.
+    pub fn poll_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        match &self.target {
+            EchoTarget::Private(f) if self.waiting() => Some(f.as_fd()),
+            _ => None,
+        }
+    }
+
+    /// Writes what waits, giving up (and dropping it) at `until`.
+    pub fn finish(&mut self, until: std::time::Instant) {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        loop {
+            self.flush();
+            let now = std::time::Instant::now();
+            if !self.waiting() || now >= until {
+                break;
+            }
+            let wait = until
+                .saturating_duration_since(now)
+                .as_millis()
+                .clamp(1, 100) as u16;
+            match self.poll_fd() {
+                Some(fd) => {
+                    let _ = poll(
+                        &mut [PollFd::new(fd, PollFlags::POLLOUT)],
+                        PollTimeout::from(wait),
+                    );
+                }
+                None => std::thread::sleep(std::time::Duration::from_millis(u64::from(wait))),
+            }
+        }
+        self.pending.clear();
+    }
+}
+
+/// Writes `text` to our own stderr without ever blocking past `until` (the launcher's
+/// markers, after the command's output, to a terminal the command may have stopped).
+pub fn write_stderr_until(text: &str, until: std::time::Instant) {
+    let mut echo = Echo::stderr();
+    echo.push(text.as_bytes());
+    echo.finish(until);
 }
 
 #[cfg(test)]

@@ -7,11 +7,12 @@ use crate::cli::RunArgs;
 use crate::confine::{self, Confinement};
 use crate::env;
 use crate::error::LauncherError;
+use crate::output;
 use crate::output::Captured;
 use crate::stdout;
-use crate::supervise::{self, Output, Plan, Settled};
+use crate::supervise::{self, Output, Plan, Settled, Start};
 use serde::Serialize;
-use std::io::Write;
+use std::time::Instant;
 use stockade_policy::Mode;
 use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::exit;
@@ -23,6 +24,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     let Confinement {
         confined,
         private_dir,
+        starts_runner,
     } = confine::confine(
         &args.policy.to_request(),
         &args.command.command,
@@ -45,7 +47,11 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
             Output::PassThrough
         },
         denial_signatures: &confined.denial_signatures,
-        runner_detaches: confined.enforcement.is_some(),
+        start: if starts_runner {
+            Start::Runner
+        } else {
+            Start::Program
+        },
     };
     // The verdict reads the runner's status record, so it comes before the private
     // directory is removed.
@@ -56,6 +62,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     if let Some(dir) = private_dir {
         dir.remove();
     }
+    supervise::release_stop_signals();
     let (settled, verdict) = outcome?;
     let code = exit_code(&settled, &verdict);
     if s.json {
@@ -64,10 +71,12 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         let json = serde_json::to_string(&result).unwrap_or_default();
         stdout::write(&format!("{json}\n"))?;
     } else {
-        let mut err = std::io::stderr().lock();
-        for marker in markers(&settled, &verdict, confined.mode, s.timeout) {
-            let _ = writeln!(err, "{marker}");
-        }
+        // Never blocks past a bound: the command may have stopped our terminal's output.
+        let text: String = markers(&settled, &verdict, confined.mode, s.timeout)
+            .into_iter()
+            .map(|m| m + "\n")
+            .collect();
+        output::write_stderr_until(&text, Instant::now() + supervise::FINAL_WRITE_WAIT);
     }
     Ok(code)
 }
@@ -91,8 +100,9 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> Verdict {
     let stderr = String::from_utf8_lossy(&settled.stderr.tail);
     let signal = settled.signal.map(signal_name);
     let v = classify::verdict(confined, settled.exit_code, signal.as_deref(), &stderr);
-    // The same rule as `classify::is_denied`, applied to the whole stream: a failed
-    // exit and a signature anywhere in stderr. Runner failure outranks denial.
+    // The same rule as `classify::is_denied` (the same scanner), applied to the whole
+    // stream: a failed exit and a signature anywhere in stderr. Runner failure outranks
+    // denial.
     let denied =
         !v.runner_failed && !matches!(settled.exit_code, None | Some(0)) && settled.denial_seen;
     Verdict {

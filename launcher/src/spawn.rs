@@ -65,11 +65,30 @@ struct CloneArgs {
 /// linux/sched.h; libc's constant is typed too narrow to hold it.
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
+/// Why the command did not start.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// The child could not be created in, or join, its cgroup: nothing was executed, and
+    /// starting without the cgroup may work.
+    Join(io::Error),
+    /// Anything else: creating the process, setting it up, or executing the program.
+    Start(io::Error),
+}
+
+/// What the child reports before it exits without executing: which step failed.
+const JOIN_FAILED: u8 = 1;
+const START_FAILED: u8 = 0;
+
 /// Starts `cmd` (stdin as it is set; stdout and stderr as given here), inside `cgroup`
 /// if there is one. Returns once the child has executed, or with the reason it could
 /// not. The launcher must be single-threaded (see `fork_child`).
-pub fn spawn(mut cmd: Command, stdout: Stdout, cgroup: Option<&Cgroup>) -> io::Result<Spawned> {
-    let (err_read, err_write) = pipe()?;
+pub fn spawn(
+    mut cmd: Command,
+    stdout: Stdout,
+    cgroup: Option<&Cgroup>,
+) -> Result<Spawned, SpawnError> {
+    let start = SpawnError::Start;
+    let (err_read, err_write) = pipe().map_err(start)?;
     cmd.stderr(Stdio::from(err_write));
     let out_read = match stdout {
         Stdout::Inherit => {
@@ -77,55 +96,53 @@ pub fn spawn(mut cmd: Command, stdout: Stdout, cgroup: Option<&Cgroup>) -> io::R
             None
         }
         Stdout::Pipe => {
-            let (read, write) = pipe()?;
+            let (read, write) = pipe().map_err(start)?;
             cmd.stdout(Stdio::from(write));
             Some(read)
         }
     };
-    let (report_read, report_write) = pipe()?;
+    let (report_read, report_write) = pipe().map_err(start)?;
+    let report_fd = report_write.as_raw_fd();
     // The fallback's `cgroup.procs`: open until the child has written itself into it.
     let mut procs: Option<File> = None;
 
     let child = match cgroup {
-        None => fork_child(None)?,
+        None => fork_child(None).map_err(start)?,
         Some(cg) => match fork_child(Some(cg.dir_fd())) {
             Err(e) if clone3_unsupported(&e) => {
-                let fd = procs.insert(cg.open_procs()?).as_raw_fd();
-                // SAFETY: the hook runs in the forked child before exec and makes one
-                // async-signal-safe call (write) from a buffer it does not allocate, on
-                // a descriptor opened before the fork.
+                let fd = procs
+                    .insert(cg.open_procs().map_err(SpawnError::Join)?)
+                    .as_raw_fd();
+                // SAFETY: the hook runs in the forked child before exec and makes only
+                // async-signal-safe calls (write, _exit) from buffers it does not
+                // allocate, on descriptors opened before the fork.
                 unsafe {
                     cmd.pre_exec(move || {
                         // Writing "0" moves the writer itself into the group, before it
                         // can fork.
                         if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                            return Err(io::Error::last_os_error());
+                            report_and_exit(report_fd, JOIN_FAILED, &io::Error::last_os_error());
                         }
                         Ok(())
                     });
                 }
-                fork_child(None)?
+                fork_child(None).map_err(start)?
             }
-            other => other?,
+            Err(e) => return Err(SpawnError::Join(e)),
+            Ok(child) => child,
         },
     };
     let Some(pid) = child else {
         // The child: execute, or report why not. It never returns into the launcher.
         let err = cmd.exec();
-        let code = err.raw_os_error().unwrap_or(libc::EINVAL).to_ne_bytes();
-        // SAFETY: write(2) from a local buffer on a descriptor this process owns, then
-        // _exit without running the launcher's destructors or atexit handlers.
-        unsafe {
-            libc::write(report_write.as_raw_fd(), code.as_ptr().cast(), code.len());
-            libc::_exit(127)
-        }
+        report_and_exit(report_fd, START_FAILED, &err);
     };
 
     // The parent: the child's ends of the pipes live in `cmd` and `report_write`.
     drop(report_write);
     drop(cmd);
-    let mut code = [0u8; 4];
-    match read_full(File::from(report_read), &mut code)? {
+    let mut report = [0u8; 5];
+    match read_full(File::from(report_read), &mut report).map_err(start)? {
         0 => Ok(Spawned {
             pid,
             stdout: out_read.map(File::from),
@@ -134,8 +151,26 @@ pub fn spawn(mut cmd: Command, stdout: Stdout, cgroup: Option<&Cgroup>) -> io::R
         _ => {
             // It wrote why it could not execute, and exits at once: collect it.
             let _ = nix::sys::wait::waitpid(pid, None);
-            Err(io::Error::from_raw_os_error(i32::from_ne_bytes(code)))
+            let code = i32::from_ne_bytes([report[1], report[2], report[3], report[4]]);
+            let err = io::Error::from_raw_os_error(code);
+            Err(if report[0] == JOIN_FAILED {
+                SpawnError::Join(err)
+            } else {
+                SpawnError::Start(err)
+            })
         }
+    }
+}
+
+/// In the child, before or instead of executing: tells the parent which step failed and
+/// why, then exits without running the launcher's destructors or atexit handlers.
+fn report_and_exit(fd: RawFd, step: u8, err: &io::Error) -> ! {
+    let code = err.raw_os_error().unwrap_or(libc::EINVAL).to_ne_bytes();
+    let report = [step, code[0], code[1], code[2], code[3]];
+    // SAFETY: write(2) from a local buffer on a descriptor this process owns, then _exit.
+    unsafe {
+        libc::write(fd, report.as_ptr().cast(), report.len());
+        libc::_exit(127)
     }
 }
 

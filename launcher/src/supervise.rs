@@ -10,7 +10,7 @@ use crate::cli::ContainmentChoice;
 use crate::containment::{self, Cgroup, Member, Range};
 use crate::error::LauncherError;
 use crate::output::{Capture, Captured, SpillDir};
-use crate::spawn::{self, Spawned};
+use crate::spawn::{self, SpawnError, Spawned};
 use crate::terminal;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
@@ -18,8 +18,9 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use std::ffi::OsString;
+use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -47,6 +48,16 @@ pub enum Output {
     Capture { max_output: usize, max_spill: u64 },
 }
 
+/// What the argv starts, as the launcher built it (never guessed from other fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// `stockade-runner`, which starts a new session when its stdin is a terminal and it
+    /// does not already lead a process group.
+    Runner,
+    /// The program itself (nothing is confined).
+    Program,
+}
+
 /// Where the command stands towards the launcher's session and terminal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Session {
@@ -64,7 +75,7 @@ enum Session {
 impl Session {
     fn choose(plan: &Plan) -> Session {
         let tty = nix::unistd::isatty(std::io::stdin()).unwrap_or(false);
-        if tty && plan.runner_detaches {
+        if tty && plan.start == Start::Runner {
             Session::RunnerDetaches
         } else if terminal::owns_foreground() {
             Session::OwnGroupForeground
@@ -85,9 +96,7 @@ pub struct Plan<'a> {
     pub containment: ContainmentChoice,
     pub output: Output,
     pub denial_signatures: &'a [String],
-    /// The argv starts `stockade-runner`, which starts a new session when its stdin is a
-    /// terminal (unless it already leads a process group).
-    pub runner_detaches: bool,
+    pub start: Start,
 }
 
 /// The facts of a settled command.
@@ -112,24 +121,34 @@ pub struct Settled {
     pub denial_seen: bool,
 }
 
-/// Blocks the signals the loop handles and returns a descriptor that reads them. The
-/// launcher has no other threads, so nothing else can receive them. The command gets a
-/// clean mask back before it executes (see `spawn`).
-fn signal_fd() -> Result<SignalFd, LauncherError> {
+/// The signals the loop reads from its signalfd.
+fn watched_signals() -> SigSet {
     let mut mask = SigSet::empty();
     mask.add(Signal::SIGCHLD);
     for s in STOP_SIGNALS {
         mask.add(s);
     }
+    mask
+}
+
+/// Blocks the signals the loop handles and returns a descriptor that reads them. The
+/// launcher has no other threads, so nothing else can receive them. The command gets a
+/// clean mask back before it executes (see `spawn`).
+fn signal_fd() -> Result<SignalFd, LauncherError> {
+    let mask = watched_signals();
     let err = |e: nix::Error| LauncherError::Supervise(format!("cannot watch signals: {e}"));
     mask.thread_block().map_err(err)?;
     SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(err)
 }
 
-fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, session: Session) -> std::io::Result<Spawned> {
-    let program = plan.argv.first().map(String::as_str).unwrap_or_default();
+fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, session: Session) -> Result<Spawned, SpawnError> {
+    let Some((program, args)) = plan.argv.split_first() else {
+        return Err(SpawnError::Start(std::io::Error::from_raw_os_error(
+            libc::ENOENT,
+        )));
+    };
     let mut cmd = Command::new(program);
-    cmd.args(&plan.argv[1..])
+    cmd.args(args)
         .env_clear()
         .envs(plan.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::inherit());
@@ -140,13 +159,16 @@ fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, session: Session) -> std::io::Res
     }
     let foreground = session == Session::OwnGroupForeground;
     // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (tcsetpgrp, sigprocmask) on memory it owns; it
-    // allocates nothing and touches no lock.
+    // async-signal-safe system calls (tcsetpgrp, sigprocmask, signal) on memory it owns;
+    // it allocates nothing and touches no lock.
     unsafe {
         cmd.pre_exec(move || {
             if foreground {
                 terminal::take_foreground_in_child();
             }
+            // The launcher ignores SIGXFSZ (see `run`) and an ignored signal survives
+            // exec: give the command the default back.
+            libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
             // The launcher blocks the signals it reads through its signalfd, and a blocked
             // mask survives exec: give the command a clean one.
             let mut empty: libc::sigset_t = std::mem::zeroed();
@@ -164,13 +186,32 @@ fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, session: Session) -> std::io::Res
     spawn::spawn(cmd, stdout, cgroup)
 }
 
+/// What one round of reaping saw.
+struct Reaped {
+    /// The direct child was seen to stop (job control).
+    stopped: bool,
+    /// Some child is still to be waited for (the round did not end with `ECHILD`).
+    children_left: bool,
+}
+
 /// Reaps every exited child (orphans re-parent to us), keeping the direct child's status.
-/// Returns whether the direct child was seen to stop (job control).
-fn reap(direct: Pid, status: &mut Option<WaitStatus>) -> bool {
+fn reap(direct: Pid, status: &mut Option<WaitStatus>) -> Reaped {
     let mut stopped = false;
     loop {
         match waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
-            Ok(WaitStatus::StillAlive) | Err(_) => return stopped,
+            Ok(WaitStatus::StillAlive) => {
+                return Reaped {
+                    stopped,
+                    children_left: true,
+                };
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => {
+                return Reaped {
+                    stopped,
+                    children_left: e != nix::errno::Errno::ECHILD,
+                };
+            }
             Ok(s @ (WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _))) => {
                 if pid == direct {
                     *status = Some(s);
@@ -192,16 +233,13 @@ fn follow_job_stop(direct: Pid) {
     let _ = nix::sys::signal::killpg(direct, Signal::SIGCONT);
 }
 
-fn set_nonblocking(fd: &impl AsRawFd) {
+fn set_nonblocking(fd: &impl AsFd) {
     // Non-blocking reads let the loop drain pipes without waiting on a writer that
     // outlives the range (a descriptor passed to an outside process).
-    let raw = fd.as_raw_fd();
-    // SAFETY: fcntl on a descriptor we own, with plain integer arguments.
-    unsafe {
-        let flags = libc::fcntl(raw, libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK);
-        }
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    if let Ok(flags) = fcntl(fd, FcntlArg::F_GETFL) {
+        let flags = OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK;
+        let _ = fcntl(fd, FcntlArg::F_SETFL(flags));
     }
 }
 
@@ -213,12 +251,16 @@ struct Stream<R> {
 
 impl<R: Read + AsFd> Stream<R> {
     /// Reads what is available, at most `max_reads` times (so a chatty writer cannot
-    /// starve the loop); closes the pipe at end of file.
+    /// starve the loop), and not while its live copy waits for room; closes the pipe at
+    /// end of file.
     fn pump(&mut self, buf: &mut [u8], spill: &mut SpillDir, max_reads: usize) {
-        let Some(pipe) = self.pipe.as_mut() else {
-            return;
-        };
         for _ in 0..max_reads {
+            if self.stalled() {
+                return;
+            }
+            let Some(pipe) = self.pipe.as_mut() else {
+                return;
+            };
             match pipe.read(buf) {
                 Ok(0) => {
                     self.pipe = None;
@@ -234,21 +276,316 @@ impl<R: Read + AsFd> Stream<R> {
             }
         }
     }
+
+    /// The live copy is full: the command's bytes wait in its pipe until ours drains.
+    fn stalled(&mut self) -> bool {
+        self.capture.echo().is_some_and(|e| e.full())
+    }
+
+    /// The pipe to watch for input, unless the stream is stalled.
+    fn read_fd(&mut self) -> Option<BorrowedFd<'_>> {
+        if self.stalled() {
+            return None;
+        }
+        self.pipe.as_ref().map(|p| p.as_fd())
+    }
 }
 
-/// The termination in progress: SIGTERM was sent; SIGKILL follows at `kill_at`.
-struct Termination {
-    kill_at: Instant,
+/// Where the supervision stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// The command runs; nobody asked it to end.
+    Running,
+    /// SIGTERM was sent; SIGKILL follows at `kill_at` (and every tick after it).
+    Terminating { kill_at: Instant },
 }
 
-/// Runs the plan to settlement.
+/// One command under supervision: its range, its output, and what happened to it. Each
+/// event (children changed, output, a signal to the launcher, the timeout, the kill
+/// time) has its own method; `run` only waits for events and asks whether it settled.
+struct Supervisor<'a> {
+    plan: &'a Plan<'a>,
+    range: Range,
+    direct: Pid,
+    foreground: bool,
+    start: Instant,
+    deadline: Option<Instant>,
+    phase: Phase,
+    /// The direct child's exit, once reaped.
+    status: Option<WaitStatus>,
+    /// Whether the launcher still has a child to wait for.
+    children_left: bool,
+    /// The range's live members when the direct child exited.
+    left_behind: Option<Vec<Member>>,
+    timed_out: bool,
+    aborted: Option<Signal>,
+    out: Option<Stream<File>>,
+    err: Stream<File>,
+    spill: SpillDir,
+    buf: Vec<u8>,
+}
+
+impl Supervisor<'_> {
+    /// Settled: the direct child exited and the range is empty, or what is left was
+    /// deliberately kept (and nobody asked to end it).
+    fn settled(&self) -> bool {
+        let kept = self.plan.keep_background && self.phase == Phase::Running;
+        self.status.is_some() && (kept || self.range.is_empty(self.children_left))
+    }
+
+    fn terminate(&mut self) {
+        self.range.signal(Signal::SIGTERM);
+        // A stopped process would only see SIGTERM once continued (as `timeout` does).
+        self.range.signal(Signal::SIGCONT);
+        self.phase = Phase::Terminating {
+            kill_at: Instant::now() + self.plan.grace,
+        };
+    }
+
+    fn reap(&mut self) -> Reaped {
+        let reaped = reap(self.direct, &mut self.status);
+        self.children_left = reaped.children_left;
+        reaped
+    }
+
+    /// SIGCHLD (or any wake-up): collect exited children, follow job control, and note
+    /// the direct child's exit once.
+    fn on_children(&mut self) {
+        let reaped = self.reap();
+        if reaped.stopped
+            && self.foreground
+            && self.status.is_none()
+            && self.phase == Phase::Running
+        {
+            follow_job_stop(self.direct);
+        }
+        if self.status.is_some() && self.left_behind.is_none() {
+            self.on_direct_exit();
+        }
+    }
+
+    /// The direct child exited: whatever is still live in the range is left behind, and
+    /// is ended unless it is to be kept.
+    fn on_direct_exit(&mut self) {
+        let mut members = Vec::new();
+        // A process that forks and exits in a loop may be between generations when it is
+        // looked for: look again while the range is not empty.
+        for _ in 0..SETTLE_LOOKS {
+            if self.range.is_empty(self.children_left) {
+                break;
+            }
+            members = self.range.members();
+            if !members.is_empty() {
+                break;
+            }
+            self.reap();
+        }
+        let empty = self.range.is_empty(self.children_left);
+        if !empty && !self.plan.keep_background && self.phase == Phase::Running {
+            self.terminate();
+        }
+        self.left_behind = Some(members);
+    }
+
+    /// The grace period is over: kill everything, in quick rounds so that a process that
+    /// forks in a loop is caught between forks, then again every tick.
+    fn on_kill_time(&mut self) {
+        for _ in 0..KILL_ROUNDS {
+            self.range.signal(Signal::SIGKILL);
+            self.reap();
+            if self.range.is_empty(self.children_left) {
+                break;
+            }
+        }
+        self.phase = Phase::Terminating {
+            kill_at: Instant::now() + TICK,
+        };
+    }
+
+    fn on_timeout(&mut self) {
+        self.timed_out = true;
+        self.terminate();
+    }
+
+    /// A signal that stops the launcher: end the range; asked again, with no more grace.
+    fn on_stop_signal(&mut self, sig: Signal) {
+        self.aborted.get_or_insert(sig);
+        match self.phase {
+            Phase::Running => self.terminate(),
+            Phase::Terminating { .. } => {
+                self.phase = Phase::Terminating {
+                    kill_at: Instant::now(),
+                }
+            }
+        }
+    }
+
+    fn on_output(&mut self) {
+        if let Some(s) = self.out.as_mut() {
+            s.pump(&mut self.buf, &mut self.spill, PUMP_READS);
+        }
+        if let Some(echo) = self.err.capture.echo() {
+            echo.flush();
+        }
+        self.err.pump(&mut self.buf, &mut self.spill, PUMP_READS);
+    }
+
+    fn on_signals(&mut self, signals: &SignalFd) {
+        while let Ok(Some(info)) = signals.read_signal() {
+            if let Ok(sig) = Signal::try_from(info.ssi_signo as i32)
+                && STOP_SIGNALS.contains(&sig)
+            {
+                self.on_stop_signal(sig);
+            }
+        }
+    }
+
+    /// How long to wait for the next event.
+    fn wait(&self, now: Instant) -> PollTimeout {
+        let wait = match (self.phase, self.status.is_some(), self.deadline) {
+            (Phase::Terminating { kill_at }, _, _) => {
+                TICK.min(kill_at.saturating_duration_since(now).max(TICK / 4))
+            }
+            (Phase::Running, true, _) => TICK,
+            (Phase::Running, false, Some(d)) => d.saturating_duration_since(now),
+            (Phase::Running, false, None) => return PollTimeout::NONE,
+        };
+        // Rounded up so the loop does not spin just before a deadline.
+        let ms = wait.as_micros().div_ceil(1000).min(i32::MAX as u128);
+        PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
+    }
+
+    /// Waits for the next event: a signal, output, room on our own stderr, or a time.
+    fn poll(&mut self, signals: &SignalFd) {
+        let timeout = self.wait(Instant::now());
+        let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+        if let Some(fd) = self.out.as_mut().and_then(Stream::read_fd) {
+            fds.push(PollFd::new(fd, PollFlags::POLLIN));
+        }
+        let mut err_fds = Vec::new();
+        if let Some(fd) = self.err.pipe.as_ref().map(|p| p.as_fd())
+            && !self.err.capture.echo().is_some_and(|e| e.full())
+        {
+            err_fds.push(PollFd::new(fd, PollFlags::POLLIN));
+        }
+        fds.extend(err_fds);
+        let echo_fd = self.err.capture.echo().and_then(|e| e.poll_fd());
+        if let Some(fd) = echo_fd {
+            fds.push(PollFd::new(fd, PollFlags::POLLOUT));
+        }
+        if let Err(e) = poll(&mut fds, timeout)
+            && e != nix::errno::Errno::EINTR
+        {
+            // Cannot wait (out of memory): do not spin, and keep every other event going.
+            std::thread::sleep(TICK);
+        }
+    }
+
+    /// One turn of the loop after a wake-up: times, then output, then signals.
+    fn on_wake(&mut self, signals: &SignalFd) {
+        self.on_output();
+        self.on_signals(signals);
+        let now = Instant::now();
+        if let Phase::Terminating { kill_at } = self.phase
+            && now >= kill_at
+        {
+            self.on_kill_time();
+        }
+        if self.phase == Phase::Running
+            && self.status.is_none()
+            && self.deadline.is_some_and(|d| now >= d)
+        {
+            self.on_timeout();
+        }
+    }
+
+    /// Takes what is still buffered and reports. With the range empty nobody in it writes
+    /// any more; a writer outside it (a descriptor passed on) or deliberately left
+    /// running gets a bounded number of reads.
+    fn finish(mut self) -> Settled {
+        let duration = self.start.elapsed();
+        if self.foreground {
+            terminal::reclaim_foreground();
+        }
+        let empty = self.range.is_empty(self.children_left);
+        let drain = if empty { DRAIN_READS } else { PUMP_READS };
+        if let Some(s) = self.out.as_mut() {
+            s.pump(&mut self.buf, &mut self.spill, drain);
+        }
+        if let Some(echo) = self.err.capture.echo() {
+            echo.finish(Instant::now() + FINAL_WRITE_WAIT);
+        }
+        self.err.pump(&mut self.buf, &mut self.spill, drain);
+        if let Some(echo) = self.err.capture.echo() {
+            echo.finish(Instant::now() + FINAL_WRITE_WAIT);
+        }
+        self.range.release(empty);
+        let denial_seen = self.err.capture.signature_seen();
+        let stdout = self.out.map(|s| s.capture.finish());
+        let stderr = self.err.capture.finish();
+        self.spill.finish();
+        let (exit_code, signal) = match self.status {
+            Some(WaitStatus::Exited(_, code)) => (Some(code), None),
+            Some(WaitStatus::Signaled(_, sig, _)) => (None, Some(sig as i32)),
+            _ => (None, None),
+        };
+        Settled {
+            exit_code,
+            signal,
+            timed_out: self.timed_out,
+            aborted: self.aborted,
+            duration,
+            containment: self.range.kind(),
+            left_behind: self.left_behind.unwrap_or_default(),
+            stdout,
+            stderr,
+            denial_seen,
+        }
+    }
+}
+
+/// How many times the range is looked at for live members when the direct child exits.
+const SETTLE_LOOKS: usize = 10;
+
+/// Quick kill rounds at the kill time before falling back to one per tick.
+const KILL_ROUNDS: usize = 64;
+
+/// Reads per stream when draining after settlement.
+const DRAIN_READS: usize = 64;
+
+/// How long the launcher waits for its own stderr to take what is left (a terminal whose
+/// output was stopped may never take it).
+pub const FINAL_WRITE_WAIT: Duration = Duration::from_secs(2);
+
+/// Runs the plan to settlement. Once the command started, nothing returns early: every
+/// failure to observe the range counts it as not empty, and the range is ended.
 pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
+    // Writing past a lowered file-size limit must fail the write (the spill is then
+    // dropped), not kill the launcher with the command's processes left running.
+    // SAFETY: installs the ignore disposition for one signal; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     let signals = signal_fd()?;
+    containment::reserve_descriptor();
+    let settled = supervise(plan, &signals);
+    // The clean-up after the run (the private directory) may need that descriptor.
+    containment::release_reserve();
+    settled
+}
+
+/// Once the run is settled and cleaned up, the launcher only writes its report: from
+/// then on a stop signal ends it at once (a terminal that never takes the report cannot
+/// hold it). Not earlier, so a signal cannot cut the clean-up short.
+pub fn release_stop_signals() {
+    let _ = watched_signals().thread_unblock();
+}
+
+fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> {
     // Orphaned descendants re-parent to us, so they stay visible and get reaped.
     nix::sys::prctl::set_child_subreaper(true)
         .map_err(|e| LauncherError::Supervise(format!("cannot become a subreaper: {e}")))?;
     let session = Session::choose(plan);
-    let foreground = session == Session::OwnGroupForeground;
     let cgroup = match plan.containment {
         ContainmentChoice::Subreaper => None,
         ContainmentChoice::Auto => Cgroup::create().ok(),
@@ -258,27 +595,23 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
     };
     let (child, cgroup) = match spawn(plan, cgroup.as_ref(), session) {
         Ok(child) => (child, cgroup),
-        // The command never started (the failure is before exec): try again without the
-        // cgroup, which is the one extra step that can fail there.
-        Err(_) if cgroup.is_some() && plan.containment == ContainmentChoice::Auto => {
+        // Creating the command inside the group failed (nothing ran): with automatic
+        // containment, start it without the group.
+        Err(SpawnError::Join(_)) if plan.containment == ContainmentChoice::Auto => {
             if let Some(cg) = &cgroup {
                 cg.remove();
             }
-            let child = spawn(plan, None, session).map_err(|source| spawn_error(plan, source))?;
+            let child = spawn(plan, None, session).map_err(|e| spawn_error(plan, e))?;
             (child, None)
         }
-        Err(source) => {
+        Err(e) => {
             if let Some(cg) = &cgroup {
                 cg.remove();
             }
-            return Err(spawn_error(plan, source));
+            return Err(spawn_error(plan, e));
         }
     };
     let start = Instant::now();
-    let direct = child.pid;
-    let range = Range::new(cgroup, direct);
-
-    let mut spill = SpillDir::default();
     let (out_capture, err_capture) = match plan.output {
         Output::PassThrough => (None, Capture::echoing("stderr", STDERR_TAIL_BYTES)),
         Output::Capture {
@@ -289,11 +622,11 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
             Capture::spilling("stderr", max_output, max_spill),
         ),
     };
-    let mut out = out_capture.map(|capture| Stream {
+    let out = out_capture.map(|capture| Stream {
         pipe: child.stdout,
         capture,
     });
-    let mut err = Stream {
+    let err = Stream {
         pipe: Some(child.stderr),
         capture: err_capture.scanning(plan.denial_signatures),
     };
@@ -303,149 +636,50 @@ pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
     if let Some(p) = err.pipe.as_ref() {
         set_nonblocking(p);
     }
-
-    let deadline = plan.timeout.map(|t| start + t);
-    let mut status: Option<WaitStatus> = None;
-    let mut left_behind: Option<Vec<Member>> = None;
-    let mut termination: Option<Termination> = None;
-    let mut timed_out = false;
-    let mut aborted: Option<Signal> = None;
-    let mut buf = vec![0u8; 64 * 1024];
-    let terminate = |range: &Range| {
-        range.signal(Signal::SIGTERM);
-        // A stopped process would only see SIGTERM once continued (as `timeout` does).
-        range.signal(Signal::SIGCONT);
-        Some(Termination {
-            kill_at: Instant::now() + plan.grace,
-        })
+    let mut sup = Supervisor {
+        plan,
+        range: Range::new(cgroup, child.pid),
+        direct: child.pid,
+        foreground: session == Session::OwnGroupForeground,
+        start,
+        deadline: plan.timeout.map(|t| start + t),
+        phase: Phase::Running,
+        status: None,
+        children_left: true,
+        left_behind: None,
+        timed_out: false,
+        aborted: None,
+        out,
+        err,
+        spill: SpillDir::default(),
+        buf: vec![0u8; 64 * 1024],
     };
-
     loop {
-        if reap(direct, &mut status) && foreground && status.is_none() && termination.is_none() {
-            follow_job_stop(direct);
-        }
-        if status.is_some() && left_behind.is_none() {
-            let members = range.members();
-            if !members.is_empty() && !plan.keep_background && termination.is_none() {
-                termination = terminate(&range);
-            }
-            left_behind = Some(members);
-        }
-        // Settled: the direct child exited and the range is empty, or what is left was
-        // deliberately kept (and nobody asked to end it).
-        let kept = plan.keep_background && termination.is_none();
-        if status.is_some() && (kept || range.is_empty()) {
+        sup.on_children();
+        if sup.settled() {
             break;
         }
-        let now = Instant::now();
-        if let Some(t) = &termination
-            && now >= t.kill_at
-        {
-            // Repeated every tick: a process forked between listing and killing is
-            // caught on the next round (a cgroup kill has no such gap).
-            range.signal(Signal::SIGKILL);
-        }
-
-        let wait = match (&termination, status.is_some(), deadline) {
-            (Some(t), _, _) => TICK.min(t.kill_at.saturating_duration_since(now).max(TICK / 4)),
-            (None, true, _) => TICK,
-            (None, false, Some(d)) => d.saturating_duration_since(now),
-            (None, false, None) => Duration::MAX,
-        };
-        let timeout = if wait == Duration::MAX {
-            PollTimeout::NONE
-        } else {
-            // Rounded up so the loop does not spin just before a deadline.
-            let ms = wait.as_micros().div_ceil(1000).min(i32::MAX as u128);
-            PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)
-        };
-        let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
-        let out_fd = out
-            .as_ref()
-            .and_then(|s| s.pipe.as_ref())
-            .map(|p| p.as_fd());
-        let err_fd = err.pipe.as_ref().map(|p| p.as_fd());
-        fds.extend(
-            [out_fd, err_fd]
-                .into_iter()
-                .flatten()
-                .map(|fd| PollFd::new(fd, PollFlags::POLLIN)),
-        );
-        match poll(&mut fds, timeout) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(LauncherError::Supervise(format!("poll failed: {e}"))),
-        }
-        drop(fds);
-
-        if let Some(s) = out.as_mut() {
-            s.pump(&mut buf, &mut spill, PUMP_READS);
-        }
-        err.pump(&mut buf, &mut spill, PUMP_READS);
-
-        while let Ok(Some(info)) = signals.read_signal() {
-            let Ok(sig) = Signal::try_from(info.ssi_signo as i32) else {
-                continue;
-            };
-            if !STOP_SIGNALS.contains(&sig) {
-                continue;
-            }
-            aborted.get_or_insert(sig);
-            match &mut termination {
-                None => termination = terminate(&range),
-                // Asked again: no more grace.
-                Some(t) => t.kill_at = Instant::now(),
-            }
-        }
-        if let Some(d) = deadline
-            && status.is_none()
-            && termination.is_none()
-            && Instant::now() >= d
-        {
-            timed_out = true;
-            termination = terminate(&range);
-        }
+        sup.poll(signals);
+        sup.on_wake(signals);
     }
-    let duration = start.elapsed();
-    if foreground {
-        terminal::reclaim_foreground();
-    }
-
-    // Take what is still buffered. With the range empty nobody writes any more; with
-    // processes deliberately left running, take one pipe's worth and stop.
-    let empty = range.is_empty();
-    let drain = if empty { usize::MAX } else { PUMP_READS };
-    if let Some(s) = out.as_mut() {
-        s.pump(&mut buf, &mut spill, drain);
-    }
-    err.pump(&mut buf, &mut spill, drain);
-    range.release(empty);
-    let denial_seen = err.capture.signature_seen();
-    let stdout = out.map(|s| s.capture.finish());
-    let stderr = err.capture.finish();
-    spill.finish();
-
-    let (exit_code, signal) = match status {
-        Some(WaitStatus::Exited(_, code)) => (Some(code), None),
-        Some(WaitStatus::Signaled(_, sig, _)) => (None, Some(sig as i32)),
-        _ => (None, None),
-    };
-    Ok(Settled {
-        exit_code,
-        signal,
-        timed_out,
-        aborted,
-        duration,
-        containment: range.kind(),
-        left_behind: left_behind.unwrap_or_default(),
-        stdout,
-        stderr,
-        denial_seen,
-    })
+    Ok(sup.finish())
 }
 
-fn spawn_error(plan: &Plan, source: std::io::Error) -> LauncherError {
-    LauncherError::Spawn {
-        program: plan.argv.first().cloned().unwrap_or_default(),
-        source,
+/// A program that cannot be found or executed is the command's failure (127, 126); the
+/// launcher running out of descriptors, memory or processes, or failing to join the
+/// group, is the wrapper's own (125).
+fn spawn_error(plan: &Plan, e: SpawnError) -> LauncherError {
+    let launcher_failed = match &e {
+        SpawnError::Join(_) => true,
+        SpawnError::Start(source) => matches!(
+            source.raw_os_error(),
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EAGAIN)
+        ),
+    };
+    let (SpawnError::Join(source) | SpawnError::Start(source)) = e;
+    let program = plan.argv.first().cloned().unwrap_or_default();
+    if launcher_failed {
+        return LauncherError::Supervise(format!("cannot start {program}: {source}"));
     }
+    LauncherError::Spawn { program, source }
 }

@@ -1,5 +1,6 @@
 //! Watching a stream with bounded memory: the last bytes of it (for classification and
-//! reports), and whether any signature appeared anywhere in it.
+//! reports). Whether a denial signature appeared anywhere in it is the policy's
+//! `DenialScanner`.
 
 /// The last `cap` bytes written.
 ///
@@ -53,55 +54,6 @@ impl Tail {
 
     pub fn bytes(&self) -> &[u8] {
         &self.buf[self.buf.len().saturating_sub(self.cap)..]
-    }
-}
-
-/// Finds lower-case ASCII signatures anywhere in a stream, case-insensitively, even when
-/// a signature is split across chunks.
-#[derive(Debug)]
-pub struct SignatureScanner {
-    signatures: Vec<Vec<u8>>,
-    carry: Vec<u8>,
-    keep: usize,
-    found: bool,
-}
-
-impl SignatureScanner {
-    pub fn new(signatures: &[String]) -> SignatureScanner {
-        let signatures: Vec<Vec<u8>> = signatures
-            .iter()
-            .map(|s| s.to_ascii_lowercase().into_bytes())
-            .collect();
-        let keep = signatures
-            .iter()
-            .map(|s| s.len().saturating_sub(1))
-            .max()
-            .unwrap_or(0);
-        SignatureScanner {
-            signatures,
-            carry: Vec::new(),
-            keep,
-            found: false,
-        }
-    }
-
-    pub fn push(&mut self, chunk: &[u8]) {
-        if self.found || self.signatures.is_empty() {
-            return;
-        }
-        let mut window = std::mem::take(&mut self.carry);
-        window.extend(chunk.iter().map(u8::to_ascii_lowercase));
-        self.found = self.signatures.iter().any(|sig| {
-            window
-                .windows(sig.len().max(1))
-                .any(|w| w == sig.as_slice())
-        });
-        let start = window.len().saturating_sub(self.keep);
-        self.carry = window.split_off(start);
-    }
-
-    pub fn found(&self) -> bool {
-        self.found
     }
 }
 
@@ -163,23 +115,5 @@ mod tests {
                 assert!(t.buf.capacity() <= room, "holds more than its room");
             }
         }
-    }
-
-    #[test]
-    fn scanner_finds_signatures_split_across_chunks_in_any_case() {
-        let sigs = vec!["permission denied".to_string()];
-        let mut s = SignatureScanner::new(&sigs);
-        s.push(b"bash: /x: Permiss");
-        assert!(!s.found());
-        s.push(b"ion DENIED\n");
-        assert!(s.found());
-        let mut s = SignatureScanner::new(&sigs);
-        for b in b"xx PERMISSION denied" {
-            s.push(&[*b]);
-        }
-        assert!(s.found());
-        let mut s = SignatureScanner::new(&sigs);
-        s.push(b"permission granted");
-        assert!(!s.found());
     }
 }

@@ -244,10 +244,7 @@ pub fn runner_failure_detail(
 pub fn is_denied(exit_code: Option<i32>, stderr: &str, signatures: &[String]) -> bool {
     match exit_code {
         None | Some(0) => false,
-        Some(_) => {
-            let lower = stderr.to_lowercase();
-            signatures.iter().any(|s| lower.contains(s.as_str()))
-        }
+        Some(_) => crate::denial::DenialScanner::found_in(signatures, stderr),
     }
 }
 

@@ -23,6 +23,7 @@
 //! - [`confined`]: the ConfinedArgv contract handed to executors.
 //! - [`status`]: the runner's out-of-band status record.
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
+//! - [`denial`]: the streaming denial-signature scanner `classify` and `stockade run` use.
 //! - [`environment`]: which of the caller's environment variables reach a command.
 //! - [`exit`]: reserved exit codes and the runner failure prefix.
 //! - [`digest`]: SHA-256, which ties a request file to the ConfinedArgv naming it.
@@ -30,6 +31,7 @@
 
 pub mod classify;
 pub mod confined;
+pub mod denial;
 pub mod digest;
 pub mod environment;
 pub mod exit;

@@ -30,7 +30,8 @@ pub fn exec_without(helper: &str, syscalls: &[i64]) -> ! {
     std::process::exit(127);
 }
 
-/// Whether the tests run as root (some need it to set up what they attack).
+/// Whether the tests run as root (some need it to set up what they attack, or what only
+/// root can, such as a delegated cgroup).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }

@@ -31,7 +31,7 @@ fn a_timeout_ends_every_kind_of_descendant_in_both_containments() {
     for containment in CONTAINMENTS {
         let fx = Fixture::new();
         let tag = unique_tag("timeout");
-        let (out, json) = run_json(&mut tagged_run(
+        let (out, json) = json_within(&mut tagged_run(
             &fx,
             &tag,
             &[
@@ -59,7 +59,7 @@ fn without_a_timeout_background_processes_are_reported_then_ended() {
     for containment in CONTAINMENTS {
         let fx = Fixture::new();
         let tag = unique_tag("left");
-        let (out, json) = run_json(&mut tagged_run(
+        let (out, json) = json_within(&mut tagged_run(
             &fx,
             &tag,
             &["--json", "--grace", "200ms", "--containment", containment],
@@ -86,7 +86,7 @@ fn keep_background_reports_and_leaves_them_running() {
     // Also the positive control for the /proc search the other tests rely on.
     let fx = Fixture::new();
     let tag = unique_tag("keep");
-    let (out, json) = run_json(&mut tagged_run(
+    let (out, json) = json_within(&mut tagged_run(
         &fx,
         &tag,
         &["--json", "--keep-background"],
@@ -122,7 +122,7 @@ fn cgroup2_mount() -> String {
 #[test]
 fn a_command_that_traps_term_and_exits_zero_still_timed_out() {
     let fx = Fixture::new();
-    let (out, json) = run_json(&mut fx.stockade([
+    let (out, json) = json_within(&mut fx.stockade([
         "run",
         "--json",
         "--timeout",
@@ -158,7 +158,7 @@ fn signals_to_the_launcher_tear_the_range_down() {
         unsafe {
             libc::kill(child.id() as i32, sig);
         }
-        let out = child.wait_with_output().unwrap();
+        let out = output_of_spawned(child);
         assert_code(&out, 128 + sig);
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(json["aborted"], name);
@@ -180,8 +180,7 @@ fn exit_codes_follow_the_wrapper_conventions_with_markers_last() {
 
     let out = fx
         .stockade(["run", "--timeout", "300ms", "--", "sleep", "1000"])
-        .output()
-        .unwrap();
+        .output_within();
     assert_code(&out, 124);
     assert_eq!(
         text(&out.stderr),
@@ -201,13 +200,11 @@ fn exit_codes_follow_the_wrapper_conventions_with_markers_last() {
     for mode in ["workspace-write", "danger-full-access"] {
         let out = fx
             .stockade(["run", "--mode", mode, "--", "no-such-program-e2e"])
-            .output()
-            .unwrap();
+            .output_within();
         assert_code(&out, 127);
         let out = fx
             .stockade(["run", "--mode", mode, "--", "/etc/passwd"])
-            .output()
-            .unwrap();
+            .output_within();
         assert_code(&out, 126);
     }
 }
@@ -224,7 +221,7 @@ fn a_runner_failure_exits_125_and_is_reported_as_such() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (out, json) = run_json(
+    let (out, json) = json_within(
         fx.stockade(["run", "--json", "--", "true"])
             .env("STOCKADE_RUNNER", &fake),
     );
@@ -232,7 +229,8 @@ fn a_runner_failure_exits_125_and_is_reported_as_such() {
     assert_eq!(json["sandbox"]["runnerFailed"], true);
     assert_eq!(json["exitCode"], 125);
     // Positive control: the command's own 125, without the runner's line, is not one.
-    let (out, json) = run_json(&mut fx.stockade(["run", "--json", "--", "sh", "-c", "exit 125"]));
+    let (out, json) =
+        json_within(&mut fx.stockade(["run", "--json", "--", "sh", "-c", "exit 125"]));
     assert_code(&out, 125);
     assert_eq!(json["sandbox"]["runnerFailed"], false);
 }
@@ -241,7 +239,7 @@ fn a_runner_failure_exits_125_and_is_reported_as_such() {
 fn auto_containment_uses_a_cgroup_here_and_cleans_it_up() {
     let fx = Fixture::new();
     let (out, json) =
-        run_json(&mut fx.stockade(["run", "--json", "--", "cat", "/proc/self/cgroup"]));
+        json_within(&mut fx.stockade(["run", "--json", "--", "cat", "/proc/self/cgroup"]));
     assert_code(&out, 0);
     // This machine runs the suite as root with a cgroup v2 mount (shared/CONTEXT.md).
     assert_eq!(json["containment"], "cgroup");
@@ -259,8 +257,7 @@ fn bad_durations_are_refused_and_run_nothing() {
     for bad in ["10", "5h", "-1s", ""] {
         let out = fx
             .stockade(["run", &format!("--timeout={bad}"), "--", "touch", "ran"])
-            .output()
-            .unwrap();
+            .output_within();
         assert_code(&out, 125);
         assert!(
             text(&out.stderr).contains("--timeout"),
@@ -335,7 +332,7 @@ fn a_command_on_a_terminal_can_read_it() {
             "read line; echo got:$line",
         ]);
         let _master = on_a_terminal(&mut cmd, b"hello\n");
-        let out = cmd.output().unwrap();
+        let out = cmd.output_within();
         assert_code(&out, 0);
         assert_eq!(text(&out.stdout), "got:hello\n", "{mode}");
     }
@@ -379,7 +376,7 @@ fn a_command_stopped_from_its_terminal_stops_the_launcher_until_continued() {
     unsafe {
         libc::kill(pid, libc::SIGCONT);
     }
-    let out = child.wait_with_output().unwrap();
+    let out = output_of_spawned(child);
     assert_code(&out, 0);
     assert_eq!(text(&out.stdout), "resumed\n");
 }
@@ -387,7 +384,7 @@ fn a_command_stopped_from_its_terminal_stops_the_launcher_until_continued() {
 #[test]
 fn a_stopped_command_is_continued_so_it_sees_sigterm() {
     let fx = Fixture::new();
-    let (out, json) = run_json(&mut fx.stockade([
+    let (out, json) = json_within(&mut fx.stockade([
         "run",
         "--json",
         "--timeout",
@@ -419,8 +416,7 @@ fn a_confined_command_cannot_leave_its_cgroup() {
         let out = fx
             .stockade(["run", "--containment", "cgroup", "--mode", mode])
             .args(["--", "sh", "-c", &script])
-            .output()
-            .unwrap();
+            .output_within();
         assert_code(&out, 2);
         assert!(text(&out.stderr).contains("Permission denied"), "{mode}");
     }
@@ -434,8 +430,7 @@ fn a_confined_command_cannot_leave_its_cgroup() {
             "danger-full-access",
         ])
         .args(["--", "sh", "-c", &script])
-        .output()
-        .unwrap();
+        .output_within();
     assert_code(&out, 0);
     assert!(
         !text(&out.stdout).contains("/stockade-"),
@@ -475,7 +470,7 @@ fn a_confined_command_dies_by_sigpipe_like_an_unconfined_one() {
 fn without_clone3_the_command_still_starts_inside_its_cgroup() {
     // The mask works: clone3 is missing under it, and present (refusing its empty
     // arguments) without it.
-    let clone3 = |cmd: &mut Command| text(&cmd.arg("clone3").output().unwrap().stdout);
+    let clone3 = |cmd: &mut Command| text(&cmd.arg("clone3").output_within().stdout);
     let masked_attack = clone3(Command::new(bin("no-clone3")).arg(bin("attack")));
     assert_eq!(masked_attack.trim(), "errno ENOSYS");
     assert_eq!(
@@ -485,7 +480,7 @@ fn without_clone3_the_command_still_starts_inside_its_cgroup() {
 
     for mask in [Some("no-clone3"), None] {
         let fx = Fixture::new();
-        let (out, json) = run_json(&mut fx.stockade_masked(
+        let (out, json) = json_within(&mut fx.stockade_masked(
             mask,
             [
                 "run",
@@ -513,7 +508,7 @@ fn without_clone3_the_command_still_starts_inside_its_cgroup() {
         scatter
             .args(["--containment", "cgroup", "--", "bash", "-c", SCATTER])
             .env("E2E_TAG", &tag);
-        let (out, json) = run_json(&mut scatter);
+        let (out, json) = json_within(&mut scatter);
         assert_code(&out, 124);
         assert_eq!(json["containment"], "cgroup", "{mask:?}");
         assert!(
@@ -548,8 +543,7 @@ fn closed_standard_descriptors_become_dev_null() {
                 &script,
             ],
         )
-        .output()
-        .unwrap();
+        .output_within();
     assert_code(&out, 0);
     let fds = std::fs::read_to_string(&report).unwrap();
     assert_eq!(fds, "/dev/null\n/dev/null\n", "{}", text(&out.stderr));
@@ -568,9 +562,585 @@ fn closed_standard_descriptors_become_dev_null() {
             ],
         )
         .stdout(Stdio::piped())
-        .output()
-        .unwrap();
+        .output_within();
     assert_code(&out, 0);
     let fds = std::fs::read_to_string(&report).unwrap();
     assert!(fds.lines().nth(1).unwrap().starts_with("pipe:"), "{fds}");
+}
+
+/// How long any launcher in these tests may take before it counts as hung. Far above
+/// what a run needs: it only turns a hang into a failure (the launcher is then killed).
+const HUNG_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// `Command::output` with a deadline of its own: a launcher still running after
+/// `HUNG_AFTER` is killed and fails the test.
+trait OutputWithin {
+    fn output_within(&mut self) -> std::process::Output;
+}
+
+impl OutputWithin for Command {
+    fn output_within(&mut self) -> std::process::Output {
+        output_within(self)
+    }
+}
+
+fn output_within(cmd: &mut Command) -> std::process::Output {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    output_of_spawned(child)
+}
+
+/// Collects a launcher started with piped stdout and stderr, under `HUNG_AFTER`.
+fn output_of_spawned(mut child: std::process::Child) -> std::process::Output {
+    use std::io::Read;
+    use std::sync::mpsc;
+    let (tx, rx) = mpsc::channel();
+    for (i, mut pipe) in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            let _ = tx.send((i, bytes));
+        });
+    }
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > HUNG_AFTER {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("stockade was still running after {HUNG_AFTER:?}: hung, killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let mut streams = [Vec::new(), Vec::new()];
+    for _ in 0..2 {
+        let (i, bytes) = rx
+            .recv_timeout(HUNG_AFTER)
+            .expect("the launcher exited but its output stayed open");
+        streams[i] = bytes;
+    }
+    let [stdout, stderr] = streams;
+    std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// `run_json` with the launcher's own deadline.
+fn json_within(cmd: &mut Command) -> (std::process::Output, serde_json::Value) {
+    let out = output_within(cmd);
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}): {}\nstderr: {}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
+    });
+    (out, json)
+}
+
+/// Whether any thread of `pid` is still running (a zombie leader with a live thread is).
+fn alive(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .unwrap_or("Z");
+        state != "Z" && state != "X"
+    })
+}
+
+fn kill_pid(pid: i32) {
+    // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+#[test]
+fn a_leader_that_exits_while_a_thread_runs_is_not_gone() {
+    // The leader of a thread group exits and another thread runs on: it shows as a
+    // zombie but is alive. Left behind by an exiting command, it must be reported and
+    // ended (a cgroup stays populated: the launcher would wait for ever; a subreaper
+    // would take it as gone and leave it running).
+    let escape = bin("escape");
+    for containment in CONTAINMENTS {
+        let fx = Fixture::new();
+        let script = format!(
+            "{} zombie-leader ready & echo $! > pid; \
+             while [ ! -e ready ]; do sleep 0.01; done; exit 3",
+            escape.display()
+        );
+        let (out, json) = json_within(fx.stockade(["run", "--json", "--grace", "200ms"]).args([
+            "--mode",
+            "workspace-write",
+            "--containment",
+            containment,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]));
+        let pid: i32 = std::fs::read_to_string(fx.ws.join("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let survived = alive(pid);
+        kill_pid(pid);
+        assert_code(&out, 3);
+        assert_eq!(json["timedOut"], false, "{containment}");
+        let left = json["leftBehind"].as_array().unwrap();
+        assert!(
+            left.iter().any(|p| p["pid"] == pid),
+            "{containment}: {left:?}"
+        );
+        assert!(
+            !survived,
+            "{containment}: the thread group outlived the run"
+        );
+    }
+    // The direct child itself as such a leader: the timeout still ends it.
+    for containment in CONTAINMENTS {
+        let fx = Fixture::new();
+        let script = format!(
+            "echo $$ > pid; exec {} zombie-leader ready",
+            escape.display()
+        );
+        let (out, json) = json_within(fx.stockade(["run", "--json", "--timeout", "1s"]).args([
+            "--grace",
+            "200ms",
+            "--mode",
+            "workspace-write",
+            "--containment",
+            containment,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]));
+        let pid: i32 = std::fs::read_to_string(fx.ws.join("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let survived = alive(pid);
+        kill_pid(pid);
+        assert_code(&out, 124);
+        assert_eq!(json["timedOut"], true, "{containment}");
+        assert!(
+            !survived,
+            "{containment}: the thread group outlived the run"
+        );
+    }
+}
+
+#[test]
+fn a_process_that_forks_and_starts_a_session_in_a_loop_is_ended() {
+    // Each generation forks, starts a new session and exits; none lives long, none stays
+    // in the command's process group, and each ignores SIGTERM.
+    let escape = bin("escape");
+    for containment in CONTAINMENTS {
+        let fx = Fixture::new();
+        let tag = unique_tag("fork-loop");
+        let (out, json) = json_within(&mut tagged_run(
+            &fx,
+            &tag,
+            &[
+                "--json",
+                "--timeout",
+                "1s",
+                "--grace",
+                "200ms",
+                "--containment",
+                containment,
+            ],
+            &format!("{} fork-loop ready & sleep 1000", escape.display()),
+        ));
+        let survivors = tagged_processes(&tag);
+        kill_tagged(&tag);
+        assert_code(&out, 124);
+        assert_eq!(json["timedOut"], true);
+        assert!(fx.ws.join("ready").exists(), "the loop never started");
+        assert_eq!(survivors, vec![], "{containment}: after the timeout");
+
+        // Left running by a command that exits: reported, then ended.
+        let fx = Fixture::new();
+        let tag = unique_tag("fork-loop-left");
+        let (out, json) = json_within(&mut tagged_run(
+            &fx,
+            &tag,
+            &["--json", "--grace", "200ms", "--containment", containment],
+            &format!(
+                "{} fork-loop ready & while [ ! -e ready ]; do sleep 0.01; done; exit 3",
+                escape.display()
+            ),
+        ));
+        let survivors = tagged_processes(&tag);
+        kill_tagged(&tag);
+        assert_code(&out, 3);
+        let left = json["leftBehind"].as_array().unwrap();
+        assert!(
+            !left.is_empty(),
+            "{containment}: nothing reported left behind"
+        );
+        assert_eq!(survivors, vec![], "{containment}: after the command exited");
+    }
+}
+
+/// A new pty as controlling terminal and stdin, stdout and stderr of `cmd` (which leads
+/// its session's foreground group). Returns the master side.
+fn all_on_a_terminal(cmd: &mut Command) -> std::fs::File {
+    use std::os::fd::{AsFd, FromRawFd};
+    use std::os::unix::process::CommandExt;
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the integers we pass; the name,
+    // termios and window size pointers are null, which it accepts.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just created by openpty and are owned only here.
+    let (master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    };
+    let dup = || Stdio::from(slave.as_fd().try_clone_to_owned().unwrap());
+    cmd.stdin(dup()).stdout(dup()).stderr(dup());
+    // SAFETY: runs in the forked child before exec; setsid and ioctl are
+    // async-signal-safe system calls that touch no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    master
+}
+
+/// Waits for `child` with the launcher's deadline; kills it and fails when hung.
+fn wait_within(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > HUNG_AFTER {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("stockade was still running after {HUNG_AFTER:?}: hung, killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_command_that_stops_terminal_output_cannot_stall_the_launcher() {
+    // The command shares the launcher's terminal, turns its output off (TCOOFF, as
+    // Ctrl-S does) and writes to stderr, which the launcher copies to that terminal: the
+    // copy must not block, so the timeout still fires and the launcher exits.
+    for mode in ["danger-full-access", "workspace-write"] {
+        for (stop, code) in [(true, 124), (false, 0)] {
+            let fx = Fixture::new();
+            let script = format!(
+                "{}echo copied >&2; {}",
+                if stop {
+                    "python3 -c 'import termios; termios.tcflow(1, termios.TCOOFF)'; "
+                } else {
+                    ""
+                },
+                if stop { "sleep 1000" } else { "exit 0" }
+            );
+            let mut cmd = fx.stockade(["run", "--mode", mode, "--timeout", "1s"]);
+            cmd.args(["--grace", "100ms", "--", "sh", "-c", &script]);
+            let master = all_on_a_terminal(&mut cmd);
+            let mut child = cmd.spawn().unwrap();
+            let status = wait_within(&mut child);
+            assert_eq!(status.code(), Some(code), "{mode}, output stopped: {stop}");
+            if !stop {
+                // Positive control: the copy reaches the terminal.
+                use std::io::Read;
+                let mut seen = vec![0u8; 4096];
+                let n = (&master).read(&mut seen).unwrap();
+                assert!(text(&seen[..n]).contains("copied"), "{}", text(&seen[..n]));
+            }
+            drop(master);
+        }
+    }
+}
+
+/// Groups `stockade-*` under the cgroup the tests run in.
+fn stockade_groups() -> Vec<std::path::PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
+    let dir = std::path::PathBuf::from(format!("{}{}", cgroup2_mount(), own.trim_end_matches('/')));
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("stockade-")
+        })
+        .collect()
+}
+
+#[test]
+fn a_launcher_whose_open_file_limit_is_lowered_from_inside_still_ends_everything() {
+    // The command lowers the launcher's open-file limit (soft and hard) and leaves a
+    // daemon behind: the launcher must still find and end it, remove its cgroup and its
+    // private directory. Unconfined, the command may do this; confined, it may be
+    // refused, and then the run is an ordinary one.
+    for containment in CONTAINMENTS {
+        for mode in ["danger-full-access", "workspace-write"] {
+            for limit in ["3", "6"] {
+                let fx = Fixture::new();
+                let tag = unique_tag("nofile");
+                let (out, json) = json_within(&mut tagged_run(
+                    &fx,
+                    &tag,
+                    &[
+                        "--json",
+                        "--grace",
+                        "200ms",
+                        "--containment",
+                        containment,
+                        "--mode",
+                        mode,
+                    ],
+                    &format!(
+                        "echo $PPID > launcher; setsid sleep 1000 & sleep 1001 & \
+                         prlimit --pid $PPID --nofile={limit}:{limit}; exit 0"
+                    ),
+                ));
+                let survivors = tagged_processes(&tag);
+                kill_tagged(&tag);
+                let what = format!("{containment}, {mode}, limit {limit}");
+                assert_code(&out, 0);
+                assert!(
+                    json["leftBehind"].as_array().unwrap().len() >= 2,
+                    "{what}: {json}"
+                );
+                assert_eq!(survivors, vec![], "{what}");
+                let launcher = std::fs::read_to_string(fx.ws.join("launcher")).unwrap();
+                let prefix = format!("stockade-{}-", launcher.trim());
+                let after: Vec<_> = stockade_groups()
+                    .into_iter()
+                    .filter(|g| {
+                        g.file_name()
+                            .unwrap()
+                            .to_string_lossy()
+                            .starts_with(&prefix)
+                    })
+                    .collect();
+                assert_eq!(
+                    after,
+                    Vec::<std::path::PathBuf>::new(),
+                    "{what}: groups left"
+                );
+                let left: Vec<_> = fx.leftover_requests();
+                assert_eq!(
+                    left,
+                    Vec::<std::path::PathBuf>::new(),
+                    "{what}: private dirs left"
+                );
+            }
+        }
+    }
+}
+
+/// A cgroup made for one test under the group the tests run in, removed when dropped.
+struct TestGroup(std::path::PathBuf);
+
+impl TestGroup {
+    fn new(parent: &std::path::Path, name: &str) -> TestGroup {
+        let dir = parent.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        TestGroup(dir)
+    }
+
+    /// Delegates the group to `uid`: its directory and the files that manage membership
+    /// become the user's, which is what systemd does for `user@UID.service`.
+    fn delegate_to(&self, uid: u32) {
+        for f in [
+            "",
+            "cgroup.procs",
+            "cgroup.threads",
+            "cgroup.subtree_control",
+        ] {
+            std::os::unix::fs::chown(self.0.join(f), Some(uid), Some(uid)).unwrap();
+        }
+    }
+}
+
+impl Drop for TestGroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn an_ordinary_user_uses_a_cgroup_subtree_delegated_to_them() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): an_ordinary_user_uses_a_cgroup_subtree_delegated_to_them");
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let fx = Fixture::new();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fx.root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for d in [&fx.ws, &fx.runtime] {
+        std::os::unix::fs::chown(d, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap()
+        .to_string();
+    let own_dir =
+        std::path::PathBuf::from(format!("{}{}", cgroup2_mount(), own.trim_end_matches('/')));
+    let tag = unique_tag("deleg");
+    let delegated = TestGroup::new(&own_dir, &format!("e2e-{tag}"));
+    delegated.delegate_to(NOBODY);
+    let leaf = TestGroup::new(&delegated.0, "leaf");
+    let plain = TestGroup::new(&own_dir, &format!("e2e-plain-{tag}"));
+
+    // The launcher starts as the user inside `group`, as a login would place it.
+    let run_in = |group: &TestGroup| {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!(
+                "echo $$ > {}/cgroup.procs && exec setpriv --reuid={NOBODY} --regid={NOBODY} \
+                 --clear-groups \"$0\" \"$@\"",
+                group.0.display()
+            ))
+            .arg(stockade_bin())
+            .args([
+                "run",
+                "--json",
+                "--mode",
+                "workspace-write",
+                "--",
+                "cat",
+                "/proc/self/cgroup",
+            ])
+            .current_dir(&fx.ws)
+            .env("STOCKADE_RUNNER", runner_bin())
+            .env("XDG_RUNTIME_DIR", &fx.runtime)
+            .env_remove("TMPDIR")
+            .stdin(Stdio::null());
+        let (out, json) = json_within(&mut cmd);
+        assert_code(&out, 0);
+        let stdout = json["stdout"]["text"].as_str().unwrap().to_string();
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("0::"))
+            .unwrap()
+            .to_string();
+        (json["containment"].as_str().unwrap().to_string(), line)
+    };
+    let relative = |g: &TestGroup| {
+        g.0.strip_prefix(cgroup2_mount())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+    // In the delegated group itself, and in a group below it that is not the user's: a
+    // fresh group under the delegated one.
+    for group in [&delegated, &leaf] {
+        let (containment, line) = run_in(group);
+        assert_eq!(containment, "cgroup", "{line}");
+        let expected = format!(
+            "0::/{}/stockade-",
+            relative(&delegated).trim_start_matches('/')
+        );
+        assert!(
+            line.starts_with(&expected),
+            "{line} (expected under {expected})"
+        );
+    }
+    // Positive control: in a group that is not delegated, the user gets a subreaper.
+    let (containment, line) = run_in(&plain);
+    assert_eq!(containment, "subreaper", "{line}");
+    // Nothing of ours is left in the delegated subtree.
+    let left: Vec<_> = std::fs::read_dir(&delegated.0)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("stockade-"))
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(left, Vec::<std::path::PathBuf>::new());
+    drop(leaf);
+}
+
+#[test]
+fn a_launcher_started_with_too_few_descriptors_refuses_and_leaves_nothing() {
+    // Started under a tiny open-file limit, the launcher either runs the command fully
+    // supervised or refuses as the wrapper (125) before anything runs; never a
+    // half-supervised run. Control: with room, the same run leaves its daemon reported.
+    let mut outcomes = Vec::new();
+    for limit in ["4", "6", "8", "10", "12", "16", "64"] {
+        let fx = Fixture::new();
+        let tag = unique_tag("nofile-start");
+        let mut cmd = Command::new("prlimit");
+        cmd.arg(format!("--nofile={limit}:{limit}"))
+            .arg(stockade_bin())
+            .args(["run", "--grace", "200ms", "--", "sh", "-c"])
+            .arg("setsid sleep 1000 & touch ran; exit 0")
+            .current_dir(&fx.ws)
+            .env("STOCKADE_RUNNER", runner_bin())
+            .env("XDG_RUNTIME_DIR", &fx.runtime)
+            .env("E2E_TAG", &tag)
+            .env_remove("TMPDIR")
+            .stdin(Stdio::null());
+        let out = cmd.output_within();
+        let survivors = tagged_processes(&tag);
+        kill_tagged(&tag);
+        let code = out.status.code();
+        let ran = fx.ws.join("ran").exists();
+        assert!(
+            matches!(code, Some(0) | Some(125)),
+            "limit {limit}: {code:?} {}",
+            text(&out.stderr)
+        );
+        assert_eq!(code == Some(0), ran, "limit {limit}: {}", text(&out.stderr));
+        if code == Some(125) {
+            assert!(text(&out.stderr).starts_with("stockade: "), "limit {limit}");
+        }
+        assert_eq!(survivors, vec![], "limit {limit}");
+        let left: Vec<_> = fx.leftover_requests();
+        assert_eq!(left, Vec::<std::path::PathBuf>::new(), "limit {limit}");
+        outcomes.push(code);
+    }
+    assert!(outcomes.contains(&Some(0)), "{outcomes:?}");
 }
