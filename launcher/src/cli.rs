@@ -70,6 +70,13 @@ pub struct PolicyArgs {
     /// descriptor above 2 is closed.
     #[arg(long = "keep-fd", value_name = "N")]
     pub keep_fd: Vec<i32>,
+    /// A path no confined command may read, in every confined mode (repeatable).
+    #[arg(long = "hide", value_name = "PATH")]
+    pub hide: Vec<PathBuf>,
+    /// Do not hide the default credential stores (~/.ssh, ~/.aws, ...); stockade's own
+    /// control directories stay hidden.
+    #[arg(long = "no-default-hide")]
+    pub no_default_hide: bool,
 }
 
 impl PolicyArgs {
@@ -82,6 +89,9 @@ impl PolicyArgs {
             allow_tcp_connect: self.allow_tcp_connect.clone(),
             allow_unix_sockets: self.allow_unix_sockets,
             keep_fds: self.keep_fd.clone(),
+            hide: self.hide.clone(),
+            default_hide: !self.no_default_hide,
+            invoker: crate::hide::invoker(),
         }
     }
 }

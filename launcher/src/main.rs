@@ -27,6 +27,7 @@ mod containment;
 mod duration;
 mod env;
 mod error;
+mod hide;
 mod locate;
 mod output;
 mod probe;

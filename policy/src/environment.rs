@@ -96,7 +96,7 @@ fn url_with_password(text: &str) -> bool {
         let after = &rest[at + 3..];
         // The authority ends at the path, query, fragment, or a list separator.
         let end = after
-            .find(|c: char| matches!(c, '/' | '?' | '#' | ',' | ';' | ' ' | '\n'))
+            .find(['/', '?', '#', ',', ';', ' ', '\n'])
             .unwrap_or(after.len());
         let authority = &after[..end];
         if let Some(userinfo) = authority.rsplit_once('@').map(|(u, _)| u)

@@ -22,6 +22,25 @@ pub enum Access {
     ReadWriteFile,
     /// Every filesystem access beneath a directory: create, write, remove, rename, ...
     Full,
+    /// List directories beneath a directory, nothing else: a read grant's ancestor of a
+    /// hidden path (see [`crate::hidden`]).
+    ListOnly,
+    /// Everything [`Access::Full`] gives but reading and executing files: a writable
+    /// root's ancestor of a hidden path.
+    FullExceptRead,
+}
+
+/// How the runner reaches a granted path; decides whether links may be followed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// A root the policy names (canonical when the policy was resolved).
+    Root,
+    /// A directory on the way to a hidden path: reached component by component from `/`
+    /// without following links; a link there gets no rule.
+    Ancestor,
+    /// An entry of an ancestor that is not on the way to a hidden path: opened from its
+    /// listed parent without following links; a link gets no rule.
+    Beside,
 }
 
 /// Why a grant exists; shown by `stockade-runner --explain` and in errors.
@@ -60,6 +79,7 @@ pub struct Grant {
     pub path: PathBuf,
     pub access: Access,
     pub reason: Reason,
+    pub opened: Opened,
 }
 
 impl Grant {
@@ -68,6 +88,7 @@ impl Grant {
             path: path.into(),
             access,
             reason,
+            opened: Opened::Root,
         }
     }
 }
@@ -121,6 +142,7 @@ mod tests {
             allow_tcp_connect: Vec::new(),
             allow_unix_sockets: false,
             keep_fds: Vec::new(),
+            hidden: Vec::new(),
         }
     }
 

@@ -123,10 +123,13 @@ pub enum Guarantee {
     Capabilities,
     /// No inherited descriptor above 2 reaches the target unless the request keeps it.
     Fds,
+    /// The hidden paths (credential stores, stockade's control directories, `--hide`)
+    /// cannot be read (Landlock ABI 1: carved out of the read grants).
+    HiddenPaths,
 }
 
 impl Guarantee {
-    pub const ALL: [Guarantee; 11] = [
+    pub const ALL: [Guarantee; 12] = [
         Guarantee::FilesystemWrites,
         Guarantee::Refer,
         Guarantee::Truncate,
@@ -138,6 +141,7 @@ impl Guarantee {
         Guarantee::SyscallFilter,
         Guarantee::Capabilities,
         Guarantee::Fds,
+        Guarantee::HiddenPaths,
     ];
 
     /// The stable name used in JSON and in messages.
@@ -154,6 +158,7 @@ impl Guarantee {
             Guarantee::SyscallFilter => "syscallFilter",
             Guarantee::Capabilities => "capabilities",
             Guarantee::Fds => "fds",
+            Guarantee::HiddenPaths => "hiddenPaths",
         }
     }
 
@@ -172,6 +177,7 @@ impl Guarantee {
             }
             Guarantee::Signals | Guarantee::AbstractSockets => Feature::LandlockAbi(6),
             Guarantee::Capabilities | Guarantee::Fds => Feature::Always,
+            Guarantee::HiddenPaths => Feature::LandlockAbi(1),
         }
     }
 
@@ -193,9 +199,12 @@ impl Guarantee {
             Guarantee::UnixSockets => Requirement::Required,
             // Scopes arrived late (6.12); older kernels still confine files and syscalls.
             Guarantee::Signals | Guarantee::AbstractSockets => Requirement::Desired,
-            Guarantee::SyscallFilter | Guarantee::Capabilities | Guarantee::Fds => {
-                Requirement::Required
-            }
+            // The same rules as the filesystem ones: a sandbox that let every command
+            // read the others' requests would leak their secrets.
+            Guarantee::SyscallFilter
+            | Guarantee::Capabilities
+            | Guarantee::Fds
+            | Guarantee::HiddenPaths => Requirement::Required,
         }
     }
 }
@@ -377,7 +386,10 @@ mod tests {
                 Verdict::Unavailable { missing } => {
                     assert_eq!(
                         missing,
-                        vec![(Guarantee::FilesystemWrites, Feature::LandlockAbi(1))]
+                        vec![
+                            (Guarantee::FilesystemWrites, Feature::LandlockAbi(1)),
+                            (Guarantee::HiddenPaths, Feature::LandlockAbi(1))
+                        ]
                     )
                 }
                 v => panic!("{v:?}"),

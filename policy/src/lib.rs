@@ -13,6 +13,7 @@
 //! - [`policy`]: a caller's policy request, and [`policy::PolicyRequest::resolve`], the
 //!   one step that fills in defaults and canonicalises paths.
 //! - [`grants`]: which filesystem access each resolved policy grants, and where.
+//! - [`hidden`]: the paths no confined command may read, carved out of the grants.
 //! - [`guarantees`]: which guarantees a policy asks for and what kernel feature each
 //!   needs, hence whether enforcement is `full` or `partial` (or impossible).
 //! - [`request`]: the launch request the launcher writes and the runner consumes, its
@@ -29,6 +30,7 @@ pub mod environment;
 pub mod exit;
 pub mod grants;
 pub mod guarantees;
+pub mod hidden;
 pub mod mode;
 pub mod policy;
 pub mod request;

@@ -4,6 +4,7 @@
 //! [`PolicyRequest::resolve`] is the single place where defaults are filled in and paths
 //! are made absolute and canonical. Nothing downstream applies a default of its own.
 
+use crate::hidden::{self, Invoker};
 use crate::mode::Mode;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -81,6 +82,13 @@ pub struct PolicyRequest {
     pub allow_unix_sockets: bool,
     /// `--keep-fd N`: inherited descriptors above 2 that reach the target.
     pub keep_fds: Vec<i32>,
+    /// `--hide PATH`: extra paths no confined command may read.
+    pub hide: Vec<PathBuf>,
+    /// Whether the default hidden set applies (`--no-default-hide` clears it). The
+    /// control directories are hidden either way.
+    pub default_hide: bool,
+    /// Who invokes stockade: decides the default hidden set (filled in by the launcher).
+    pub invoker: Invoker,
 }
 
 /// A resolved policy: every path absolute, canonical and known to exist as a directory
@@ -104,6 +112,9 @@ pub struct Policy {
     /// Inherited descriptors (all above 2) passed to the target; sorted, unique. Every
     /// other descriptor above 2 is closed on exec.
     pub keep_fds: Vec<i32>,
+    /// Paths no confined command may read: canonical, existing at resolution time, none
+    /// beneath another, sorted (see [`crate::hidden`]).
+    pub hidden: Vec<PathBuf>,
 }
 
 /// Why a policy could not be resolved. Each names the path at fault.
@@ -126,6 +137,13 @@ pub enum PolicyError {
     /// `--allow-tcp-connect` with `--network allow` in a confined mode: every port is
     /// reachable already, so the port list would silently mean nothing.
     TcpPortsWithNetworkAllowed,
+    /// A hidden path contains the workspace or a writable root: the command could not
+    /// read the tree it works in.
+    HiddenContainsRoot {
+        hidden: PathBuf,
+        root: PathBuf,
+        default: bool,
+    },
 }
 
 impl fmt::Display for PolicyError {
@@ -161,6 +179,21 @@ impl fmt::Display for PolicyError {
             PolicyError::TcpPortsWithNetworkAllowed => f.write_str(
                 "--allow-tcp-connect has no effect with --network allow (every port is reachable); drop one of them",
             ),
+            PolicyError::HiddenContainsRoot {
+                hidden,
+                root,
+                default,
+            } => write!(
+                f,
+                "hidden path {} contains {}, which the command works in; {}",
+                hidden.display(),
+                root.display(),
+                if *default {
+                    "choose a workspace outside it (or pass --no-default-hide)"
+                } else {
+                    "drop that --hide or choose a workspace outside it"
+                }
+            ),
         }
     }
 }
@@ -178,6 +211,9 @@ impl PolicyRequest {
             allow_tcp_connect: Vec::new(),
             allow_unix_sockets: false,
             keep_fds: Vec::new(),
+            hide: Vec::new(),
+            default_hide: true,
+            invoker: Invoker::default(),
         }
     }
 
@@ -245,7 +281,7 @@ impl PolicyRequest {
         if self.mode.is_confined() && network == Network::Allow && !allow_tcp_connect.is_empty() {
             return Err(PolicyError::TcpPortsWithNetworkAllowed);
         }
-        Ok(Policy {
+        let mut policy = Policy {
             mode: self.mode,
             workspace,
             writable_roots,
@@ -254,7 +290,59 @@ impl PolicyRequest {
             allow_tcp_connect,
             allow_unix_sockets: self.allow_unix_sockets,
             keep_fds,
-        })
+            hidden: Vec::new(),
+        };
+        if self.mode.is_confined() {
+            policy.hidden = self.resolve_hidden(cwd, &policy)?;
+        }
+        Ok(policy)
+    }
+
+    /// The hidden set of `policy`: `--hide` paths, the defaults (unless dropped) and the
+    /// control bases, each canonicalised (a link hides its target); paths that do not
+    /// exist cost nothing and are dropped. A hidden path that contains the workspace or a
+    /// writable root is refused. A control base beneath a writable root is not hidden:
+    /// carving it out would make every file created directly in that root (`/tmp`)
+    /// unreadable; the request's status channel is in-band then anyway.
+    fn resolve_hidden(&self, cwd: &Path, policy: &Policy) -> Result<Vec<PathBuf>, PolicyError> {
+        let mut roots = crate::grants::writable_roots(policy);
+        roots.push(policy.workspace.clone());
+        let mut asked: Vec<(PathBuf, bool)> =
+            self.hide.iter().map(|p| (cwd.join(p), false)).collect();
+        if self.default_hide {
+            asked.extend(
+                hidden::defaults(&self.invoker)
+                    .into_iter()
+                    .map(|p| (p, true)),
+            );
+        }
+        let mut out = Vec::new();
+        for (path, default) in asked {
+            let Ok(canonical) = path.canonicalize() else {
+                continue;
+            };
+            if let Some(root) = roots.iter().find(|r| r.starts_with(&canonical)) {
+                return Err(PolicyError::HiddenContainsRoot {
+                    hidden: canonical,
+                    root: root.clone(),
+                    default,
+                });
+            }
+            out.push(canonical);
+        }
+        for base in &self.invoker.control_bases {
+            let Ok(canonical) = base.canonicalize() else {
+                continue;
+            };
+            if roots
+                .iter()
+                .any(|r| canonical.starts_with(r) || r.starts_with(&canonical))
+            {
+                continue;
+            }
+            out.push(canonical);
+        }
+        Ok(hidden::outermost(&out))
     }
 }
 
@@ -448,5 +536,62 @@ mod tests {
             req.resolve(&dir, None),
             Err(PolicyError::TcpPortZero)
         ));
+    }
+
+    #[test]
+    fn hidden_paths_are_canonical_existing_and_never_contain_a_root() {
+        let dir = tempdir();
+        for d in ["home/.ssh", "ws", "run/stockade", "tmpd/stockade-0"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        std::os::unix::fs::symlink(dir.join("home/.ssh"), dir.join("link")).unwrap();
+        let req = PolicyRequest {
+            workspace: Some(dir.join("ws")),
+            writable: vec![dir.join("tmpd")],
+            hide: vec!["link".into(), "absent".into()],
+            invoker: Invoker {
+                homes: vec![dir.join("home")],
+                root: false,
+                control_bases: vec![dir.join("run/stockade"), dir.join("tmpd/stockade-0")],
+            },
+            ..PolicyRequest::new(Mode::WorkspaceWrite)
+        };
+        // The link hides its target (once); the absent path costs nothing. The control
+        // bases here lie beneath the shared /tmp, a writable root in workspace-write, so
+        // they are not carved out of it; read-only hides them.
+        let policy = req.resolve(&dir, None).unwrap();
+        assert_eq!(policy.hidden, vec![dir.join("home/.ssh")]);
+        let read_only = PolicyRequest {
+            mode: Mode::ReadOnly,
+            ..req.clone()
+        };
+        let bases = vec![dir.join("run/stockade"), dir.join("tmpd/stockade-0")];
+        let mut all = vec![dir.join("home/.ssh")];
+        all.extend(bases.clone());
+        assert_eq!(read_only.resolve(&dir, None).unwrap().hidden, all);
+        let none = PolicyRequest {
+            default_hide: false,
+            hide: Vec::new(),
+            ..read_only
+        };
+        assert_eq!(none.resolve(&dir, None).unwrap().hidden, bases);
+        let unconfined = PolicyRequest {
+            mode: Mode::DangerFullAccess,
+            ..req.clone()
+        };
+        assert!(unconfined.resolve(&dir, None).unwrap().hidden.is_empty());
+
+        for bad in [dir.join("ws"), dir.clone(), dir.join("tmpd")] {
+            let req = PolicyRequest {
+                hide: vec![bad.clone()],
+                ..req.clone()
+            };
+            let err = req.resolve(&dir, None).unwrap_err();
+            assert!(
+                matches!(err, PolicyError::HiddenContainsRoot { .. }),
+                "{err}"
+            );
+            assert!(err.to_string().contains(&*bad.to_string_lossy()), "{err}");
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic  b"STKDREQ\n"
-//! 8       2     format version, little endian (currently 1)
+//! 8       2     format version, little endian (currently 2)
 //! 10      4     body length N, little endian
 //! 14      N     body: bincode 2 (standard config) encoding of the request
 //! ```
@@ -29,7 +29,7 @@ use std::path::PathBuf;
 /// The first bytes of every launch request file.
 pub const MAGIC: [u8; 8] = *b"STKDREQ\n";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 /// Magic, version and body length.
 pub const HEADER_LEN: usize = 8 + 2 + 4;
 /// The largest request file accepted (4 MiB): larger than any argv + environment the
@@ -229,6 +229,7 @@ struct Body {
     enforcement: Enforcement,
     guarantees: Vec<Guarantee>,
     status_path: Option<Vec<u8>>,
+    hidden: Vec<Vec<u8>>,
 }
 
 fn bytes(p: &std::path::Path) -> Vec<u8> {
@@ -272,6 +273,7 @@ impl LaunchRequest {
             enforcement: self.enforcement,
             guarantees: self.guarantees.clone(),
             status_path: self.status_path.as_deref().map(bytes),
+            hidden: self.policy.hidden.iter().map(|p| bytes(p)).collect(),
         };
         let encoded = bincode::serde::encode_to_vec(&body, bincode::config::standard())
             .map_err(|e| EncodeError::Bincode(e.to_string()))?;
@@ -349,6 +351,7 @@ impl LaunchRequest {
                 allow_tcp_connect: body.allow_tcp_connect,
                 allow_unix_sockets: body.allow_unix_sockets,
                 keep_fds: body.keep_fds,
+                hidden: body.hidden.into_iter().map(path).collect(),
             },
             enforcement: body.enforcement,
             guarantees: body.guarantees,
@@ -389,6 +392,7 @@ impl LaunchRequest {
         for path in std::iter::once(&p.workspace)
             .chain(&p.writable_roots)
             .chain(&p.tmpdir)
+            .chain(&p.hidden)
         {
             if path.as_os_str().as_bytes().contains(&0) {
                 return Err(ValidationError::NulInPolicyPath);
@@ -452,6 +456,7 @@ mod tests {
                 allow_tcp_connect: vec![443],
                 allow_unix_sockets: true,
                 keep_fds: vec![3, 9],
+                hidden: vec!["/home/u/.ssh".into()],
             },
             enforcement: Enforcement::Full,
             guarantees: vec![Guarantee::FilesystemWrites, Guarantee::Fds],

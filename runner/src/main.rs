@@ -24,6 +24,7 @@
 #![cfg_attr(not(test), no_main)]
 
 mod caps;
+mod carve;
 mod error;
 mod exec;
 mod explain;
@@ -231,6 +232,7 @@ mod tests {
                 allow_tcp_connect: Vec::new(),
                 allow_unix_sockets: false,
                 keep_fds: Vec::new(),
+                hidden: Vec::new(),
             },
             enforcement,
             guarantees,

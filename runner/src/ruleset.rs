@@ -5,12 +5,14 @@
 //! of [`HANDLED_ABI`], a version chosen and tested deliberately, not the crate's newest:
 //! a crate update must not silently change what is denied.
 
+use crate::carve::Tree;
 use crate::error::RunnerError;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
     PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
-use stockade_policy::grants::{self, Access as GrantAccess, Grant};
+use stockade_policy::grants::{self, Access as GrantAccess, Grant, Opened};
+use stockade_policy::hidden;
 use stockade_policy::{Network, Policy};
 
 /// The ABI whose filesystem access rights are handled (ABI 5 adds the last one,
@@ -31,7 +33,30 @@ fn access(grant: GrantAccess) -> BitFlags<AccessFs> {
             AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev
         }
         GrantAccess::Full => AccessFs::from_all(HANDLED_ABI),
+        GrantAccess::ListOnly => AccessFs::ReadDir.into(),
+        GrantAccess::FullExceptRead => {
+            AccessFs::from_all(HANDLED_ABI) & !(AccessFs::ReadFile | AccessFs::Execute)
+        }
     }
+}
+
+/// The rights of a grant on something that is not a directory: the kernel refuses
+/// directory rights on a file (the crate would drop the rule's extra rights and report
+/// partial enforcement).
+fn file_rights(access: BitFlags<AccessFs>) -> BitFlags<AccessFs> {
+    access
+        & (AccessFs::ReadFile
+            | AccessFs::WriteFile
+            | AccessFs::Execute
+            | AccessFs::Truncate
+            | AccessFs::IoctlDev)
+}
+
+/// The policy's grants with its hidden paths carved out: the one rule set both the
+/// runner and `--explain` use. Lists the filesystem around the hidden paths (see
+/// carve.rs for why here).
+pub fn carved_grants(policy: &Policy, tree: &mut Tree) -> Vec<Grant> {
+    hidden::carve(&grants::grants(policy), &policy.hidden, |p| tree.list(p))
 }
 
 /// Opens a granted path as an `O_PATH` descriptor, checking that directory grants name
@@ -113,11 +138,24 @@ pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
                 .map_err(ll)?;
         }
     }
-    for grant in &grants::grants(policy) {
-        let fd = open_grant(grant)?;
-        created = created
-            .add_rule(PathBeneath::new(fd, access(grant.access)))
-            .map_err(ll)?;
+    let mut tree = Tree::default();
+    for grant in &carved_grants(policy, &mut tree) {
+        let rights = access(grant.access);
+        created = match grant.opened {
+            Opened::Root => created.add_rule(PathBeneath::new(open_grant(grant)?, rights)),
+            // Reached without following links; one that is gone or is a link now gets
+            // no rule: less access, never more.
+            Opened::Ancestor => match tree.dir(&grant.path) {
+                Some(fd) => created.add_rule(PathBeneath::new(fd, rights)),
+                None => continue,
+            },
+            Opened::Beside => match tree.open_beside(&grant.path) {
+                Some(e) if e.directory => created.add_rule(PathBeneath::new(e.fd, rights)),
+                Some(e) => created.add_rule(PathBeneath::new(e.fd, file_rights(rights))),
+                None => continue,
+            },
+        }
+        .map_err(ll)?;
     }
     let status = created.restrict_self().map_err(ll)?;
     if status.ruleset == RulesetStatus::NotEnforced {

@@ -570,6 +570,7 @@ mod tests {
             allow_tcp_connect: ports.to_vec(),
             allow_unix_sockets: unix,
             keep_fds: Vec::new(),
+            hidden: Vec::new(),
         }
     }
 

@@ -302,6 +302,7 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
             allow_tcp_connect: Vec::new(),
             allow_unix_sockets: false,
             keep_fds: Vec::new(),
+            hidden: Vec::new(),
         },
         enforcement: Enforcement::Full,
         guarantees: Vec::new(),
