@@ -303,9 +303,11 @@ impl PolicyRequest {
     /// exist cost nothing and are dropped. A hidden path that contains the workspace or a
     /// writable root is refused. A control base beneath a writable root is not hidden:
     /// carving it out would make every file created directly in that root (`/tmp`)
-    /// unreadable; the request's status channel is in-band then anyway.
+    /// unreadable; the request's status channel is in-band then anyway. Nor is one that
+    /// contains the workspace or a root (the command works there).
     fn resolve_hidden(&self, cwd: &Path, policy: &Policy) -> Result<Vec<PathBuf>, PolicyError> {
-        let mut roots = crate::grants::writable_roots(policy);
+        let writable = crate::grants::writable_roots(policy);
+        let mut roots = writable.clone();
         roots.push(policy.workspace.clone());
         let mut asked: Vec<(PathBuf, bool)> =
             self.hide.iter().map(|p| (cwd.join(p), false)).collect();
@@ -334,10 +336,8 @@ impl PolicyRequest {
             let Ok(canonical) = base.canonicalize() else {
                 continue;
             };
-            if roots
-                .iter()
-                .any(|r| canonical.starts_with(r) || r.starts_with(&canonical))
-            {
+            let inside_writable = writable.iter().any(|r| canonical.starts_with(r));
+            if inside_writable || roots.iter().any(|r| r.starts_with(&canonical)) {
                 continue;
             }
             out.push(canonical);
