@@ -29,3 +29,9 @@ pub fn exec_without(helper: &str, syscalls: &[i64]) -> ! {
     eprintln!("{helper}: cannot exec {:?}: {err}", args[0]);
     std::process::exit(127);
 }
+
+/// Whether the tests run as root (some need to: files only root can read, for example).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
