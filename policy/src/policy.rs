@@ -333,8 +333,15 @@ impl PolicyRequest {
             out.push(canonical);
         }
         for base in &self.invoker.control_bases {
-            let Ok(canonical) = base.canonicalize() else {
-                continue;
+            // A base made only after resolution (by this very `confine`) is hidden all
+            // the same: it will hold other commands' requests while this one runs.
+            let canonical = match (base.canonicalize(), base.parent(), base.file_name()) {
+                (Ok(c), _, _) => c,
+                (Err(_), Some(parent), Some(name)) => match parent.canonicalize() {
+                    Ok(p) => p.join(name),
+                    Err(_) => continue,
+                },
+                _ => continue,
             };
             let inside_writable = writable.iter().any(|r| canonical.starts_with(r));
             if inside_writable || roots.iter().any(|r| r.starts_with(&canonical)) {
