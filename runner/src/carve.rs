@@ -17,7 +17,8 @@
 //!
 //! Opening with `O_PATH` never blocks: FIFOs, sockets and devices are reached without
 //! being opened for I/O; a mount point yields the mounted root, which is what a path
-//! beneath it reaches too.
+//! beneath it reaches too, and an entry beside the path (opened `O_PATH` without
+//! `O_DIRECTORY`) does not trigger an automount.
 
 use nix::dir::{Dir, Type};
 use nix::fcntl::{OFlag, openat};
