@@ -52,6 +52,36 @@ fn file_rights(access: BitFlags<AccessFs>) -> BitFlags<AccessFs> {
             | AccessFs::IoctlDev)
 }
 
+/// The most entries the carve-out gives rules of their own. Each costs the runner a few
+/// system calls and the kernel a rule; a directory on the way to a hidden path that a
+/// command could fill (one inside a writable root) must not make every later command
+/// slow to start or exhaust kernel memory. Past it, the runner fails rather than start.
+pub const MAX_CARVED_ENTRIES: usize = 65_536;
+
+/// Refuses a carve-out larger than [`MAX_CARVED_ENTRIES`], naming the fullest directory.
+fn check_carve_size(carved: &[Grant]) -> Result<(), RunnerError> {
+    let beside: Vec<&Grant> = carved
+        .iter()
+        .filter(|g| g.opened == Opened::Beside)
+        .collect();
+    if beside.len() <= MAX_CARVED_ENTRIES {
+        return Ok(());
+    }
+    let mut counts = std::collections::BTreeMap::new();
+    for g in &beside {
+        *counts.entry(g.path.parent()).or_insert(0usize) += 1;
+    }
+    let (dir, n) = counts
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .unwrap_or((None, 0));
+    Err(RunnerError::Landlock(format!(
+        "hiding paths needs a rule for each of {} entries beside them (the limit is {MAX_CARVED_ENTRIES}; {} holds {n}): hide a path in a smaller directory",
+        beside.len(),
+        dir.map(|d| d.display().to_string()).unwrap_or_default()
+    )))
+}
+
 /// The policy's grants with its hidden paths carved out: the one rule set both the
 /// runner and `--explain` use. Lists the filesystem around the hidden paths (see
 /// carve.rs for why here).
@@ -139,7 +169,9 @@ pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
         }
     }
     let mut tree = Tree::default();
-    for grant in &carved_grants(policy, &mut tree) {
+    let carved = carved_grants(policy, &mut tree);
+    check_carve_size(&carved)?;
+    for grant in &carved {
         let rights = access(grant.access);
         created = match grant.opened {
             Opened::Root => created.add_rule(PathBeneath::new(open_grant(grant)?, rights)),
@@ -164,4 +196,27 @@ pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
         ));
     }
     Ok(abi_number(&status.landlock))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stockade_policy::grants::Reason;
+
+    #[test]
+    fn a_carve_out_past_the_limit_is_a_failure_naming_the_fullest_directory() {
+        let entry = |dir: &str, i: usize| Grant {
+            path: std::path::PathBuf::from(dir).join(format!("e{i}")),
+            access: GrantAccess::ReadExecute,
+            reason: Reason::ReadEverywhere,
+            opened: Opened::Beside,
+        };
+        let mut carved: Vec<Grant> = (0..MAX_CARVED_ENTRIES)
+            .map(|i| entry("/w/big", i))
+            .collect();
+        assert!(check_carve_size(&carved).is_ok());
+        carved.push(entry("/etc", 0));
+        let err = check_carve_size(&carved).unwrap_err().to_string();
+        assert!(err.contains("/w/big holds 65536"), "{err}");
+    }
 }
