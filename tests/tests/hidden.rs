@@ -391,3 +391,39 @@ fn explain_probe_and_guarantees_show_the_hidden_set() {
     let base = fx.runtime.join("stockade");
     assert!(listed.contains(&base.to_str().unwrap()), "{listed:?}");
 }
+
+#[test]
+fn classify_calls_a_hidden_read_a_denial() {
+    let fx = Fixture::new();
+    let secret = fx.outside.join("vault");
+    std::fs::create_dir(&secret).unwrap();
+    std::fs::write(secret.join("key"), b"k").unwrap();
+    let key = secret.join("key").display().to_string();
+    let hide = secret.display().to_string();
+    let verdict = |confined: &serde_json::Value| {
+        let out = spawn_argv(confined);
+        let file = fx.root.join("confined.json");
+        std::fs::write(&file, confined.to_string()).unwrap();
+        let stderr = fx.root.join("stderr");
+        std::fs::write(&stderr, &out.stderr).unwrap();
+        let code = out.status.code().unwrap().to_string();
+        let res = fx
+            .stockade(["classify", "--confined"])
+            .arg(&file)
+            .args(["--exit-code", &code, "--stderr"])
+            .arg(&stderr)
+            .output()
+            .unwrap();
+        assert_code(&res, 0);
+        serde_json::from_slice::<serde_json::Value>(&res.stdout).unwrap()
+    };
+    let c = fx.confine(&["--mode", "read-only", "--hide", &hide, "--", "cat", &key]);
+    let v = verdict(&c);
+    assert_eq!(v["outcome"], "denied", "{v}");
+    assert_eq!(v["runnerFailed"], false, "{v}");
+    // Positive control: not hidden, the same read succeeds.
+    let c = fx.confine(&["--mode", "read-only", "--", "cat", &key]);
+    let v = verdict(&c);
+    assert_ne!(v["outcome"], "denied", "{v}");
+    assert_eq!(v["denied"], false, "{v}");
+}
