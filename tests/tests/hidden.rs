@@ -427,3 +427,52 @@ fn classify_calls_a_hidden_read_a_denial() {
     assert_ne!(v["outcome"], "denied", "{v}");
     assert_eq!(v["denied"], false, "{v}");
 }
+
+#[test]
+fn fifos_sockets_and_mount_points_beside_a_hidden_path_neither_hang_nor_break_the_runner() {
+    let fx = Fixture::new();
+    let secret = fx.outside.join("vault");
+    std::fs::create_dir(&secret).unwrap();
+    std::fs::write(secret.join("key"), b"k").unwrap();
+    let fifo = fx.outside.join("fifo");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let _socket = std::os::unix::net::UnixListener::bind(fx.outside.join("sock")).unwrap();
+    std::fs::write(fx.outside.join("plain"), b"p").unwrap();
+    // As root, also a mount point: a bind mount of a directory holding a readable file.
+    let mounted = fx.outside.join("mnt");
+    std::fs::create_dir(&mounted).unwrap();
+    let source = fx.root.join("mnt-source");
+    std::fs::create_dir(&source).unwrap();
+    std::fs::write(source.join("inside"), b"i").unwrap();
+    let bound = stockade_tests::is_root()
+        && std::process::Command::new("mount")
+            .args(["--bind"])
+            .arg(&source)
+            .arg(&mounted)
+            .status()
+            .is_ok_and(|s| s.success());
+    let mut readable = vec![fx.outside.join("plain")];
+    if bound {
+        readable.push(mounted.join("inside"));
+    } else {
+        eprintln!("no bind mount (not root, or mount refused): the mount point part is skipped");
+    }
+    let script = probe_reads(&[vec![secret.join("key")], readable.clone()].concat());
+    let out = fx
+        .stockade(["run", "--mode", "read-only", "--timeout", "60s", "--hide"])
+        .arg(&secret)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    if bound {
+        let _ = std::process::Command::new("umount").arg(&mounted).status();
+    }
+    assert_code(&out, 0);
+    let mut want = vec![format!("DENIED {}", secret.join("key").display())];
+    want.extend(readable.iter().map(|p| format!("READ {}", p.display())));
+    assert_eq!(verdicts(&out), want, "{}", text(&out.stderr));
+}
