@@ -22,10 +22,17 @@ pub fn invoker() -> Invoker {
     {
         homes.push(home);
     }
+    let mut control_bases = crate::request_file::base_candidates();
+    // Another command may have been confined with another `$TMPDIR`: the default temp
+    // dir's base is hidden too.
+    let tmp_base = PathBuf::from(format!("/tmp/stockade-{uid}"));
+    if !control_bases.contains(&tmp_base) {
+        control_bases.push(tmp_base);
+    }
     Invoker {
         homes,
         root: uid.is_root(),
-        control_bases: crate::request_file::base_candidates(),
+        control_bases,
     }
 }
 
