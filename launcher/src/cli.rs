@@ -74,6 +74,13 @@ pub struct PolicyArgs {
     /// ancestor of either (refused otherwise: it would make them writable).
     #[arg(long = "allow-broad-root")]
     pub allow_broad_root: bool,
+    /// A path no confined command may read, in every confined mode (repeatable).
+    #[arg(long = "hide", value_name = "PATH")]
+    pub hide: Vec<PathBuf>,
+    /// Do not hide the default credential stores (~/.ssh, ~/.aws, ...); stockade's own
+    /// control directories stay hidden.
+    #[arg(long = "no-default-hide")]
+    pub no_default_hide: bool,
 }
 
 impl PolicyArgs {
@@ -87,6 +94,8 @@ impl PolicyArgs {
             allow_unix_sockets: self.allow_unix_sockets,
             keep_fds: self.keep_fd.clone(),
             allow_broad_root: self.allow_broad_root,
+            hide: self.hide.clone(),
+            default_hide: !self.no_default_hide,
         }
     }
 }

@@ -40,7 +40,10 @@ pub fn invoker() -> Invoker {
         .ok()
         .and_then(|text| roots::home_from_passwd(&text, uid));
     let env_home = std::env::var_os("HOME").map(PathBuf::from);
-    Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
+    Invoker {
+        control_bases: crate::private_dir::base_candidates(),
+        ..Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
+    }
 }
 
 /// Refuses when `binary` (canonical; `what` names it) could be replaced by a confined

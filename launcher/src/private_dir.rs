@@ -100,6 +100,37 @@ pub fn trusted(meta: &std::fs::Metadata, expected: FileKind) -> Result<(), Untru
 }
 
 /// The candidate the environment selects (see the module comment), before any check.
+/// Every place a control base of this user may be, whichever the environment of the
+/// `confine` that made it: all are hidden from every confined command (see
+/// `stockade_policy::hidden`), since another command may have run with another
+/// `XDG_RUNTIME_DIR` or `STOCKADE_CONTROL_DIR`.
+pub fn base_candidates() -> Vec<PathBuf> {
+    let uid = nix::unistd::geteuid();
+    let mut out = Vec::new();
+    for name in [CONTROL_DIR_ENV, "XDG_RUNTIME_DIR"] {
+        if let Some(dir) = std::env::var_os(name).map(PathBuf::from)
+            && dir.is_absolute()
+        {
+            out.push(if name == CONTROL_DIR_ENV {
+                dir
+            } else {
+                dir.join("stockade")
+            });
+        }
+    }
+    out.push(PathBuf::from(format!("/run/user/{uid}/stockade")));
+    out.push(PathBuf::from(format!("/run/stockade-{uid}")));
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from)
+        && home.is_absolute()
+    {
+        out.push(home.join(".local/state/stockade"));
+    }
+    // Where stockade before this layout put them, for users without a runtime dir.
+    out.push(PathBuf::from(format!("/tmp/stockade-{uid}")));
+    out.dedup();
+    out
+}
+
 fn selected_base() -> Result<PathBuf, LauncherError> {
     let absolute = |name: &str| {
         std::env::var_os(name)

@@ -93,6 +93,28 @@ struct Probe {
     tested_landlock_abi: u32,
     /// Each mode with its default flags (network denied, no unix sockets).
     modes: BTreeMap<&'static str, ModeReport>,
+    /// The paths no confined command of this user may read by default (those that
+    /// exist), `--hide` paths aside.
+    hidden: Vec<String>,
+}
+
+/// The default hidden set of this user, as the confined modes resolve it.
+fn default_hidden() -> Vec<String> {
+    let request = stockade_policy::PolicyRequest::new(Mode::ReadOnly);
+    // From `/`, a workspace no hidden path can contain.
+    request
+        .resolve(
+            std::path::Path::new("/"),
+            None,
+            &crate::placement::invoker(),
+        )
+        .map(|p| {
+            p.hidden
+                .iter()
+                .map(|h| h.to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn verdict_name(v: &Verdict) -> &'static str {
@@ -138,6 +160,7 @@ fn gather() -> Probe {
         },
         tested_landlock_abi: TESTED_LANDLOCK_ABI,
         modes,
+        hidden: default_hidden(),
     }
 }
 
@@ -197,6 +220,14 @@ fn table(p: &Probe) -> String {
         o,
         "(defaults: network denied, no unix sockets; danger-full-access is unconfined)"
     );
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "hidden paths (unreadable in the confined modes; --hide adds, --no-default-hide drops all but stockade's own):"
+    );
+    for h in &p.hidden {
+        let _ = writeln!(o, "  {h}");
+    }
     o
 }
 

@@ -1,25 +1,64 @@
-//! Which of the caller's environment variables reach a command, decided by name only.
+//! Which of the caller's environment variables reach a command.
 //!
-//! The rule (the harness's, widened): a name is a secret when it contains `KEY`,
-//! `PASSWORD`, `SECRET`, `TOKEN`, `PASSPHRASE` or `CREDENTIAL` in any case, or is
-//! `SSH_AUTH_SOCK` (an agent socket is a credential too). Secrets are removed unless the
-//! caller keeps them by name. With a clear environment, only the names a program needs to
-//! behave normally (`PATH`, `HOME`, `LANG`, `LC_*`, `TERM`, `USER`) survive.
+//! A variable is a secret when its *name* says so or its *value* shows it:
+//!
+//! - Names are split into words on `_` (and `-`, `.`), compared without case. A word
+//!   that is one of [`SECRET_WORDS`] marks a secret (`DB_PASS`, `GITHUB_PAT`,
+//!   `NPM_CONFIG__AUTH`, `CI_JOB_JWT`), and so does a word that *contains* one of the
+//!   long, unambiguous [`SECRET_STEMS`] (`MyPassword`, `GITHUBTOKEN`) or ends in `key`
+//!   (`apikey`). Whole words keep harmless names such as `KEYBOARD`, `PATH`, `PWD`,
+//!   `OLDPWD`, `XDG_SESSION_ID` or `DBUS_SESSION_BUS_ADDRESS`, which a substring rule
+//!   would hit or miss by accident.
+//! - Known credential names whose words say nothing: [`SECRET_NAMES`] exactly and
+//!   [`SECRET_PREFIXES`] (`OP_SESSION_*`).
+//! - Values: a URL whose user-info carries a password (`postgres://u:pw@host/db`,
+//!   `http://u:p@proxy:8080`), or a PEM private key block.
+//!
+//! Secrets are removed unless the caller keeps them by name (`--keep-env`); only their
+//! names are reported. With a clear environment, only the names a program needs to behave
+//! normally (`PATH`, `HOME`, `LANG`, `LC_*`, `TERM`, `USER`) survive.
 
 use std::ffi::{OsStr, OsString};
 
-/// Substrings that mark a name as a secret, upper-case; matched case-insensitively.
-pub const SECRET_WORDS: [&str; 6] = [
-    "KEY",
-    "PASSWORD",
-    "SECRET",
-    "TOKEN",
-    "PASSPHRASE",
-    "CREDENTIAL",
+/// Whole words (lower-case) that mark a name as a secret.
+pub const SECRET_WORDS: [&str; 19] = [
+    "key",
+    "keys",
+    "pass",
+    "passwd",
+    "pat",
+    "auth",
+    "jwt",
+    "dsn",
+    "cookie",
+    "cookies",
+    "credential",
+    "credentials",
+    "private",
+    "password",
+    "passwords",
+    "secret",
+    "secrets",
+    "token",
+    "tokens",
 ];
 
-/// Names removed by exact match, whatever their spelling says.
-pub const SECRET_NAMES: [&str; 1] = ["SSH_AUTH_SOCK"];
+/// Stems (lower-case) long and specific enough to mark a secret anywhere inside a word,
+/// for names written without separators (`mypassword`, `githubtoken`).
+pub const SECRET_STEMS: [&str; 6] = [
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "passphrase",
+    "credential",
+];
+
+/// Names removed by exact match (any case), whatever their words say.
+pub const SECRET_NAMES: [&str; 3] = ["SSH_AUTH_SOCK", "MYSQL_PWD", "BW_SESSION"];
+
+/// Name prefixes (any case) that mark a secret: 1Password's session tokens.
+pub const SECRET_PREFIXES: [&str; 1] = ["OP_SESSION_"];
 
 /// Names a cleared environment keeps (plus every `LC_*`).
 pub const CLEAR_ENV_KEEPS: [&str; 5] = ["PATH", "HOME", "LANG", "TERM", "USER"];
@@ -27,7 +66,68 @@ pub const CLEAR_ENV_KEEPS: [&str; 5] = ["PATH", "HOME", "LANG", "TERM", "USER"];
 /// Whether `name` looks like it holds a secret.
 pub fn is_secret_name(name: &OsStr) -> bool {
     let upper = name.to_string_lossy().to_uppercase();
-    SECRET_WORDS.iter().any(|w| upper.contains(w)) || SECRET_NAMES.iter().any(|n| upper == *n)
+    if SECRET_NAMES.contains(&upper.as_str())
+        || SECRET_PREFIXES.iter().any(|p| upper.starts_with(p))
+    {
+        return true;
+    }
+    let lower = upper.to_lowercase();
+    lower
+        .split(['_', '-', '.'])
+        .filter(|w| !w.is_empty())
+        .any(|word| {
+            SECRET_WORDS.contains(&word)
+                || SECRET_STEMS.iter().any(|s| word.contains(s))
+                || (word.len() > 3 && word.ends_with("key"))
+        })
+}
+
+/// Whether `value` shows a secret: a URL with a password in its user-info, or a PEM
+/// private key.
+pub fn is_secret_value(value: &OsStr) -> bool {
+    let value = value.to_string_lossy();
+    url_with_password(&value) || pem_private_key(&value)
+}
+
+/// Whether any `scheme://user:password@host` occurs in `text` (a list of URLs too).
+fn url_with_password(text: &str) -> bool {
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let after = &rest[at + 3..];
+        // The authority ends at the path, query, fragment, or a list separator.
+        let end = after
+            .find(['/', '?', '#', ',', ';', ' ', '\n'])
+            .unwrap_or(after.len());
+        let authority = &after[..end];
+        if let Some(userinfo) = authority.rsplit_once('@').map(|(u, _)| u)
+            && userinfo
+                .split_once(':')
+                .is_some_and(|(_, pw)| !pw.is_empty())
+        {
+            return true;
+        }
+        rest = after;
+    }
+    false
+}
+
+/// Whether `text` holds a `-----BEGIN ... PRIVATE KEY...-----` header.
+fn pem_private_key(text: &str) -> bool {
+    let mut rest = text;
+    while let Some(at) = rest.find("-----BEGIN ") {
+        let after = &rest[at + "-----BEGIN ".len()..];
+        let label = after.split("-----").next().unwrap_or("");
+        if label.contains("PRIVATE") {
+            return true;
+        }
+        rest = after;
+    }
+    false
+}
+
+/// Whether the variable `name=value` is a secret the default rules remove.
+pub fn is_secret(name: &OsStr, value: &OsStr) -> bool {
+    is_secret_name(name) || is_secret_value(value)
 }
 
 /// Whether `name` survives `--clear-env`.
@@ -67,7 +167,7 @@ pub fn build(caller: Vec<(OsString, OsString)>, request: &EnvRequest) -> BuiltEn
         let allowed = if request.clear {
             survives_clear_env(&name)
         } else {
-            !is_secret_name(&name)
+            !is_secret(&name, &value)
         };
         if kept || allowed {
             built.vars.push((name, value));
@@ -106,22 +206,102 @@ mod tests {
         vars.iter().map(|(k, _)| k.to_str().unwrap()).collect()
     }
 
+    /// The table of examples: every name the rule is meant to remove or keep, with a
+    /// harmless value unless the value is the point.
+    const REMOVED: &[(&str, &str)] = &[
+        ("AWS_SECRET_ACCESS_KEY", "x"),
+        ("AWS_SESSION_TOKEN", "x"),
+        ("github_token", "x"),
+        ("MyPassword", "x"),
+        ("GPG_PASSPHRASE", "x"),
+        ("GOOGLE_APPLICATION_CREDENTIALS", "/k.json"),
+        ("apikey", "x"),
+        ("OPENAI_API_KEY", "x"),
+        ("SSH_AUTH_SOCK", "/run/agent.sock"),
+        ("MYSQL_PWD", "x"),
+        ("mysql_pwd", "x"),
+        ("DB_PASS", "x"),
+        ("DB_PASSWD", "x"),
+        ("PGPASSWORD", "x"),
+        ("GITHUB_PAT", "x"),
+        ("GH_PAT", "x"),
+        ("NPM_CONFIG__AUTH", "x"),
+        ("DOCKER_AUTH_CONFIG", "{}"),
+        ("CI_JOB_JWT", "x"),
+        ("SENTRY_DSN", "https://abc@o1.ingest.sentry.io/1"),
+        ("BW_SESSION", "x"),
+        ("OP_SESSION_my", "x"),
+        ("COOKIE", "x"),
+        ("AUTH_HEADER", "Bearer x"),
+        ("PRIVATE_PEM", "x"),
+        ("SIGNING_KEYS", "x"),
+        ("GIT_CREDENTIALS", "x"),
+        ("DATABASE_URL", "postgres://u:pw@host/db"),
+        ("REDIS_URL", "redis://:pw@cache:6379/0"),
+        ("HTTPS_PROXY", "http://u:p@proxy:8080"),
+        ("https_proxy", "http://u:p@proxy:8080/"),
+        ("MIRRORS", "https://a.example, https://u:p@b.example"),
+        (
+            "TLS_MATERIAL",
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----",
+        ),
+        ("SIGNER", "-----BEGIN PRIVATE KEY-----\nMIIE"),
+        ("GPG_BLOCK", "-----BEGIN PGP PRIVATE KEY BLOCK-----"),
+    ];
+
+    const KEPT: &[(&str, &str)] = &[
+        ("PATH", "/usr/bin:/bin"),
+        ("HOME", "/home/u"),
+        ("PWD", "/home/u/proj"),
+        ("OLDPWD", "/home/u"),
+        ("XDG_SESSION_ID", "3"),
+        ("XDG_SESSION_TYPE", "tty"),
+        ("XDG_SESSION_CLASS", "user"),
+        ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus"),
+        ("KEYBOARD", "us"),
+        ("XKB_DEFAULT_LAYOUT", "us"),
+        ("SSH_CONNECTION", "1.2.3.4 5 6.7.8.9 22"),
+        ("TERM", "xterm"),
+        ("LANG", "C.UTF-8"),
+        ("EDITOR", "vi"),
+        ("PASSPORT_DIR", "/srv/p"),
+        ("COMPASS", "north"),
+        ("PATCH_LEVEL", "3"),
+        ("AUTHOR", "me"),
+        ("DATABASE_URL", "postgres://u@host/db"),
+        ("HTTPS_PROXY", "http://proxy:8080"),
+        ("NO_PROXY", "localhost,127.0.0.1"),
+        ("HOMEPAGE", "https://example.com/a:b@c"),
+        ("CA_BUNDLE", "-----BEGIN CERTIFICATE-----\nMIIB"),
+    ];
+
     #[test]
-    fn secret_words_match_anywhere_in_any_case() {
-        for name in [
-            "AWS_SECRET_ACCESS_KEY",
-            "github_token",
-            "MyPassword",
-            "GPG_PASSPHRASE",
-            "GOOGLE_APPLICATION_CREDENTIALS",
-            "apikey",
-            "SSH_AUTH_SOCK",
-        ] {
-            assert!(is_secret_name(OsStr::new(name)), "{name}");
+    fn the_table_of_removed_and_kept_examples() {
+        for (name, value) in REMOVED {
+            assert!(
+                is_secret(OsStr::new(name), OsStr::new(value)),
+                "{name}={value} should be removed"
+            );
         }
-        for name in ["PATH", "HOME", "SSH_CONNECTION", "TERM", "LANG"] {
-            assert!(!is_secret_name(OsStr::new(name)), "{name}");
+        for (name, value) in KEPT {
+            assert!(
+                !is_secret(OsStr::new(name), OsStr::new(value)),
+                "{name}={value} should be kept"
+            );
         }
+    }
+
+    #[test]
+    fn a_secret_value_is_removed_and_can_be_kept_by_name() {
+        let caller = env(&[("DATABASE_URL", "postgres://u:pw@host/db"), ("PWD", "/w")]);
+        let built = build(caller.clone(), &EnvRequest::default());
+        assert_eq!(names(&built.vars), ["PWD"]);
+        assert_eq!(built.removed, ["DATABASE_URL"]);
+        let keep = EnvRequest {
+            keep: vec!["DATABASE_URL".into()],
+            ..EnvRequest::default()
+        };
+        assert_eq!(names(&build(caller, &keep).vars), ["DATABASE_URL", "PWD"]);
     }
 
     #[test]

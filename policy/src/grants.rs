@@ -23,6 +23,25 @@ pub enum Access {
     ReadWriteFile,
     /// Every filesystem access beneath a directory: create, write, remove, rename, ...
     Full,
+    /// List directories beneath a directory, nothing else: a read grant's ancestor of a
+    /// hidden path (see [`crate::hidden`]).
+    ListOnly,
+    /// Everything [`Access::Full`] gives but reading and executing files: a writable
+    /// root's ancestor of a hidden path.
+    FullExceptRead,
+}
+
+/// How the runner reaches a granted path; decides whether links may be followed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// A root the policy names (canonical when the policy was resolved).
+    Root,
+    /// A directory on the way to a hidden path: reached component by component from `/`
+    /// without following links; a link there gets no rule.
+    Ancestor,
+    /// An entry of an ancestor that is not on the way to a hidden path: opened from its
+    /// listed parent without following links; a link gets no rule.
+    Beside,
 }
 
 /// Why a grant exists; shown by `stockade-runner --explain` and in errors.
@@ -65,6 +84,7 @@ pub struct Grant {
     /// (`None` when the policy does not record it, which the request validation
     /// refuses). The runner grants the root only while the path still leads there.
     pub identity: Option<FileId>,
+    pub opened: Opened,
 }
 
 impl Grant {
@@ -74,6 +94,7 @@ impl Grant {
             access,
             reason,
             identity: None,
+            opened: Opened::Root,
         }
     }
 }
@@ -143,6 +164,7 @@ mod tests {
                 },
             }],
             tmpdir_refused: None,
+            hidden: Vec::new(),
         }
     }
 

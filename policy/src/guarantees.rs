@@ -155,10 +155,13 @@ pub enum Guarantee {
     /// No System V IPC object or POSIX message queue can be created or used, so none
     /// shared with processes outside is reached and none outlives the run (seccomp).
     Ipc,
+    /// The hidden paths (credential stores, stockade's control directories, `--hide`)
+    /// cannot be read (Landlock ABI 1: carved out of the read grants).
+    HiddenPaths,
 }
 
 impl Guarantee {
-    pub const ALL: [Guarantee; 15] = [
+    pub const ALL: [Guarantee; 16] = [
         Guarantee::FilesystemWrites,
         Guarantee::Refer,
         Guarantee::Truncate,
@@ -174,6 +177,7 @@ impl Guarantee {
         Guarantee::Metadata,
         Guarantee::Processes,
         Guarantee::Ipc,
+        Guarantee::HiddenPaths,
     ];
 
     /// The stable name used in JSON and in messages.
@@ -194,6 +198,7 @@ impl Guarantee {
             Guarantee::Metadata => "metadata",
             Guarantee::Processes => "processes",
             Guarantee::Ipc => "ipc",
+            Guarantee::HiddenPaths => "hiddenPaths",
         }
     }
 
@@ -219,6 +224,7 @@ impl Guarantee {
                 Mode::ReadOnly => Feature::Seccomp,
                 _ => Feature::NamespaceStage,
             },
+            Guarantee::HiddenPaths => Feature::LandlockAbi(1),
         }
     }
 
@@ -249,6 +255,9 @@ impl Guarantee {
             // Desired: workspace-write on today's stockade runs without it, reported
             // `partial`, rather than not at all.
             Guarantee::Metadata => Requirement::Desired,
+            // The same rules as the filesystem ones: a sandbox that let every command
+            // read the others' requests would leak their secrets.
+            Guarantee::HiddenPaths => Requirement::Required,
         }
     }
 }
@@ -430,7 +439,10 @@ mod tests {
                 Verdict::Unavailable { missing } => {
                     assert_eq!(
                         missing,
-                        vec![(Guarantee::FilesystemWrites, Feature::LandlockAbi(1))]
+                        vec![
+                            (Guarantee::FilesystemWrites, Feature::LandlockAbi(1)),
+                            (Guarantee::HiddenPaths, Feature::LandlockAbi(1))
+                        ]
                     )
                 }
                 v => panic!("{v:?}"),

@@ -15,6 +15,7 @@
 //! - [`grants`]: which filesystem access each resolved policy grants, and where.
 //! - [`roots`]: which writable roots are acceptable (broad roots, `$TMPDIR`) and how
 //!   each is pinned down by device and inode.
+//! - [`hidden`]: the paths no confined command may read, carved out of the grants.
 //! - [`guarantees`]: which guarantees a policy asks for and what kernel feature each
 //!   needs, hence whether enforcement is `full` or `partial` (or impossible).
 //! - [`request`]: the launch request the launcher writes and the runner consumes, its
@@ -37,6 +38,7 @@ pub mod environment;
 pub mod exit;
 pub mod grants;
 pub mod guarantees;
+pub mod hidden;
 pub mod mode;
 pub mod policy;
 pub mod raw;

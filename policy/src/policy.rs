@@ -4,6 +4,7 @@
 //! [`PolicyRequest::resolve`] is the single place where defaults are filled in and paths
 //! are made absolute and canonical. Nothing downstream applies a default of its own.
 
+use crate::hidden;
 use crate::mode::Mode;
 use crate::roots::{self, ALLOW_BROAD_ROOT_FLAG, Invoker, RootId};
 use serde::{Deserialize, Serialize};
@@ -85,6 +86,11 @@ pub struct PolicyRequest {
     /// `--allow-broad-root`: grant a workspace or writable root that is `/`, the home
     /// directory or an ancestor of either (see [`crate::roots`]).
     pub allow_broad_root: bool,
+    /// `--hide PATH`: extra paths no confined command may read.
+    pub hide: Vec<PathBuf>,
+    /// Whether the default hidden set applies (`--no-default-hide` clears it). The
+    /// control directories are hidden either way.
+    pub default_hide: bool,
 }
 
 /// A resolved policy: every path absolute, canonical and known to exist as a directory
@@ -121,6 +127,10 @@ pub struct Policy {
     /// Why `$TMPDIR` of the target's environment was not granted, when it was set and
     /// refused (the text names the path).
     pub tmpdir_refused: Option<String>,
+    /// Paths no confined command may read: canonical, existing at resolution time, none
+    /// beneath another, sorted (see [`crate::hidden`]).
+    #[serde(with = "crate::raw")]
+    pub hidden: Vec<PathBuf>,
 }
 
 /// Why a policy could not be resolved. Each names the path at fault.
@@ -159,6 +169,13 @@ pub enum PolicyError {
         named_by: &'static str,
         path: PathBuf,
         why: String,
+    },
+    /// A hidden path contains the workspace or a writable root: the command could not
+    /// read the tree it works in.
+    HiddenContainsRoot {
+        hidden: PathBuf,
+        root: PathBuf,
+        default: bool,
     },
 }
 
@@ -218,6 +235,21 @@ impl fmt::Display for PolicyError {
                 "writable root {} cannot be pinned down: {source}",
                 path.display()
             ),
+            PolicyError::HiddenContainsRoot {
+                hidden,
+                root,
+                default,
+            } => write!(
+                f,
+                "hidden path {} contains {}, which the command works in; {}",
+                hidden.display(),
+                root.display(),
+                if *default {
+                    "choose a workspace outside it (or pass --no-default-hide)"
+                } else {
+                    "drop that --hide or choose a workspace outside it"
+                }
+            ),
         }
     }
 }
@@ -236,6 +268,8 @@ impl PolicyRequest {
             allow_unix_sockets: false,
             keep_fds: Vec::new(),
             allow_broad_root: false,
+            hide: Vec::new(),
+            default_hide: true,
         }
     }
 
@@ -364,7 +398,7 @@ impl PolicyRequest {
         if self.mode.is_confined() && network == Network::Allow && !allow_tcp_connect.is_empty() {
             return Err(PolicyError::TcpPortsWithNetworkAllowed);
         }
-        Ok(Policy {
+        let mut policy = Policy {
             mode: self.mode,
             workspace,
             writable_roots,
@@ -375,7 +409,67 @@ impl PolicyRequest {
             keep_fds,
             root_ids,
             tmpdir_refused,
-        })
+            hidden: Vec::new(),
+        };
+        if self.mode.is_confined() {
+            policy.hidden = self.resolve_hidden(cwd, &policy, invoker)?;
+        }
+        Ok(policy)
+    }
+
+    /// The hidden set of `policy`: `--hide` paths, the defaults (unless dropped) and the
+    /// control bases, each canonicalised (a link hides its target); paths that do not
+    /// exist cost nothing and are dropped. A hidden path that contains the workspace or a
+    /// writable root is refused. A control base beneath a writable root is not hidden:
+    /// carving it out would make every file created directly in that root (`/tmp`)
+    /// unreadable; the request's status channel is in-band then anyway. Nor is one that
+    /// contains the workspace or a root (the command works there).
+    fn resolve_hidden(
+        &self,
+        cwd: &Path,
+        policy: &Policy,
+        invoker: &Invoker,
+    ) -> Result<Vec<PathBuf>, PolicyError> {
+        let writable = crate::grants::writable_roots(policy);
+        let mut roots = writable.clone();
+        roots.push(policy.workspace.clone());
+        let mut asked: Vec<(PathBuf, bool)> =
+            self.hide.iter().map(|p| (cwd.join(p), false)).collect();
+        if self.default_hide {
+            asked.extend(hidden::defaults(invoker).into_iter().map(|p| (p, true)));
+        }
+        let mut out = Vec::new();
+        for (path, default) in asked {
+            let Ok(canonical) = path.canonicalize() else {
+                continue;
+            };
+            if let Some(root) = roots.iter().find(|r| r.starts_with(&canonical)) {
+                return Err(PolicyError::HiddenContainsRoot {
+                    hidden: canonical,
+                    root: root.clone(),
+                    default,
+                });
+            }
+            out.push(canonical);
+        }
+        for base in &invoker.control_bases {
+            // A base made only after resolution (by this very `confine`) is hidden all
+            // the same: it will hold other commands' requests while this one runs.
+            let canonical = match (base.canonicalize(), base.parent(), base.file_name()) {
+                (Ok(c), _, _) => c,
+                (Err(_), Some(parent), Some(name)) => match parent.canonicalize() {
+                    Ok(p) => p.join(name),
+                    Err(_) => continue,
+                },
+                _ => continue,
+            };
+            let inside_writable = writable.iter().any(|r| canonical.starts_with(r));
+            if inside_writable || roots.iter().any(|r| r.starts_with(&canonical)) {
+                continue;
+            }
+            out.push(canonical);
+        }
+        Ok(hidden::outermost(&out))
     }
 }
 
@@ -427,6 +521,7 @@ mod tests {
             uid: std::fs::metadata(tempdir()).unwrap().uid(),
             homes: Vec::new(),
             runtime_dir: None,
+            control_bases: Vec::new(),
         }
     }
 
@@ -719,5 +814,70 @@ mod tests {
         let why = policy.tmpdir_refused.unwrap();
         assert!(why.contains("$TMPDIR / is not granted"), "{why}");
         assert!(!policy.root_ids.iter().any(|r| r.path == Path::new("/")));
+    }
+
+    #[test]
+    fn hidden_paths_are_canonical_existing_and_never_contain_a_root() {
+        let dir = tempdir();
+        for d in ["home/.ssh", "ws", "run/stockade", "tmpd/stockade-0"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        std::os::unix::fs::symlink(dir.join("home/.ssh"), dir.join("link")).unwrap();
+        // Not root: root's extra defaults (/etc/shadow, ...) are tested in hidden.rs.
+        let inv = Invoker {
+            uid: 4242,
+            homes: vec![dir.join("home")],
+            control_bases: vec![dir.join("run/stockade"), dir.join("tmpd/stockade-0")],
+            ..invoker()
+        };
+        let req = PolicyRequest {
+            workspace: Some(dir.join("ws")),
+            writable: vec![dir.join("tmpd")],
+            hide: vec!["link".into(), "absent".into()],
+            ..PolicyRequest::new(Mode::WorkspaceWrite)
+        };
+        // The link hides its target (once); the absent path costs nothing. The control
+        // bases here lie beneath the shared /tmp, a writable root in workspace-write, so
+        // they are not carved out of it; read-only hides them.
+        let policy = req.resolve(&dir, None, &inv).unwrap();
+        assert_eq!(policy.hidden, vec![dir.join("home/.ssh")]);
+        let read_only = PolicyRequest {
+            mode: Mode::ReadOnly,
+            ..req.clone()
+        };
+        let bases = vec![dir.join("run/stockade"), dir.join("tmpd/stockade-0")];
+        let mut all = vec![dir.join("home/.ssh")];
+        all.extend(bases.clone());
+        assert_eq!(read_only.resolve(&dir, None, &inv).unwrap().hidden, all);
+        let none = PolicyRequest {
+            default_hide: false,
+            hide: Vec::new(),
+            ..read_only
+        };
+        assert_eq!(none.resolve(&dir, None, &inv).unwrap().hidden, bases);
+        let unconfined = PolicyRequest {
+            mode: Mode::DangerFullAccess,
+            ..req.clone()
+        };
+        assert!(
+            unconfined
+                .resolve(&dir, None, &inv)
+                .unwrap()
+                .hidden
+                .is_empty()
+        );
+
+        for bad in [dir.join("ws"), dir.clone(), dir.join("tmpd")] {
+            let req = PolicyRequest {
+                hide: vec![bad.clone()],
+                ..req.clone()
+            };
+            let err = req.resolve(&dir, None, &inv).unwrap_err();
+            assert!(
+                matches!(err, PolicyError::HiddenContainsRoot { .. }),
+                "{err}"
+            );
+            assert!(err.to_string().contains(&*bad.to_string_lossy()), "{err}");
+        }
     }
 }

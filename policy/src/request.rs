@@ -335,6 +335,7 @@ impl LaunchRequest {
             .chain(&p.writable_roots)
             .chain(&p.tmpdir)
             .chain(p.root_ids.iter().map(|r| &r.path))
+            .chain(&p.hidden)
         {
             if path.as_os_str().as_bytes().contains(&0) {
                 return Err(ValidationError::NulInPolicyPath);
@@ -427,6 +428,7 @@ mod tests {
                 })
                 .collect(),
                 tmpdir_refused: Some("$TMPDIR / is not granted".into()),
+                hidden: vec!["/home/u/.ssh".into()],
             },
             promised: KernelFacts {
                 landlock_abi: 7,

@@ -23,8 +23,10 @@ use std::path::{Component, Path, PathBuf};
 /// The flag that lets a caller grant a broad root on purpose.
 pub const ALLOW_BROAD_ROOT_FLAG: &str = "--allow-broad-root";
 
-/// Who runs the command, as far as roots are concerned.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Who runs the command: decides which roots are too broad, where an implicit
+/// `$TMPDIR` may live, and the default hidden set ([`crate::hidden`]). The launcher fills
+/// it in once; [`crate::PolicyRequest::resolve`] takes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Invoker {
     /// The real uid.
     pub uid: u32,
@@ -34,6 +36,9 @@ pub struct Invoker {
     /// `/run/user/UID` style runtime directory of the user, when it exists (canonical):
     /// one of the places an implicit `$TMPDIR` may live.
     pub runtime_dir: Option<PathBuf>,
+    /// stockade's control base directories (requests, status and spill files), where
+    /// they may be: hidden always, even without the default hidden set.
+    pub control_bases: Vec<PathBuf>,
 }
 
 impl Invoker {
@@ -58,6 +63,7 @@ impl Invoker {
             uid,
             homes,
             runtime_dir,
+            control_bases: Vec::new(),
         }
     }
 }
@@ -354,6 +360,7 @@ mod tests {
             uid: me(&dir),
             homes: vec![home.clone()],
             runtime_dir: None,
+            control_bases: Vec::new(),
         };
         let err =
             check_implicit_tmpdir(&tmp.join("agent-tmp"), &invoker, std::slice::from_ref(&tmp))
@@ -384,6 +391,7 @@ mod tests {
             uid: me(&dir),
             homes: vec![home.clone()],
             runtime_dir: None,
+            control_bases: Vec::new(),
         };
         for bad in [
             Path::new("/"),

@@ -1,11 +1,13 @@
 //! `stockade-runner --explain FILE`: shows what a request would do, for debugging by
 //! hand. The file is neither consumed nor run.
 
+use crate::carve::Tree;
 use crate::error::RunnerError;
 use crate::request_file;
+use crate::ruleset;
 use std::fmt::Write as _;
 use std::path::Path;
-use stockade_policy::grants::{self, Access};
+use stockade_policy::grants::{self, Access, Opened};
 use stockade_policy::guarantees::{self, Asks, Verdict};
 use stockade_policy::request::FORMAT_VERSION;
 use stockade_policy::{LaunchRequest, Network};
@@ -79,12 +81,28 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     for (k, v) in &request.env {
         let _ = writeln!(w, "  {}={:?}", k.to_string_lossy(), v);
     }
+    let _ = writeln!(w, "hidden (never readable):");
+    if request.policy.hidden.is_empty() {
+        let _ = writeln!(w, "  none");
+    }
+    for h in &request.policy.hidden {
+        let _ = writeln!(w, "  {}", h.display());
+    }
     let _ = writeln!(w, "grants:");
-    for g in grants::grants(&request.policy) {
+    let carved = ruleset::carved_grants(&request.policy, &mut Tree::default());
+    let mut beside = 0;
+    for g in &carved {
+        // The entries beside the hidden paths are many (a home directory's): counted.
+        if g.opened == Opened::Beside {
+            beside += 1;
+            continue;
+        }
         let access = match g.access {
             Access::ReadExecute => "read+execute beneath",
             Access::ReadWriteFile => "read+write file    ",
             Access::Full => "full access beneath ",
+            Access::ListOnly => "list dirs beneath   ",
+            Access::FullExceptRead => "all but read beneath",
         };
         let identity = match g.identity {
             Some(id) => format!(", only while it is device {} inode {}", id.dev, id.ino),
@@ -106,6 +124,12 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
                 let _ = writeln!(w, "  warning: {warning}");
             }
         }
+    }
+    if beside > 0 {
+        let _ = writeln!(
+            w,
+            "  + {beside} entries beside the hidden paths keep the grant above them (links get none)"
+        );
     }
     let _ = writeln!(w, "everything else: denied");
     let p = &request.policy;

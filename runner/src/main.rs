@@ -25,6 +25,7 @@
 #![cfg_attr(not(test), no_main)]
 
 mod caps;
+mod carve;
 mod error;
 mod exec;
 mod explain;
@@ -256,6 +257,7 @@ mod tests {
                 keep_fds: Vec::new(),
                 root_ids: Vec::new(),
                 tmpdir_refused: None,
+                hidden: Vec::new(),
             },
             promised: achieved(promised),
             status_path: None,

@@ -5,12 +5,14 @@
 //! of [`HANDLED_ABI`], a version chosen and tested deliberately, not the crate's newest:
 //! a crate update must not silently change what is denied.
 
+use crate::carve::Tree;
 use crate::error::RunnerError;
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
     PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
-use stockade_policy::grants::{self, Access as GrantAccess, Grant};
+use stockade_policy::grants::{self, Access as GrantAccess, Grant, Opened};
+use stockade_policy::hidden;
 use stockade_policy::{Network, Policy};
 
 /// The ABI whose filesystem access rights are handled (ABI 5 adds the last one,
@@ -31,7 +33,60 @@ fn access(grant: GrantAccess) -> BitFlags<AccessFs> {
             AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev
         }
         GrantAccess::Full => AccessFs::from_all(HANDLED_ABI),
+        GrantAccess::ListOnly => AccessFs::ReadDir.into(),
+        GrantAccess::FullExceptRead => {
+            AccessFs::from_all(HANDLED_ABI) & !(AccessFs::ReadFile | AccessFs::Execute)
+        }
     }
+}
+
+/// The rights of a grant on something that is not a directory: the kernel refuses
+/// directory rights on a file (the crate would drop the rule's extra rights and report
+/// partial enforcement).
+fn file_rights(access: BitFlags<AccessFs>) -> BitFlags<AccessFs> {
+    access
+        & (AccessFs::ReadFile
+            | AccessFs::WriteFile
+            | AccessFs::Execute
+            | AccessFs::Truncate
+            | AccessFs::IoctlDev)
+}
+
+/// The most entries the carve-out gives rules of their own. Each costs the runner a few
+/// system calls and the kernel a rule; a directory on the way to a hidden path that a
+/// command could fill (one inside a writable root) must not make every later command
+/// slow to start or exhaust kernel memory. Past it, the runner fails rather than start.
+pub const MAX_CARVED_ENTRIES: usize = 65_536;
+
+/// Refuses a carve-out larger than [`MAX_CARVED_ENTRIES`], naming the fullest directory.
+fn check_carve_size(carved: &[Grant]) -> Result<(), RunnerError> {
+    let beside: Vec<&Grant> = carved
+        .iter()
+        .filter(|g| g.opened == Opened::Beside)
+        .collect();
+    if beside.len() <= MAX_CARVED_ENTRIES {
+        return Ok(());
+    }
+    let mut counts = std::collections::BTreeMap::new();
+    for g in &beside {
+        *counts.entry(g.path.parent()).or_insert(0usize) += 1;
+    }
+    let (dir, n) = counts
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .unwrap_or((None, 0));
+    Err(RunnerError::Landlock(format!(
+        "hiding paths needs a rule for each of {} entries beside them (the limit is {MAX_CARVED_ENTRIES}; {} holds {n}): hide a path in a smaller directory",
+        beside.len(),
+        dir.map(|d| d.display().to_string()).unwrap_or_default()
+    )))
+}
+
+/// The policy's grants with its hidden paths carved out: the one rule set both the
+/// runner and `--explain` use. Lists the filesystem around the hidden paths (see
+/// carve.rs for why here).
+pub fn carved_grants(policy: &Policy, tree: &mut Tree) -> Vec<Grant> {
+    hidden::carve(&grants::grants(policy), &policy.hidden, |p| tree.list(p))
 }
 
 /// Opens a granted path as an `O_PATH` descriptor, checking that directory grants name
@@ -113,15 +168,29 @@ pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
                 .map_err(ll)?;
         }
     }
-    for grant in &grants::grants(policy) {
+    let mut tree = Tree::default();
+    let carved = carved_grants(policy, &mut tree);
+    check_carve_size(&carved)?;
+    for grant in &carved {
         let rights = access(grant.access);
-        created = match grant.identity {
+        created = match (grant.opened, grant.identity) {
             // A writable root: exactly the directory the policy named, or nothing.
-            Some(expected) => created.add_rule(PathBeneath::new(
+            (Opened::Root, Some(expected)) => created.add_rule(PathBeneath::new(
                 crate::roots::open_root(grant, expected)?,
                 rights,
             )),
-            None => created.add_rule(PathBeneath::new(open_grant(grant)?, rights)),
+            (Opened::Root, None) => created.add_rule(PathBeneath::new(open_grant(grant)?, rights)),
+            // Reached without following links; one that is gone or is a link now gets
+            // no rule: less access, never more.
+            (Opened::Ancestor, _) => match tree.dir(&grant.path) {
+                Some(fd) => created.add_rule(PathBeneath::new(fd, rights)),
+                None => continue,
+            },
+            (Opened::Beside, _) => match tree.open_beside(&grant.path) {
+                Some(e) if e.directory => created.add_rule(PathBeneath::new(e.fd, rights)),
+                Some(e) => created.add_rule(PathBeneath::new(e.fd, file_rights(rights))),
+                None => continue,
+            },
         }
         .map_err(ll)?;
     }
@@ -132,4 +201,28 @@ pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
         ));
     }
     Ok(abi_number(&status.landlock))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stockade_policy::grants::Reason;
+
+    #[test]
+    fn a_carve_out_past_the_limit_is_a_failure_naming_the_fullest_directory() {
+        let entry = |dir: &str, i: usize| Grant {
+            path: std::path::PathBuf::from(dir).join(format!("e{i}")),
+            access: GrantAccess::ReadExecute,
+            reason: Reason::ReadEverywhere,
+            identity: None,
+            opened: Opened::Beside,
+        };
+        let mut carved: Vec<Grant> = (0..MAX_CARVED_ENTRIES)
+            .map(|i| entry("/w/big", i))
+            .collect();
+        assert!(check_carve_size(&carved).is_ok());
+        carved.push(entry("/etc", 0));
+        let err = check_carve_size(&carved).unwrap_err().to_string();
+        assert!(err.contains("/w/big holds 65536"), "{err}");
+    }
 }

@@ -30,8 +30,7 @@ pub fn exec_without(helper: &str, syscalls: &[i64]) -> ! {
     std::process::exit(127);
 }
 
-/// Whether the tests run as root (some need it to set up what they attack, or what only
-/// root can, such as a delegated cgroup).
+/// Whether the tests run as root (some need to: files only root can read, for example).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }

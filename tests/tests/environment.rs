@@ -185,3 +185,69 @@ fn malformed_env_entries_are_refused_and_run_nothing() {
         assert!(!fx.ws.join("ran").exists());
     }
 }
+
+/// The table, end to end: each name (or value) the rule removes, and the
+/// harmless names it keeps, as the command sees them.
+#[test]
+fn the_table_of_removed_and_kept_variables_reaches_the_command_as_documented() {
+    let removed = [
+        ("DATABASE_URL", "postgres://u:pw@host/db"),
+        ("MYSQL_PWD", "e2e-secret-value-1"),
+        ("DB_PASS", "e2e-secret-value-2"),
+        ("GITHUB_PAT", "e2e-secret-value-3"),
+        ("GH_PAT", "e2e-secret-value-4"),
+        ("NPM_CONFIG__AUTH", "e2e-secret-value-5"),
+        ("DOCKER_AUTH_CONFIG", "e2e-secret-value-6"),
+        ("CI_JOB_JWT", "e2e-secret-value-7"),
+        ("SENTRY_DSN", "e2e-secret-value-8"),
+        ("BW_SESSION", "e2e-secret-value-9"),
+        ("OP_SESSION_acme", "e2e-secret-value-10"),
+        ("HTTPS_PROXY", "http://u:p@proxy:8080"),
+        ("COOKIE", "e2e-secret-value-11"),
+        ("AUTH_HEADER", "e2e-secret-value-12"),
+        ("PRIVATE_PEM", "e2e-secret-value-13"),
+        ("E2E_TLS", "-----BEGIN EC PRIVATE KEY-----"),
+    ];
+    let kept = [
+        ("XDG_SESSION_ID", "k1"),
+        ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/k2"),
+        ("KEYBOARD", "k3"),
+        ("HTTP_PROXY", "http://proxy:8080"),
+        ("OLDPWD", "/k4"),
+    ];
+    let fx = Fixture::new();
+    let mut cmd = fx.stockade(["run", "--json", "--", "env"]);
+    for (k, v) in removed.iter().chain(&kept) {
+        cmd.env(k, v);
+    }
+    let (out, json) = run_json(&mut cmd);
+    assert_code(&out, 0);
+    let env = json["stdout"]["text"].as_str().unwrap();
+    let reported: Vec<&str> = json["envRemoved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for (k, v) in removed {
+        assert!(!env.contains(&format!("{k}=")), "{k} reached the command");
+        assert!(!env.contains(v), "{k}: its value reached the command");
+        assert!(reported.contains(&k), "{k} not in envRemoved {reported:?}");
+    }
+    for (k, v) in kept {
+        assert!(env.contains(&format!("{k}={v}\n")), "{k} was removed");
+        assert!(!reported.contains(&k), "{k}");
+    }
+    // The way out: --keep-env passes a removed one by name.
+    let (out, json) = run_json(
+        fx.stockade(["run", "--json", "--keep-env", "DATABASE_URL", "--", "env"])
+            .env("DATABASE_URL", "postgres://u:pw@host/db"),
+    );
+    assert_code(&out, 0);
+    assert!(
+        json["stdout"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("DATABASE_URL=postgres://u:pw@host/db\n")
+    );
+}

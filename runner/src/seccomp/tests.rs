@@ -265,6 +265,7 @@ fn policy(network: Network, ports: &[u16], unix: bool) -> Policy {
         keep_fds: Vec::new(),
         root_ids: Vec::new(),
         tmpdir_refused: None,
+        hidden: Vec::new(),
     }
 }
 

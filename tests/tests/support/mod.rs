@@ -311,6 +311,7 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
                 .map(|p| stockade_policy::roots::RootId::of(p).unwrap())
                 .collect(),
             tmpdir_refused: None,
+            hidden: Vec::new(),
         },
         // The least a confined run can rest on: any kernel that runs it covers this.
         promised: KernelFacts {

@@ -1,0 +1,198 @@
+//! Reaching the entries around hidden paths, for the rules `stockade_policy::hidden`
+//! carves out of the grants: every ancestor is opened component by component from `/`
+//! without following links, listed from that descriptor, and each entry beside it is
+//! opened from the same descriptor, again without following links. A link met anywhere
+//! on the way gets no rule, so nothing a link points to is granted through it.
+//!
+//! Why the runner lists, at start, rather than the launcher at `confine` time:
+//! - entries created between `confine` and the spawn (a new file in `~`) get their rule,
+//!   instead of turning unreadable;
+//! - entries deleted in between are simply not listed, rather than a path that no
+//!   longer exists (or that a link now replaces) reaching the ruleset;
+//! - the runner has to open every entry to make its rule anyway: listing adds one
+//!   `getdents` per ancestor (a home of a few hundred entries is a few calls);
+//! - the request stays small: a list carried in it would grow with the directories
+//!   (a directory of 100 000 entries would pass the 4 MiB request cap) and be
+//!   something more for the request to get wrong.
+//!
+//! Opening with `O_PATH` never blocks: FIFOs, sockets and devices are reached without
+//! being opened for I/O; a mount point yields the mounted root, which is what a path
+//! beneath it reaches too, and an entry beside the path (opened `O_PATH` without
+//! `O_DIRECTORY`) does not trigger an automount.
+
+use nix::dir::{Dir, Type};
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use stockade_policy::hidden::{Entry, EntryKind};
+
+/// Directories reached so far, each `None` when it could not be reached as a directory
+/// without following a link (gone, replaced by a link, not searchable).
+#[derive(Default)]
+pub struct Tree {
+    dirs: HashMap<PathBuf, Option<OwnedFd>>,
+}
+
+/// An entry opened beside a hidden path, and whether it is a directory.
+pub struct Opened {
+    pub fd: OwnedFd,
+    pub directory: bool,
+}
+
+fn is_dir(stat: &FileStat) -> bool {
+    SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
+}
+
+fn is_link(stat: &FileStat) -> bool {
+    SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK
+}
+
+impl Tree {
+    /// The directory at the absolute `path`, reached from `/` one component at a time.
+    pub fn dir(&mut self, path: &Path) -> Option<BorrowedFd<'_>> {
+        self.reach(path);
+        self.dirs.get(path)?.as_ref().map(|fd| fd.as_fd())
+    }
+
+    fn reach(&mut self, path: &Path) {
+        if self.dirs.contains_key(path) {
+            return;
+        }
+        // Listable when it can be read, else reachable only (its entries get no rule).
+        let open = |parent: BorrowedFd<'_>, name: &OsStr| {
+            let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            openat(parent, name, flags | OFlag::O_RDONLY, Mode::empty())
+                .or_else(|_| openat(parent, name, flags | OFlag::O_PATH, Mode::empty()))
+                .ok()
+        };
+        let fd = match (path.parent(), path.file_name()) {
+            (None, _) => nix::fcntl::open(
+                "/",
+                OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .ok(),
+            (Some(parent), Some(name)) => {
+                self.reach(parent);
+                match self.dirs.get(parent) {
+                    Some(Some(pfd)) => open(pfd.as_fd(), name),
+                    _ => None,
+                }
+            }
+            // `..` or a relative path: never part of a canonical policy path.
+            (Some(_), None) => None,
+        };
+        self.dirs.insert(path.to_path_buf(), fd);
+    }
+
+    /// The entries of the directory at `path`; `None` when it cannot be reached or read.
+    pub fn list(&mut self, path: &Path) -> Option<Vec<Entry>> {
+        let fd = self.dir(path)?.try_clone_to_owned().ok()?;
+        let mut dir = Dir::from_fd(fd).ok()?;
+        let mut out = Vec::new();
+        for entry in dir.iter() {
+            let entry = entry.ok()?;
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            let kind = match entry.file_type() {
+                Some(Type::Directory) => EntryKind::Directory,
+                Some(Type::Symlink) => EntryKind::Symlink,
+                Some(_) => EntryKind::Other,
+                // The filesystem does not say: ask without following.
+                None => match self
+                    .dirs
+                    .get(path)
+                    .and_then(Option::as_ref)
+                    .map(|d| fstatat(d.as_fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW))
+                {
+                    Some(Ok(st)) if is_dir(&st) => EntryKind::Directory,
+                    Some(Ok(st)) if is_link(&st) => EntryKind::Symlink,
+                    Some(Ok(_)) => EntryKind::Other,
+                    _ => continue,
+                },
+            };
+            out.push(Entry {
+                name: name.to_os_string(),
+                kind,
+            });
+        }
+        Some(out)
+    }
+
+    /// Opens the entry at `path` (beside an ancestor, which must have been listed) from
+    /// its parent's descriptor, without following a link. `None` when it is gone, is a
+    /// link now, or cannot be reached: it then gets no rule.
+    pub fn open_beside(&mut self, path: &Path) -> Option<Opened> {
+        let (parent, name) = (path.parent()?, path.file_name()?);
+        let pfd = self.dir(parent)?;
+        let fd = openat(
+            pfd,
+            name,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let stat = fstat(&fd).ok()?;
+        if is_link(&stat) {
+            return None;
+        }
+        Some(Opened {
+            directory: is_dir(&stat),
+            fd,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tempdir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("stockade-carve-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d.canonicalize().unwrap()
+    }
+
+    #[test]
+    fn links_are_listed_as_links_and_never_opened_or_walked_through() {
+        let d = tempdir();
+        std::fs::create_dir(d.join("secret")).unwrap();
+        std::fs::write(d.join("secret/key"), b"k").unwrap();
+        std::fs::write(d.join("file"), b"f").unwrap();
+        std::os::unix::fs::symlink(d.join("secret"), d.join("link")).unwrap();
+        nix::unistd::mkfifo(&d.join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
+
+        let mut tree = Tree::default();
+        let mut entries = tree.list(&d).unwrap();
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let kinds: Vec<(String, EntryKind)> = entries
+            .iter()
+            .map(|e| (e.name.to_string_lossy().into_owned(), e.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                ("fifo".into(), EntryKind::Other),
+                ("file".into(), EntryKind::Other),
+                ("link".into(), EntryKind::Symlink),
+                ("secret".into(), EntryKind::Directory),
+            ]
+        );
+        assert!(tree.open_beside(&d.join("link")).is_none());
+        // Walking through the link is refused: it is no directory of its own.
+        assert!(tree.list(&d.join("link")).is_none());
+        assert!(tree.open_beside(&d.join("link/key")).is_none());
+        // A FIFO is opened without blocking.
+        assert!(!tree.open_beside(&d.join("fifo")).unwrap().directory);
+        assert!(tree.open_beside(&d.join("secret")).unwrap().directory);
+        assert!(tree.open_beside(&d.join("gone")).is_none());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
