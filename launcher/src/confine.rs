@@ -2,7 +2,7 @@
 //! and describe the result as ConfinedArgv. [`confine`] is also the first step of
 //! `stockade run`.
 
-use crate::cli::ConfineArgs;
+use crate::cli::{ConfineArgs, InheritEnvRule};
 use crate::env;
 use crate::error::LauncherError;
 use crate::locate;
@@ -17,6 +17,7 @@ use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{denial_signatures, runner_failure_rules};
 use stockade_policy::grants;
 use stockade_policy::guarantees::{self, Asks, Guarantee, KernelFacts, Verdict};
+use stockade_policy::inherit::{EnvFilter, Inherit, InheritEnv};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
@@ -49,6 +50,19 @@ pub fn confine(
     policy: &PolicyRequest,
     command: &[OsString],
     env: Vec<(OsString, OsString)>,
+) -> Result<Confinement, LauncherError> {
+    confine_inheriting(policy, command, env, Inherit::default())
+}
+
+/// [`confine`], with the working directory and environment taken at spawn time as
+/// `inherit` says. `env` is still what `$TMPDIR` is resolved from (the spawner's
+/// environment is not known yet); with an inherited environment the request carries
+/// none of it.
+pub fn confine_inheriting(
+    policy: &PolicyRequest,
+    command: &[OsString],
+    env: Vec<(OsString, OsString)>,
+    inherit: Inherit,
 ) -> Result<Confinement, LauncherError> {
     let mode = policy.mode;
     if !mode.is_confined() {
@@ -90,6 +104,11 @@ pub fn confine(
 
     let dir = PrivateDir::create(&grants::writable_roots(&resolved))?;
     let status_path = dir.status_path();
+    let env = if inherit.env.is_some() {
+        Vec::new()
+    } else {
+        env
+    };
     let request = LaunchRequest {
         argv: command.to_vec(),
         cwd,
@@ -97,6 +116,7 @@ pub fn confine(
         policy: resolved,
         promised: facts,
         status_path: Some(status_path.clone()),
+        inherit,
     };
     let write = || -> Result<(String, String), LauncherError> {
         request.validate().map_err(LauncherError::Invalid)?;
@@ -129,12 +149,30 @@ pub fn confine(
     })
 }
 
+/// What `confine`'s flags ask the runner to take at spawn time.
+fn inherit(args: &ConfineArgs) -> Inherit {
+    let env = args.inherit.inherit_env.map(|rule| InheritEnv {
+        filter: match rule {
+            InheritEnvRule::Filtered => EnvFilter::Rule,
+            InheritEnvRule::Unfiltered => EnvFilter::Unfiltered,
+        },
+        clear: args.env.clear_env,
+        keep: args.env.keep_env.clone(),
+        set: args.env.env.clone(),
+    });
+    Inherit {
+        cwd: args.inherit.inherit_cwd,
+        env,
+    }
+}
+
 /// `stockade confine`: prints the ConfinedArgv as one JSON line.
 pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
-    let confinement = confine(
+    let confinement = confine_inheriting(
         &args.policy.to_request(),
         &args.command.command,
         env::target_env(&args.env).vars,
+        inherit(args),
     )?;
     // Serialising a plain struct of strings cannot fail.
     let json = serde_json::to_string(&confinement.confined).unwrap_or_default();

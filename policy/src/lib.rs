@@ -23,6 +23,7 @@
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
 //! - [`environment`]: which of the caller's environment variables reach a command.
 //! - [`exit`]: reserved exit codes and the runner failure prefix.
+//! - [`inherit`]: what the runner takes from the process that spawns it (cwd, env).
 
 pub mod classify;
 pub mod confined;
@@ -30,6 +31,7 @@ pub mod environment;
 pub mod exit;
 pub mod grants;
 pub mod guarantees;
+pub mod inherit;
 pub mod mode;
 pub mod policy;
 pub mod raw;

@@ -63,6 +63,9 @@ pub enum RunnerError {
         source: io::Error,
     },
     NoNewPrivs(io::Error),
+    /// The request inherits the working directory, and the one the runner was started
+    /// in cannot be named (deleted, or outside the process's root).
+    InheritedCwd(io::Error),
     /// A path the policy grants cannot be opened (for example a deleted workspace).
     GrantPath {
         what: &'static str,
@@ -145,6 +148,7 @@ impl RunnerError {
             RunnerError::Unconfined => "unconfined",
             RunnerError::Chdir { .. } => "chdir",
             RunnerError::NoNewPrivs(_) => "no-new-privs",
+            RunnerError::InheritedCwd(_) => "inherited-cwd",
             RunnerError::GrantPath { .. } => "grant-path",
             RunnerError::GrantNotDirectory { .. } => "grant-not-directory",
             RunnerError::Unavailable { .. } => "sandbox-unavailable",
@@ -227,6 +231,10 @@ impl fmt::Display for RunnerError {
                 cwd.display()
             ),
             RunnerError::NoNewPrivs(e) => write!(f, "cannot set no_new_privs: {e}"),
+            RunnerError::InheritedCwd(e) => write!(
+                f,
+                "the request inherits the working directory, and the one the runner was started in cannot be named (deleted, or outside the root): {e}"
+            ),
             RunnerError::GrantPath { what, path, source } => {
                 write!(f, "{what} {} cannot be opened: {source}", path.display())
             }

@@ -92,10 +92,7 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
         return Err(RunnerError::Unconfined);
     }
     let filter = seccomp::program(policy)?;
-    std::env::set_current_dir(&request.cwd).map_err(|source| RunnerError::Chdir {
-        cwd: request.cwd.clone(),
-        source,
-    })?;
+    enter_cwd(request)?;
     session::detach_from_terminal()?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
     let landlock_abi = ruleset::restrict(policy)?;
@@ -109,6 +106,22 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
         seccomp: true,
     };
     judge(&Asks::of(policy), &achieved, request)
+}
+
+/// Enters the request's working directory, or checks the inherited one. An inherited
+/// directory may lie outside every writable root: the command runs there (reads are
+/// allowed everywhere) and its writes there are denied like any other; but a directory
+/// that no longer has a name (deleted) is refused rather than run in.
+fn enter_cwd(request: &LaunchRequest) -> Result<(), RunnerError> {
+    if request.inherit.cwd {
+        return std::env::current_dir()
+            .map(drop)
+            .map_err(RunnerError::InheritedCwd);
+    }
+    std::env::set_current_dir(&request.cwd).map_err(|source| RunnerError::Chdir {
+        cwd: request.cwd.clone(),
+        source,
+    })
 }
 
 /// Refuses to start the target when it would get less than the executor was told: the
@@ -140,10 +153,14 @@ fn judge(
 }
 
 fn run(path: &std::path::Path) -> RunnerError {
-    let request = match request_file::consume(path) {
+    let mut request = match request_file::consume(path) {
         Ok(r) => r,
         Err(e) => return e,
     };
+    if let Some(inherit) = &request.inherit.env {
+        // The environment this runner was spawned with, through the request's rule.
+        request.env = inherit.build(std::env::vars_os().collect());
+    }
     let status = match request.status_path.as_deref().map(StatusFile::open) {
         None => None,
         Some(Ok(s)) => Some(s),
@@ -239,6 +256,7 @@ mod tests {
             },
             promised: achieved(promised),
             status_path: None,
+            inherit: Default::default(),
         }
     }
 
