@@ -14,7 +14,10 @@ use std::ffi::OsString;
 use std::path::Path;
 use stockade_policy::confined::StatusChannel;
 use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv};
-use stockade_policy::confined::{denial_signatures, runner_failure_rules};
+use stockade_policy::confined::{
+    denial_signatures, runner_failure_rules, tagged_runner_failure_rules,
+};
+use stockade_policy::failure_tag;
 use stockade_policy::grants;
 use stockade_policy::guarantees::{self, Asks, Guarantee, KernelFacts, Verdict};
 use stockade_policy::inherit::{EnvFilter, Inherit, InheritEnv};
@@ -101,6 +104,7 @@ pub fn confine_inheriting(
     };
     let runner = locate::runner()?;
     let runner = utf8(runner.as_os_str(), "the runner path")?;
+    let tag = new_failure_tag()?;
 
     let dir = PrivateDir::create(&grants::writable_roots(&resolved))?;
     let status_path = dir.status_path();
@@ -136,10 +140,16 @@ pub fn confine_inheriting(
     Ok(Confinement {
         confined: ConfinedArgv {
             contract: CONTRACT_VERSION,
-            argv: vec![runner, "--request".to_string(), request_path],
+            argv: vec![
+                runner,
+                "--request".to_string(),
+                request_path,
+                failure_tag::FLAG.to_string(),
+                tag.clone(),
+            ],
             enforcement: Some(enforcement),
             denial_signatures: denial_signatures(mode),
-            runner_failure_rules: runner_failure_rules(mode),
+            runner_failure_rules: tagged_runner_failure_rules(mode, Some(&tag)),
             mode,
             guarantees: guarantees::report(&asks, &facts),
             status_path: Some(status_path),
@@ -147,6 +157,28 @@ pub fn confine_inheriting(
         },
         private_dir: Some(dir),
     })
+}
+
+/// A fresh runner failure tag (see `stockade_policy::failure_tag`): 16 bytes from the
+/// kernel's random pool.
+fn new_failure_tag() -> Result<String, LauncherError> {
+    let mut bytes = [0u8; 16];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        let rest = &mut bytes[filled..];
+        // SAFETY: getrandom writes at most `rest.len()` bytes into `rest`, which is valid
+        // for writes of that length.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(LauncherError::FailureTag(e));
+        }
+        filled += n as usize;
+    }
+    Ok(failure_tag::from_bytes(&bytes))
 }
 
 /// What `confine`'s flags ask the runner to take at spawn time.

@@ -103,12 +103,22 @@ pub fn denial_signatures(mode: Mode) -> Vec<String> {
 /// carrying the runner prefix. Exit 126/127 (target not executable / not found) carry the
 /// same prefix but are the command's failure, not the sandbox's, so they do not match.
 pub fn runner_failure_rules(mode: Mode) -> Vec<RunnerFailureRule> {
+    tagged_runner_failure_rules(mode, None)
+}
+
+/// [`runner_failure_rules`] for a runner started with failure tag `tag` (see
+/// [`crate::failure_tag`]): the rule then matches the runner's own line only, never a
+/// line the command prints.
+pub fn tagged_runner_failure_rules(mode: Mode, tag: Option<&str>) -> Vec<RunnerFailureRule> {
     if !mode.is_confined() {
         return Vec::new();
     }
     vec![RunnerFailureRule {
         allowed_exit_codes: Some(vec![exit::RUNNER_FAILURE]),
-        fatal_signatures: vec![exit::RUNNER_PREFIX.to_string()],
+        fatal_signatures: vec![match tag {
+            Some(tag) => crate::failure_tag::signature(tag),
+            None => exit::RUNNER_PREFIX.to_string(),
+        }],
         informational_lines: None,
     }]
 }

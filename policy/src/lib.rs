@@ -23,12 +23,14 @@
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
 //! - [`environment`]: which of the caller's environment variables reach a command.
 //! - [`exit`]: reserved exit codes and the runner failure prefix.
+//! - [`failure_tag`]: the per-command tag that makes the runner's failure line unforgeable.
 //! - [`inherit`]: what the runner takes from the process that spawns it (cwd, env).
 
 pub mod classify;
 pub mod confined;
 pub mod environment;
 pub mod exit;
+pub mod failure_tag;
 pub mod grants;
 pub mod guarantees;
 pub mod inherit;

@@ -10,7 +10,8 @@ use stockade_policy::guarantees::{Feature, Guarantee, KernelFacts};
 use stockade_policy::request::{DecodeError, ValidationError};
 
 /// The runner's command line, shown by `--help` and after every usage error.
-pub const USAGE: &str = "usage: stockade-runner --request FILE | --explain FILE | --version";
+pub const USAGE: &str =
+    "usage: stockade-runner --request FILE [--failure-tag TAG] | --explain FILE | --version";
 
 #[derive(Debug)]
 pub enum RunnerError {

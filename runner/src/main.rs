@@ -41,14 +41,42 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use stockade_policy::LaunchRequest;
-use stockade_policy::exit::{self, RUNNER_PREFIX};
+use stockade_policy::exit;
+use stockade_policy::failure_tag;
 use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, Verdict};
 
 enum Command {
-    Run(PathBuf),
+    /// Run the request; the failure tag, when given, goes into every failure line.
+    Run(PathBuf, Option<String>),
     Explain(PathBuf),
     Version,
     Help,
+}
+
+/// The optional `--failure-tag TAG` after `--request FILE`.
+fn failure_tag(args: &mut impl Iterator<Item = OsString>) -> Result<Option<String>, RunnerError> {
+    let mut peek = args.next();
+    if peek.as_deref() != Some(std::ffi::OsStr::new(failure_tag::FLAG)) {
+        // Not the tag flag: put it back for the "unexpected argument" check.
+        return match peek.take() {
+            None => Ok(None),
+            Some(extra) => Err(RunnerError::Usage(format!(
+                "unexpected argument {:?}",
+                extra.to_string_lossy()
+            ))),
+        };
+    }
+    let tag = args
+        .next()
+        .ok_or_else(|| RunnerError::Usage(format!("{} needs a TAG", failure_tag::FLAG)))?;
+    match tag.to_str() {
+        Some(tag) if failure_tag::is_valid(tag) => Ok(Some(tag.to_string())),
+        _ => Err(RunnerError::Usage(format!(
+            "{} takes 1 to {} lower-case hex digits",
+            failure_tag::FLAG,
+            failure_tag::MAX_LEN
+        ))),
+    }
 }
 
 fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, RunnerError> {
@@ -61,7 +89,7 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, Runne
                 RunnerError::Usage(format!("{} needs a FILE", flag.to_string_lossy()))
             })?;
             if flag == "--request" {
-                Command::Run(file.into())
+                Command::Run(file.into(), failure_tag(&mut args)?)
             } else {
                 Command::Explain(file.into())
             }
@@ -184,9 +212,14 @@ fn run(path: &std::path::Path) -> RunnerError {
     exec::exec(&request)
 }
 
-/// Prints the one failure line. Newlines in paths are escaped so it stays one line.
-fn report(err: &RunnerError) {
-    let line = format!("{RUNNER_PREFIX}{}\n", exit::one_line(&err.to_string()));
+/// Prints the one failure line, tagged when a tag was given. Newlines in paths are
+/// escaped so it stays one line.
+fn report(err: &RunnerError, tag: Option<&str>) {
+    let line = format!(
+        "{}{}\n",
+        failure_tag::line_prefix(tag),
+        exit::one_line(&err.to_string())
+    );
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
@@ -219,8 +252,12 @@ fn main() {
 
 fn runner_main() -> i32 {
     exec::ignore_sigpipe_for_now();
+    let mut tag = None;
     let result = match parse_args(std::env::args_os().skip(1)) {
-        Ok(Command::Run(path)) => Err(run(&path)),
+        Ok(Command::Run(path, failure_tag)) => {
+            tag = failure_tag;
+            Err(run(&path))
+        }
         Ok(Command::Explain(path)) => explain::explain(&path).and_then(|text| print(&text)),
         Ok(Command::Version) => print(&format!("stockade-runner {}\n", env!("CARGO_PKG_VERSION"))),
         Ok(Command::Help) => print(&format!("{USAGE}\n")),
@@ -229,7 +266,10 @@ fn runner_main() -> i32 {
     let Err(err) = result else {
         return 0;
     };
-    report(&err);
+    // Only the runner's own failure (125) is tagged: 126/127 are the command's, and the
+    // rule never matches them.
+    let tag = tag.filter(|_| err.exit_code() == exit::RUNNER_FAILURE);
+    report(&err, tag.as_deref());
     err.exit_code()
 }
 
