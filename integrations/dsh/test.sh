@@ -8,6 +8,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 bin="${CARGO_TARGET_DIR:-$repo/target}/debug"
+(cd "$repo" && cargo build --workspace --quiet)
 for b in stockade stockade-runner no-landlock; do
   [ -x "$bin/$b" ] || { echo "integrations/dsh/test.sh: $bin/$b is missing: run cargo build --workspace first" >&2; exit 1; }
 done
