@@ -5,10 +5,11 @@
 //! 125. So `confine` draws a fresh random tag per command, passes it to the runner in
 //! its argv (`--failure-tag TAG`), and puts `stockade-runner: [TAG]` in the ConfinedArgv's
 //! `runnerFailureRules`. The runner prints the tag in its failure line; the command never
-//! learns it: the runner's argv is replaced by the command's own at `execve`, the request
-//! file is gone by then, and the ConfinedArgv stays in the executor's memory. Another
-//! confined command may read a runner's argv in `/proc` while it starts, but cannot write
-//! to that runner's stderr (Landlock refuses it access to processes outside its domain).
+//! learns it: the runner overwrites it in its own argv memory (what `/proc/PID/cmdline`
+//! shows) as its first step, `execve` replaces the rest, the request file never holds it,
+//! and the ConfinedArgv stays in the executor's memory. What remains: a process already
+//! running that reads the runner's cmdline in the instant between its `execve` and its
+//! `main` could pass the tag on; the out-of-band status record has no such window.
 
 use crate::exit::RUNNER_PREFIX;
 
