@@ -81,6 +81,23 @@ await test("the executor's cwd and per-call env reach the command; secrets do no
   assert.deepEqual(r.sandbox, { mode: 'workspace-write', denied: false, enforcement: h.handed.at(-1).enforcement })
 })
 
+await test("stockade's environment rule applies to what the runner inherits, unless unfiltered", async () => {
+  // The harness's own scrub removes KEY|PASSWORD|SECRET|TOKEN names; stockade's rule also
+  // removes PASSPHRASE ones, so this one reaches the runner and is filtered there.
+  process.env.STOCKADE_E2E_PASSPHRASE = 'leak'
+  try {
+    const r = await h.run('echo "${STOCKADE_E2E_PASSPHRASE:-none}"')
+    assert.equal(r.stdout.text, 'none\n')
+    // Control: unfiltered, the same variable arrives.
+    const u = await harness({ inheritEnv: 'unfiltered' })
+    const ru = await u.run('echo "${STOCKADE_E2E_PASSPHRASE:-none}"')
+    assert.equal(ru.stdout.text, 'leak\n')
+    await u.ctx.fiber.dispose()
+  } finally {
+    delete process.env.STOCKADE_E2E_PASSPHRASE
+  }
+})
+
 await test('a write outside is a denial with the harness marker; inside is not', async () => {
   const target = join(outside, 'escape')
   const r = await h.run(`echo x > ${target}`)
@@ -145,7 +162,19 @@ await test('a timeout ends the whole process group', async () => {
   assert.equal(alive, false, `background pid ${pid} survived the timeout`)
 })
 
-await test('an aborted or overdue confineAsync rejects and leaves nothing', async () => {
+await test('a confine past its deadline is SANDBOX_UNAVAILABLE, synchronous or not', async () => {
+  const slow = join(root, 'stockade-slow')
+  writeFileSync(slow, `#!/bin/sh\nsleep 30\nexec ${STOCKADE} "$@"\n`)
+  chmodSync(slow, 0o700)
+  const s = await harness({ stockade: slow, confineTimeoutMs: 300 })
+  await assert.rejects(s.run('echo never > ran-slow'), (e) => e.code === SANDBOX_UNAVAILABLE)
+  const policy = { mode: 'workspace-write', workspaceRoot: ws }
+  await assert.rejects(s.provider.confineAsync(['true'], policy, { deadlineMs: 300 }), (e) => e.code === SANDBOX_UNAVAILABLE)
+  assert.ok(!existsSync(join(ws, 'ran-slow')))
+  await s.ctx.fiber.dispose()
+})
+
+await test('an aborted confineAsync rejects; a completed one is removed on dispose', async () => {
   const policy = { mode: 'workspace-write', workspaceRoot: ws }
   const ac = new AbortController()
   ac.abort(new Error('stop'))
