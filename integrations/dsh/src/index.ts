@@ -18,7 +18,7 @@
  *   `settle()` gives a caller that has the process facts `stockade classify`'s verdict.
  */
 import { execFile, execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { lstatSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
@@ -239,11 +239,24 @@ export class StockadeSandboxProvider extends SandboxProvider {
     }
   }
 
+  /**
+   * Removes one private directory: its two files by name, then the directory, never
+   * recursively and only when it is still a real directory (not a symlink) that we own,
+   * so a command that could reach an in-band directory cannot turn the removal into a
+   * deletion elsewhere.
+   */
   private remove(request: string): void {
     const p = this.pending.get(request)
     this.pending.delete(request)
     const dir = p !== undefined ? dirname(p.statusPath) : dirname(request)
-    rmSync(dir, { recursive: true, force: true })
+    try {
+      const st = lstatSync(dir)
+      if (!st.isDirectory() || st.uid !== process.getuid?.()) return
+      for (const name of ['request', 'status']) rmSync(join(dir, name), { force: true })
+      rmdirSync(dir)
+    } catch {
+      // Gone already, or not ours to remove: stockade's own sweep handles leftovers.
+    }
   }
 }
 
