@@ -77,7 +77,10 @@ w("")
 w("A fresh request is prepared (untimed) before every run, for the bare exec too. "
   "\"over bare\" is the median minus the bare median; \"min over bare\" the same for the "
   "fastest runs, the least noisy view on a shared machine; the C runner is the static "
-  "Landlock-only reference (`bench/landlock-run.c`, built with `cc -static -O2`).")
+  "Landlock-only reference (`bench/landlock-run.c`, built with `cc -static -O2`); "
+  "\"harness landlock-run\" is the harness's own runner exactly as it ships on npm "
+  "(`@deepseek-ai/node-addon-landlock-run-linux-x64`), with the harness's grants, when it "
+  "could be fetched.")
 w("")
 w("| | read-only | over bare | ratio | min over bare | workspace-write | over bare | ratio | min over bare |")
 w("|---|---|---|---|---|---|---|---|---|")

@@ -130,7 +130,36 @@ pub struct ConfineArgs {
     #[command(flatten)]
     pub env: EnvArgs,
     #[command(flatten)]
+    pub inherit: InheritArgs,
+    #[command(flatten)]
     pub command: CommandArgs,
+}
+
+/// `confine` only: take the working directory and environment from whoever spawns the
+/// argv, not from `confine`'s own (the policy still comes only from the request).
+#[derive(Args, Debug, Clone, Default)]
+pub struct InheritArgs {
+    /// Start the command in the directory the runner is spawned in.
+    #[arg(long = "inherit-cwd")]
+    pub inherit_cwd: bool,
+    /// Build the command's environment from the runner's spawn-time environment, through
+    /// the environment rule (filtered, the default; --keep-env, --clear-env and --env
+    /// apply) or unchanged (unfiltered; --env still applies).
+    #[arg(
+        long = "inherit-env",
+        value_name = "RULE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "filtered"
+    )]
+    pub inherit_env: Option<InheritEnvRule>,
+}
+
+/// Whether the environment rule applies to an inherited environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum InheritEnvRule {
+    Filtered,
+    Unfiltered,
 }
 
 /// How `stockade run` supervises the command.
@@ -307,6 +336,27 @@ mod tests {
             let argv = ["stockade", "run", bad[0], bad[1], "--", "true"];
             assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn inherit_flags_parse_and_do_not_swallow_the_command() {
+        let parse = |args: &[&str]| {
+            let argv = ["stockade", "confine"].iter().chain(args);
+            match Cli::try_parse_from(argv).map(|c| c.command) {
+                Ok(Command::Confine(a)) => Ok((a.inherit, a.command.command)),
+                Ok(_) => panic!(),
+                Err(e) => Err(e),
+            }
+        };
+        let (inherit, cmd) = parse(&["--inherit-cwd", "--inherit-env", "--", "pwd"]).unwrap();
+        assert!(inherit.inherit_cwd);
+        assert_eq!(inherit.inherit_env, Some(InheritEnvRule::Filtered));
+        assert_eq!(cmd, vec!["pwd"]);
+        let (inherit, _) = parse(&["--inherit-env=unfiltered", "--", "pwd"]).unwrap();
+        assert_eq!(inherit.inherit_env, Some(InheritEnvRule::Unfiltered));
+        let (inherit, _) = parse(&["--", "pwd"]).unwrap();
+        assert!(!inherit.inherit_cwd && inherit.inherit_env.is_none());
+        assert!(parse(&["--inherit-env=maybe", "--", "pwd"]).is_err());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! and describe the result as ConfinedArgv. [`confine`] is also the first step of
 //! `stockade run`.
 
-use crate::cli::ConfineArgs;
+use crate::cli::{ConfineArgs, InheritEnvRule};
 use crate::env;
 use crate::error::LauncherError;
 use crate::locate;
@@ -14,9 +14,13 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
 use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv};
-use stockade_policy::confined::{denial_signatures, runner_failure_rules};
+use stockade_policy::confined::{
+    denial_signatures, runner_failure_rules, tagged_runner_failure_rules,
+};
+use stockade_policy::failure_tag;
 use stockade_policy::grants;
 use stockade_policy::guarantees::{self, Asks, Verdict};
+use stockade_policy::inherit::{EnvFilter, Inherit, InheritEnv};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
@@ -40,6 +44,19 @@ pub fn confine(
     policy: &PolicyRequest,
     command: &[OsString],
     env: Vec<(OsString, OsString)>,
+) -> Result<Confinement, LauncherError> {
+    confine_inheriting(policy, command, env, Inherit::default())
+}
+
+/// [`confine`], with the working directory and environment taken at spawn time as
+/// `inherit` says. `env` is still what `$TMPDIR` is resolved from (the spawner's
+/// environment is not known yet); with an inherited environment the request carries
+/// none of it.
+pub fn confine_inheriting(
+    policy: &PolicyRequest,
+    command: &[OsString],
+    env: Vec<(OsString, OsString)>,
+    inherit: Inherit,
 ) -> Result<Confinement, LauncherError> {
     let mode = policy.mode;
     if !mode.is_confined() {
@@ -93,6 +110,7 @@ pub fn confine(
     })?;
     placement::check("launcher", &launcher, &resolved, tmpdir, &invoker)?;
     let runner = utf8(runner.as_os_str(), "the runner path")?;
+    let tag = new_failure_tag()?;
 
     // The control base must be out of the command's reach: a policy that could write it
     // could rewrite the requests and status files of other commands.
@@ -106,6 +124,11 @@ pub fn confine(
     let not_granted: Vec<String> = resolved.tmpdir_refused.iter().cloned().collect();
     let dir = PrivateDir::create(&base)?;
     let status_path = dir.status_path();
+    let env = if inherit.env.is_some() {
+        Vec::new()
+    } else {
+        env
+    };
     let request = LaunchRequest {
         argv: command.to_vec(),
         cwd,
@@ -113,6 +136,7 @@ pub fn confine(
         policy: resolved,
         promised: facts,
         status_path: Some(status_path.clone()),
+        inherit,
     };
     let write = || -> Result<(String, String, String), LauncherError> {
         request.validate().map_err(LauncherError::Invalid)?;
@@ -139,10 +163,12 @@ pub fn confine(
                 request_path,
                 "--sha256".to_string(),
                 digest,
+                failure_tag::FLAG.to_string(),
+                tag.clone(),
             ],
             enforcement: Some(enforcement),
             denial_signatures: denial_signatures(mode),
-            runner_failure_rules: runner_failure_rules(mode),
+            runner_failure_rules: tagged_runner_failure_rules(mode, Some(&tag)),
             mode,
             guarantees: guarantees::report(&asks, &facts),
             status_path: Some(status_path),
@@ -154,12 +180,52 @@ pub fn confine(
     })
 }
 
+/// A fresh runner failure tag (see `stockade_policy::failure_tag`): 16 bytes from the
+/// kernel's random pool.
+fn new_failure_tag() -> Result<String, LauncherError> {
+    let mut bytes = [0u8; 16];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        let rest = &mut bytes[filled..];
+        // SAFETY: getrandom writes at most `rest.len()` bytes into `rest`, which is valid
+        // for writes of that length.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(LauncherError::FailureTag(e));
+        }
+        filled += n as usize;
+    }
+    Ok(failure_tag::from_bytes(&bytes))
+}
+
+/// What `confine`'s flags ask the runner to take at spawn time.
+fn inherit(args: &ConfineArgs) -> Inherit {
+    let env = args.inherit.inherit_env.map(|rule| InheritEnv {
+        filter: match rule {
+            InheritEnvRule::Filtered => EnvFilter::Rule,
+            InheritEnvRule::Unfiltered => EnvFilter::Unfiltered,
+        },
+        clear: args.env.clear_env,
+        keep: args.env.keep_env.clone(),
+        set: args.env.env.clone(),
+    });
+    Inherit {
+        cwd: args.inherit.inherit_cwd,
+        env,
+    }
+}
+
 /// `stockade confine`: prints the ConfinedArgv as one JSON line.
 pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
-    let confinement = confine(
+    let confinement = confine_inheriting(
         &args.policy.to_request(),
         &args.command.command,
         env::target_env(&args.env).vars,
+        inherit(args),
     )?;
     let written = serde_json::to_string(&confinement.confined)
         .map_err(LauncherError::Json)

@@ -55,6 +55,8 @@ pub enum LauncherError {
     /// The supervisor cannot do its job (signals, polling).
     Supervise(String),
     CurrentDir(io::Error),
+    /// No random bytes for the runner failure tag.
+    FailureTag(io::Error),
     /// An input of `classify` cannot be read.
     ReadInput {
         what: &'static str,
@@ -122,6 +124,12 @@ impl fmt::Display for LauncherError {
                 write!(f, "cannot start {program}: {source}")
             }
             LauncherError::Supervise(e) => write!(f, "cannot supervise the command: {e}"),
+            LauncherError::FailureTag(e) => {
+                write!(
+                    f,
+                    "cannot draw random bytes for the runner failure tag: {e}"
+                )
+            }
             LauncherError::CurrentDir(e) => {
                 write!(f, "cannot determine the current directory: {e}")
             }

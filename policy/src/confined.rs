@@ -7,16 +7,18 @@ use crate::mode::Mode;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// What `EACCES` reads as. Landlock answers every denied file access and TCP port with
-/// it, and the seccomp socket filter uses it for every socket family the policy denies
-/// (`socket(2)` documents EACCES for exactly that), so a denied network reads as a
-/// denial too.
+/// What `EACCES` reads as, and the whole denial dialect. Landlock answers every denied
+/// file access and TCP port with it, and the seccomp socket filter uses it for every
+/// socket family the policy denies (`socket(2)` documents EACCES for exactly that), so
+/// a denied network reads as a denial too.
 pub const PERMISSION_DENIED: &str = "permission denied";
-/// What `EPERM` reads as. The seccomp filter answers the privileged escape hatches
-/// (ptrace, mount, namespaces, bpf, keyrings, perf, userfaultfd, io_uring, TIOCSTI, ...)
-/// with it, the natural answer for an unprivileged caller; Landlock scopes answer a
-/// signal or an abstract-socket connection leaving the sandbox with it. Every confined
-/// policy installs that filter, so every confined policy can produce it.
+/// What `EPERM` reads as: deliberately *not* a denial signature. The seccomp filter
+/// answers the privileged escape hatches (ptrace, mount, namespaces, bpf, ...) with it,
+/// the answer an unprivileged process gets outside any sandbox, and Landlock scopes
+/// answer a signal leaving the sandbox with it; but so does every failed `kill` of
+/// another user's process and every non-root `chown`. A denial makes an executor offer
+/// to run the command outside the sandbox, so a signature must name only what the
+/// sandbox refused; these refusals are reported as ordinary failures.
 pub const OPERATION_NOT_PERMITTED: &str = "operation not permitted";
 
 /// A rule recognising the runner's own failure in a settled process's facts.
@@ -106,15 +108,12 @@ pub struct ConfinedArgv {
     pub not_granted: Vec<String>,
 }
 
-/// The denial signatures a command confined under `mode` can produce: the messages of
-/// the two errnos the sandbox answers with (no other errno is used for a denial; the
-/// x32 guard and clone3 answer ENOSYS, which is "not there", not a denial).
+/// The denial signatures a command confined under `mode` can produce: the message of the
+/// one errno the sandbox answers a file access it refuses with (see [`PERMISSION_DENIED`]
+/// and, for why EPERM is left out, [`OPERATION_NOT_PERMITTED`]).
 pub fn denial_signatures(mode: Mode) -> Vec<String> {
     if mode.is_confined() {
-        vec![
-            PERMISSION_DENIED.to_string(),
-            OPERATION_NOT_PERMITTED.to_string(),
-        ]
+        vec![PERMISSION_DENIED.to_string()]
     } else {
         Vec::new()
     }
@@ -124,12 +123,22 @@ pub fn denial_signatures(mode: Mode) -> Vec<String> {
 /// carrying the runner prefix. Exit 126/127 (target not executable / not found) carry the
 /// same prefix but are the command's failure, not the sandbox's, so they do not match.
 pub fn runner_failure_rules(mode: Mode) -> Vec<RunnerFailureRule> {
+    tagged_runner_failure_rules(mode, None)
+}
+
+/// [`runner_failure_rules`] for a runner started with failure tag `tag` (see
+/// [`crate::failure_tag`]): the rule then matches the runner's own line only, never a
+/// line the command prints.
+pub fn tagged_runner_failure_rules(mode: Mode, tag: Option<&str>) -> Vec<RunnerFailureRule> {
     if !mode.is_confined() {
         return Vec::new();
     }
     vec![RunnerFailureRule {
         allowed_exit_codes: Some(vec![exit::RUNNER_FAILURE]),
-        fatal_signatures: vec![exit::RUNNER_PREFIX.to_string()],
+        fatal_signatures: vec![match tag {
+            Some(tag) => crate::failure_tag::signature(tag),
+            None => exit::RUNNER_PREFIX.to_string(),
+        }],
         informational_lines: None,
     }]
 }
@@ -166,7 +175,7 @@ mod tests {
         assert_eq!(v["enforcement"], "full");
         assert_eq!(v["mode"], "read-only");
         assert_eq!(v["denialSignatures"][0], "permission denied");
-        assert_eq!(v["denialSignatures"][1], "operation not permitted");
+        assert_eq!(v["denialSignatures"].as_array().unwrap().len(), 1);
         assert_eq!(v["guarantees"]["network"]["status"], "enforced");
         assert_eq!(v["guarantees"]["signals"]["status"], "unavailable");
         assert_eq!(v["guarantees"]["signals"]["needs"], "landlock-abi-6");

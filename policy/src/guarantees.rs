@@ -202,6 +202,32 @@ impl Guarantee {
         }
     }
 
+    /// Whether this guarantee governs a *file effect*: what a command can do to files
+    /// (write, truncate, link/rename, device ioctl, ...). Only a missing file effect makes
+    /// enforcement `partial`, which is what `partial` means to executors: the backend
+    /// cannot govern every file effect the mode promises. Network, process and the other
+    /// facts stay in the `guarantees` object without touching `enforcement`. A new
+    /// guarantee about files belongs in the `true` arm.
+    pub fn is_file_effect(self) -> bool {
+        match self {
+            Guarantee::FilesystemWrites
+            | Guarantee::Refer
+            | Guarantee::Truncate
+            | Guarantee::DeviceIoctl
+            | Guarantee::SetidAndXattrs
+            | Guarantee::Metadata
+            | Guarantee::HiddenPaths => true,
+            Guarantee::Processes | Guarantee::Ipc => false,
+            Guarantee::Network
+            | Guarantee::UnixSockets
+            | Guarantee::Signals
+            | Guarantee::AbstractSockets
+            | Guarantee::SyscallFilter
+            | Guarantee::Capabilities
+            | Guarantee::Fds => false,
+        }
+    }
+
     /// The kernel feature this guarantee needs under `asks`.
     pub fn needs(self, asks: &Asks) -> Feature {
         match self {
@@ -267,7 +293,9 @@ impl Guarantee {
 pub enum Requirement {
     /// Cannot run without it: its absence is a runner failure / `SANDBOX_UNAVAILABLE`.
     Required,
-    /// Enforced when the kernel can; its absence makes enforcement `partial`.
+    /// Enforced when the kernel can; its absence makes enforcement `partial` when it is
+    /// a file effect ([`Guarantee::is_file_effect`]), and is reported in `guarantees`
+    /// either way.
     Desired,
     /// The policy does not ask for it.
     NotApplicable,
@@ -304,7 +332,7 @@ pub struct Assessment {
 pub enum Verdict {
     /// Not confined at all (`danger-full-access`).
     Unconfined,
-    /// Confined; `Partial` when some desired guarantee is unavailable.
+    /// Confined; `Partial` when some desired file-effect guarantee is unavailable.
     Confined(Enforcement),
     /// A required guarantee is unavailable: the mode must not run.
     Unavailable { missing: Vec<(Guarantee, Feature)> },
@@ -341,9 +369,9 @@ pub fn verdict(asks: &Asks, facts: &KernelFacts) -> Verdict {
     if !missing.is_empty() {
         return Verdict::Unavailable { missing };
     }
-    let partial = assessed
-        .iter()
-        .any(|a| a.requirement == Requirement::Desired && !a.enforced);
+    let partial = assessed.iter().any(|a| {
+        a.requirement == Requirement::Desired && !a.enforced && a.guarantee.is_file_effect()
+    });
     Verdict::Confined(if partial {
         Enforcement::Partial
     } else {
@@ -389,7 +417,8 @@ impl Status {
 #[serde(rename_all = "camelCase")]
 pub struct GuaranteeReport {
     pub status: Status,
-    /// Whether the policy cannot run without it (`false`: its absence is `partial`).
+    /// Whether the policy cannot run without it (`false`: its absence is `partial` for a
+    /// file effect, and only reported otherwise).
     pub required: bool,
     /// The kernel feature it needs, e.g. `landlock-abi-4`, `seccomp`, `none`.
     pub needs: String,
@@ -451,15 +480,17 @@ mod tests {
     }
 
     #[test]
-    fn old_abis_are_partial_and_abi_6_is_full() {
-        for n in 1..6 {
+    fn abis_below_5_are_partial_and_abi_5_is_full() {
+        for n in 1..5 {
             assert_eq!(
                 verdict(&defaults(Mode::WorkspaceWrite), &abi(n)),
                 Verdict::Confined(Enforcement::Partial),
                 "abi {n}"
             );
         }
-        for n in [6, TESTED_LANDLOCK_ABI, 10] {
+        // ABI 5 governs every file effect; the missing scopes (signals, abstract
+        // sockets) are not file effects: `full`, with them `unavailable` in the report.
+        for n in [5, 6, TESTED_LANDLOCK_ABI, 10] {
             assert_eq!(
                 verdict(&defaults(Mode::ReadOnly), &abi(n)),
                 Verdict::Confined(Enforcement::Full)
@@ -592,6 +623,35 @@ mod tests {
         }
         assert!(!abi(5).covers(&abi(6)));
         assert!(!no_seccomp.covers(&abi(7)));
+    }
+
+    #[test]
+    fn only_file_effects_make_enforcement_partial() {
+        let asks = defaults(Mode::WorkspaceWrite);
+        for a in assess(&asks, &abi(7)) {
+            if a.requirement != Requirement::Desired {
+                continue;
+            }
+            // The kernel that lacks exactly this guarantee's feature, and nothing newer.
+            let Feature::LandlockAbi(n) = a.needs else {
+                continue;
+            };
+            let below = verdict(&asks, &abi(n - 1));
+            let others_missing = assess(&asks, &abi(n - 1)).iter().any(|b| {
+                b.guarantee != a.guarantee
+                    && b.requirement == Requirement::Desired
+                    && !b.enforced
+                    && b.guarantee.is_file_effect()
+            });
+            if a.guarantee.is_file_effect() || others_missing {
+                assert_eq!(below, Verdict::Confined(Enforcement::Partial), "{a:?}");
+            } else {
+                assert_eq!(below, Verdict::Confined(Enforcement::Full), "{a:?}");
+            }
+        }
+        assert!(Guarantee::Truncate.is_file_effect());
+        assert!(!Guarantee::Signals.is_file_effect());
+        assert!(!Guarantee::Network.is_file_effect());
     }
 
     #[test]

@@ -29,6 +29,8 @@
 //! - [`exit`]: reserved exit codes and the runner failure prefix.
 //! - [`digest`]: SHA-256, which ties a request file to the ConfinedArgv naming it.
 //! - [`trust`]: the one rule for control files and directories only this user can reach.
+//! - [`failure_tag`]: the per-command tag that makes the runner's failure line unforgeable.
+//! - [`inherit`]: what the runner takes from the process that spawns it (cwd, env).
 
 pub mod classify;
 pub mod confined;
@@ -36,9 +38,11 @@ pub mod denial;
 pub mod digest;
 pub mod environment;
 pub mod exit;
+pub mod failure_tag;
 pub mod grants;
 pub mod guarantees;
 pub mod hidden;
+pub mod inherit;
 pub mod mode;
 pub mod policy;
 pub mod raw;

@@ -20,6 +20,7 @@
 use crate::environment;
 use crate::grants::{self, Access};
 use crate::guarantees::KernelFacts;
+use crate::inherit::Inherit;
 use crate::policy::{Policy, first_unkeepable_fd, has_port_zero};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
@@ -62,6 +63,9 @@ pub struct LaunchRequest {
     /// when the launcher provides no status channel.
     #[serde(with = "crate::raw")]
     pub status_path: Option<PathBuf>,
+    /// Whether the runner uses the working directory and environment it was spawned
+    /// with instead of `cwd` and `env` (see [`crate::inherit`]).
+    pub inherit: Inherit,
 }
 
 /// Why request bytes could not be decoded.
@@ -317,7 +321,9 @@ impl LaunchRequest {
                 cwd: self.cwd.clone(),
             });
         }
-        for (index, (name, value)) in self.env.iter().enumerate() {
+        // Entries set over an inherited environment obey the same rules as `env`.
+        let set = self.inherit.env.iter().flat_map(|e| e.set.iter());
+        for (index, (name, value)) in self.env.iter().chain(set).enumerate() {
             // Only a refused entry is shown: no copy of every name on the runner's path.
             let shown = || name.to_string_lossy().into_owned();
             if name.is_empty() {
@@ -435,6 +441,15 @@ mod tests {
                 seccomp: true,
             },
             status_path: Some("/run/user/0/stockade/req-1/status".into()),
+            inherit: Inherit {
+                cwd: true,
+                env: Some(crate::inherit::InheritEnv {
+                    filter: crate::inherit::EnvFilter::Rule,
+                    clear: false,
+                    keep: vec!["API_TOKEN".into()],
+                    set: vec![("TERM".into(), "dumb".into())],
+                }),
+            },
         }
     }
 
@@ -567,6 +582,13 @@ mod tests {
         check(
             &|r| r.env.push(("".into(), "x".into())),
             ValidationError::EmptyEnvName { index: 2 },
+        );
+        check(
+            &|r| {
+                let set = &mut r.inherit.env.as_mut().unwrap().set;
+                set.push(("B=C".into(), "x".into()));
+            },
+            ValidationError::EqualsInEnvName { name: "B=C".into() },
         );
         check(
             &|r| r.policy.writable_roots.push("rel".into()),

@@ -66,6 +66,8 @@ pub enum FailureKind {
     GrantNotDirectory,
     /// A writable root's path leads to another directory than the one `confine` saw.
     RootReplaced,
+    /// The working directory the runner was spawned in (with `--inherit-cwd`) is gone.
+    InheritedCwd,
     SandboxUnavailable,
     LessThanReported,
     /// Written by runners of request format 1; today `less-than-reported` names the
@@ -85,7 +87,7 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// Every kind, for parsing and tests.
-    pub const ALL: [FailureKind; 31] = [
+    pub const ALL: [FailureKind; 32] = [
         FailureKind::Usage,
         FailureKind::RequestMissing,
         FailureKind::RequestSymlink,
@@ -117,6 +119,7 @@ impl FailureKind {
         FailureKind::NotFound,
         FailureKind::CannotExecute,
         FailureKind::RootReplaced,
+        FailureKind::InheritedCwd,
     ];
 
     /// The wire identifier.
@@ -153,6 +156,7 @@ impl FailureKind {
             FailureKind::NotFound => "not-found",
             FailureKind::CannotExecute => "cannot-execute",
             FailureKind::RootReplaced => "root-replaced",
+            FailureKind::InheritedCwd => "inherited-cwd",
         }
     }
 
@@ -341,6 +345,7 @@ mod tests {
             FailureKind::NotFound => 28,
             FailureKind::CannotExecute => 29,
             FailureKind::RootReplaced => 30,
+            FailureKind::InheritedCwd => 31,
         }
     }
 

@@ -11,8 +11,7 @@ use stockade_policy::request::{DecodeError, ValidationError};
 use stockade_policy::status::FailureKind;
 
 /// The runner's command line, shown by `--help` and after every usage error.
-pub const USAGE: &str =
-    "usage: stockade-runner --request FILE --sha256 HEX | --explain FILE | --version";
+pub const USAGE: &str = "usage: stockade-runner --request FILE --sha256 HEX [--failure-tag TAG] | --explain FILE | --version";
 
 #[derive(Debug)]
 pub enum RunnerError {
@@ -70,6 +69,9 @@ pub enum RunnerError {
         source: io::Error,
     },
     NoNewPrivs(io::Error),
+    /// The request inherits the working directory, and the one the runner was started
+    /// in cannot be named (deleted, or outside the process's root).
+    InheritedCwd(io::Error),
     /// A path the policy grants cannot be opened (for example a deleted workspace).
     GrantPath {
         what: &'static str,
@@ -158,6 +160,7 @@ impl RunnerError {
             RunnerError::Invalid(_) => FailureKind::RequestInvalid,
             RunnerError::Unconfined => FailureKind::Unconfined,
             RunnerError::Chdir { .. } => FailureKind::Chdir,
+            RunnerError::InheritedCwd(_) => FailureKind::InheritedCwd,
             RunnerError::NoNewPrivs(_) => FailureKind::NoNewPrivs,
             RunnerError::GrantPath { .. } => FailureKind::GrantPath,
             RunnerError::GrantNotDirectory { .. } => FailureKind::GrantNotDirectory,
@@ -247,6 +250,10 @@ impl fmt::Display for RunnerError {
                 cwd.display()
             ),
             RunnerError::NoNewPrivs(e) => write!(f, "cannot set no_new_privs: {e}"),
+            RunnerError::InheritedCwd(e) => write!(
+                f,
+                "the request inherits the working directory, and the one the runner was started in cannot be named (deleted, or outside the root): {e}"
+            ),
             RunnerError::GrantPath { what, path, source } => {
                 write!(f, "{what} {} cannot be opened: {source}", path.display())
             }

@@ -68,7 +68,31 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
             "off"
         }
     );
-    let _ = writeln!(w, "cwd:         {}", request.cwd.display());
+    if request.inherit.cwd {
+        // Shown where --explain runs, which is where one would spawn the runner by hand.
+        let here = std::env::current_dir()
+            .map(|d| {
+                let writable = grants::writable_roots(&request.policy)
+                    .iter()
+                    .any(|root| d.starts_with(root));
+                format!(
+                    "here {}: {}",
+                    d.display(),
+                    if writable {
+                        "beneath a writable root"
+                    } else {
+                        "outside every writable root (the command can read there, not write)"
+                    }
+                )
+            })
+            .unwrap_or_else(|e| format!("here it cannot be named ({e}): the runner would refuse"));
+        let _ = writeln!(
+            w,
+            "cwd:         inherited from the process that spawns the runner ({here})"
+        );
+    } else {
+        let _ = writeln!(w, "cwd:         {}", request.cwd.display());
+    }
     let _ = match &request.status_path {
         Some(p) => writeln!(w, "status:      {}", p.display()),
         None => writeln!(w, "status:      none (no status channel)"),
@@ -77,7 +101,30 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     for (i, a) in request.argv.iter().enumerate() {
         let _ = writeln!(w, "  [{i}] {a:?}");
     }
-    let _ = writeln!(w, "env ({} entries):", request.env.len());
+    if let Some(inherit) = &request.inherit.env {
+        let keep: Vec<_> = inherit.keep.iter().map(|k| k.to_string_lossy()).collect();
+        let _ = writeln!(
+            w,
+            "env:         inherited from the process that spawns the runner, {}{}{}; then {} entries set:",
+            inherit.filter.as_str(),
+            if inherit.clear {
+                ", cleared to the basics"
+            } else {
+                ""
+            },
+            if keep.is_empty() {
+                String::new()
+            } else {
+                format!(", keeping {}", keep.join(", "))
+            },
+            inherit.set.len()
+        );
+        for (k, v) in &inherit.set {
+            let _ = writeln!(w, "  {}={:?}", k.to_string_lossy(), v);
+        }
+    } else {
+        let _ = writeln!(w, "env ({} entries):", request.env.len());
+    }
     for (k, v) in &request.env {
         let _ = writeln!(w, "  {}={:?}", k.to_string_lossy(), v);
     }

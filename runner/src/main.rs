@@ -45,15 +45,43 @@ use std::io::Write;
 use std::path::PathBuf;
 use stockade_policy::LaunchRequest;
 use stockade_policy::digest;
-use stockade_policy::exit::{self, RUNNER_PREFIX};
+use stockade_policy::exit;
+use stockade_policy::failure_tag;
 use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, Verdict};
 
 enum Command {
-    /// `--request FILE --sha256 HEX`: the file and the digest its bytes must have.
-    Run(PathBuf, [u8; 32]),
+    /// `--request FILE --sha256 HEX [--failure-tag TAG]`: the file, the digest its bytes
+    /// must have, and the tag that goes into every failure line when given.
+    Run(PathBuf, [u8; 32], Option<String>),
     Explain(PathBuf),
     Version,
     Help,
+}
+
+/// The optional `--failure-tag TAG` after `--request FILE`.
+fn failure_tag(args: &mut impl Iterator<Item = OsString>) -> Result<Option<String>, RunnerError> {
+    let mut peek = args.next();
+    if peek.as_deref() != Some(std::ffi::OsStr::new(failure_tag::FLAG)) {
+        // Not the tag flag: put it back for the "unexpected argument" check.
+        return match peek.take() {
+            None => Ok(None),
+            Some(extra) => Err(RunnerError::Usage(format!(
+                "unexpected argument {:?}",
+                extra.to_string_lossy()
+            ))),
+        };
+    }
+    let tag = args
+        .next()
+        .ok_or_else(|| RunnerError::Usage(format!("{} needs a TAG", failure_tag::FLAG)))?;
+    match tag.to_str() {
+        Some(tag) if failure_tag::is_valid(tag) => Ok(Some(tag.to_string())),
+        _ => Err(RunnerError::Usage(format!(
+            "{} takes 1 to {} lower-case hex digits",
+            failure_tag::FLAG,
+            failure_tag::MAX_LEN
+        ))),
+    }
 }
 
 fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, RunnerError> {
@@ -80,7 +108,7 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, Runne
                         hex.to_string_lossy()
                     ))
                 })?;
-                Command::Run(file.into(), digest)
+                Command::Run(file.into(), digest, failure_tag(&mut args)?)
             } else {
                 Command::Explain(file.into())
             }
@@ -111,10 +139,7 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
         return Err(RunnerError::Unconfined);
     }
     let filter = seccomp::program(policy)?;
-    std::env::set_current_dir(&request.cwd).map_err(|source| RunnerError::Chdir {
-        cwd: request.cwd.clone(),
-        source,
-    })?;
+    enter_cwd(request)?;
     session::detach_from_terminal()?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
     let landlock_abi = ruleset::restrict(policy)?;
@@ -128,6 +153,22 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
         seccomp: true,
     };
     judge(&Asks::of(policy), &achieved, request)
+}
+
+/// Enters the request's working directory, or checks the inherited one. An inherited
+/// directory may lie outside every writable root: the command runs there (reads are
+/// allowed everywhere) and its writes there are denied like any other; but a directory
+/// that no longer has a name (deleted) is refused rather than run in.
+fn enter_cwd(request: &LaunchRequest) -> Result<(), RunnerError> {
+    if request.inherit.cwd {
+        return std::env::current_dir()
+            .map(drop)
+            .map_err(RunnerError::InheritedCwd);
+    }
+    std::env::set_current_dir(&request.cwd).map_err(|source| RunnerError::Chdir {
+        cwd: request.cwd.clone(),
+        source,
+    })
 }
 
 /// Refuses to start the target when it would get less than the executor was told: the
@@ -159,10 +200,14 @@ fn judge(
 }
 
 fn run(path: &std::path::Path, digest: &[u8; 32]) -> RunnerError {
-    let request = match request_file::consume(path, digest) {
+    let mut request = match request_file::consume(path, digest) {
         Ok(r) => r,
         Err(e) => return e,
     };
+    if let Some(inherit) = &request.inherit.env {
+        // The environment this runner was spawned with, through the request's rule.
+        request.env = inherit.build(std::env::vars_os().collect());
+    }
     let status = match request.status_path.as_deref().map(StatusFile::open) {
         None => None,
         Some(Ok(s)) => Some(s),
@@ -186,9 +231,14 @@ fn run(path: &std::path::Path, digest: &[u8; 32]) -> RunnerError {
     exec::exec(&request)
 }
 
-/// Prints the one failure line. Newlines in paths are escaped so it stays one line.
-fn report(err: &RunnerError) {
-    let line = format!("{RUNNER_PREFIX}{}\n", exit::one_line(&err.to_string()));
+/// Prints the one failure line, tagged when a tag was given. Newlines in paths are
+/// escaped so it stays one line.
+fn report(err: &RunnerError, tag: Option<&str>) {
+    let line = format!(
+        "{}{}\n",
+        failure_tag::line_prefix(tag),
+        exit::one_line(&err.to_string())
+    );
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
@@ -206,23 +256,50 @@ fn print(text: &str) -> Result<(), RunnerError> {
 // SAFETY: `main` is the one C entry symbol of this binary; nothing else defines it.
 #[cfg(not(test))]
 #[unsafe(no_mangle)]
-extern "C" fn main(
-    _argc: std::ffi::c_int,
-    _argv: *const *const std::ffi::c_char,
-) -> std::ffi::c_int {
-    runner_main()
+extern "C" fn main(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) -> std::ffi::c_int {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    scrub_failure_tag(argc, argv);
+    runner_main(args)
+}
+
+/// Overwrites the failure tag in this process's own argv memory, which is what
+/// `/proc/PID/cmdline` shows to every process, confined ones included: from here on the
+/// tag is only in the runner's private memory, and `execve` discards that. (The tag is
+/// visible in `/proc` only between the runner's `execve` and this call.)
+#[cfg(not(test))]
+fn scrub_failure_tag(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) {
+    let argc = usize::try_from(argc).unwrap_or(0);
+    for i in 1..argc.saturating_sub(1) {
+        // SAFETY: the kernel hands `main` `argc` valid NUL-terminated strings in `argv`.
+        let flag = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
+        if flag.to_bytes() != failure_tag::FLAG.as_bytes() {
+            continue;
+        }
+        // SAFETY: argv[i + 1] is one of those strings; argument strings live in the
+        // process's own writable stack memory, and the runner has one thread, so writing
+        // over its `len` bytes (not the NUL) races with nothing.
+        unsafe {
+            let value = *argv.add(i + 1) as *mut u8;
+            let len = std::ffi::CStr::from_ptr(value.cast()).to_bytes().len();
+            std::ptr::write_bytes(value, b'x', len);
+        }
+    }
 }
 
 /// Unit-test builds bring the harness's own entry point; this keeps the code reachable.
 #[cfg(test)]
 fn main() {
-    std::process::exit(runner_main())
+    std::process::exit(runner_main(std::env::args_os().collect()))
 }
 
-fn runner_main() -> i32 {
+fn runner_main(args: Vec<OsString>) -> i32 {
     exec::ignore_sigpipe_for_now();
-    let result = match parse_args(std::env::args_os().skip(1)) {
-        Ok(Command::Run(path, digest)) => Err(run(&path, &digest)),
+    let mut tag = None;
+    let result = match parse_args(args.into_iter().skip(1)) {
+        Ok(Command::Run(path, digest, failure_tag)) => {
+            tag = failure_tag;
+            Err(run(&path, &digest))
+        }
         Ok(Command::Explain(path)) => explain::explain(&path).and_then(|text| print(&text)),
         Ok(Command::Version) => print(&format!("stockade-runner {}\n", env!("CARGO_PKG_VERSION"))),
         Ok(Command::Help) => print(&format!("{USAGE}\n")),
@@ -231,7 +308,10 @@ fn runner_main() -> i32 {
     let Err(err) = result else {
         return 0;
     };
-    report(&err);
+    // Only the runner's own failure (125) is tagged: 126/127 are the command's, and the
+    // rule never matches them.
+    let tag = tag.filter(|_| err.exit_code() == exit::RUNNER_FAILURE);
+    report(&err, tag.as_deref());
     err.exit_code()
 }
 
@@ -261,6 +341,7 @@ mod tests {
             },
             promised: achieved(promised),
             status_path: None,
+            inherit: Default::default(),
         }
     }
 

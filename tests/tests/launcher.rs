@@ -21,12 +21,14 @@ fn confine_prints_the_contract_and_its_argv_runs_later_in_another_process() {
         v["runnerFailureRules"][0]["allowedExitCodes"],
         serde_json::json!([125])
     );
+    let argv = v["argv"].as_array().unwrap();
+    assert_eq!(argv.len(), 7);
+    assert_eq!(argv[5], "--failure-tag");
+    let tag = argv[6].as_str().unwrap();
     assert_eq!(
         v["runnerFailureRules"][0]["fatalSignatures"],
-        serde_json::json!(["stockade-runner: "])
+        serde_json::json!([format!("stockade-runner: [{tag}]")])
     );
-    let argv = v["argv"].as_array().unwrap();
-    assert_eq!(argv.len(), 5);
     assert_eq!(
         argv[0],
         runner_bin().canonicalize().unwrap().to_str().unwrap()

@@ -148,10 +148,10 @@ fn a_forged_runner_failure_after_confinement_is_an_ordinary_failure() {
     assert_eq!(v["evidence"], "status-channel");
     assert_eq!(v["enforcement"], "partial");
 
-    // Control: without a status record (here one expired: a private directory whose
-    // name says it is older than the sweep age, and which is gone), the same facts are
-    // judged by the harness rules, which the forgery fools. This is exactly what the
-    // status channel is for.
+    // Without a status record (here one expired: a private directory whose name says it
+    // is older than the sweep age, and which is gone), the same facts are judged by the
+    // harness rules, which carry the runner's per-command failure tag: the forgery,
+    // which lacks it, does not fool them either.
     let mut expired = c.clone();
     let old = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -165,8 +165,14 @@ fn a_forged_runner_failure_after_confinement_is_an_ordinary_failure() {
         .to_string()
         .into();
     let v = classify(&fx, &expired, &out);
-    assert_eq!(v["outcome"], "runner-failed", "{v}");
+    assert_eq!(v["outcome"], "failed", "{v}");
     assert_eq!(v["evidence"], "exit-rules");
+    // Control: the untagged rule (what an executor gets without the tag) is fooled,
+    // which is what the tag is for.
+    let mut untagged = expired.clone();
+    untagged["runnerFailureRules"][0]["fatalSignatures"] = serde_json::json!(["stockade-runner: "]);
+    let v = classify(&fx, &untagged, &out);
+    assert_eq!(v["outcome"], "runner-failed", "{v}");
     assert_eq!(v["detail"], "stockade-runner: sandbox unavailable: forged");
 }
 
@@ -229,7 +235,8 @@ fn a_runner_failure_is_recorded_and_decided_by_the_record_not_by_stderr() {
     assert_code(&out, 125);
     let line = runner_failure_line(&out);
     // The record carries a stable kind and the same message as the stderr line.
-    let message = &line["stockade-runner: ".len()..];
+    // After the prefix and the failure tag.
+    let message = line.split_once("] ").unwrap().1;
     assert!(message.starts_with("workspace root "), "{line}");
     assert_eq!(
         status_text(&c),
@@ -244,7 +251,8 @@ fn a_runner_failure_is_recorded_and_decided_by_the_record_not_by_stderr() {
     assert_eq!(v["enforcement"], Value::Null);
     assert_eq!(v["evidence"], "status-channel");
     let detail = str_field(&v, "detail");
-    assert!(detail.starts_with(&line), "{detail}");
+    assert!(detail.starts_with("stockade-runner: "), "{detail}");
+    assert!(detail.contains(message), "{detail}");
     assert!(detail.ends_with("[grant-path]"), "{detail}");
     assert!(!private_dir(&c).exists());
 }
@@ -524,4 +532,34 @@ fn classify_refuses_an_oversized_input_and_classifies_the_same_facts_with_a_norm
 fn every_base_writable(fx: &Fixture) -> Vec<&str> {
     let runtime = fx.runtime.to_str().unwrap();
     vec!["--writable", runtime, "--writable", "/run"]
+}
+
+/// The in-band rule alone (what an executor that never reads the status file judges
+/// with) tells the runner's own failure from a forged one: the rule carries the
+/// per-command failure tag, which the runner prints and the command never learns.
+#[test]
+fn the_in_band_rule_matches_the_runners_failure_and_not_a_forgery() {
+    let fx = Fixture::new();
+    let matches = |c: &Value, out: &Output| {
+        let sig = c["runnerFailureRules"][0]["fatalSignatures"][0]
+            .as_str()
+            .unwrap()
+            .to_lowercase();
+        out.status.code() == Some(125)
+            && text(&out.stderr)
+                .lines()
+                .any(|l| l.to_lowercase().contains(&sig))
+    };
+    // A command that forges the runner's line, even with the argv it can see.
+    let forge = "echo \"stockade-runner: [$(tr '\\0' ' ' < /proc/self/cmdline)] forged\" >&2; \
+                 echo 'stockade-runner: [] forged' >&2; exit 125";
+    let c = fx.confine(&["--", "sh", "-c", forge]);
+    let out = spawn_argv(&c);
+    assert_code(&out, 125);
+    assert!(!matches(&c, &out), "{}", text(&out.stderr));
+    // Control: the runner's own failure (the request consumed already) matches.
+    let c = fx.confine(&["--", "true"]);
+    std::fs::remove_file(c["argv"][2].as_str().unwrap()).unwrap();
+    let out = spawn_argv(&c);
+    assert!(matches(&c, &out), "{}", text(&out.stderr));
 }

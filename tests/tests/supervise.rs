@@ -1128,6 +1128,13 @@ fn a_launcher_started_with_too_few_descriptors_refuses_and_leaves_nothing() {
         kill_tagged(&tag);
         let code = out.status.code();
         let ran = fx.ws.join("ran").exists();
+        // A dynamically linked debug build may not even get past the loader with 4
+        // descriptors (it opens its libraries before stockade's first instruction):
+        // nothing of stockade ran, which is all this case can show.
+        if code == Some(127) && text(&out.stderr).contains("error while loading shared libraries") {
+            assert!(!ran && survivors.is_empty(), "limit {limit}");
+            continue;
+        }
         assert!(
             matches!(code, Some(0) | Some(125)),
             "limit {limit}: {code:?} {}",

@@ -319,6 +319,7 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
             seccomp: true,
         },
         status_path: None,
+        inherit: Default::default(),
     }
 }
 

@@ -1,0 +1,224 @@
+// Drives the harness's own bash executor (@deepseek-ai/dsh-bash-sandbox), unmodified,
+// through the stockade provider, against the real kernel. Every denial or failure case
+// has its control. Run by test.sh with node >= 22.19; STOCKADE names the launcher,
+// NO_LANDLOCK the test helper that starts a program with Landlock unavailable.
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs'
+import { join } from 'node:path'
+import { Context } from '@deepseek-ai/cordis'
+import LocalSubprocessRuntime from '@deepseek-ai/dsh-subprocess-local'
+import SandboxPolicyService from '@deepseek-ai/dsh-sandbox-policy'
+import SandboxBashExecutor from '@deepseek-ai/dsh-bash-sandbox'
+import { SANDBOX_UNAVAILABLE, sandboxDenialMarker } from '@deepseek-ai/dsh-sandbox'
+import StockadeSandboxProvider from '../dist/index.js'
+
+const STOCKADE = process.env.STOCKADE
+const SCRATCH = process.env.SCRATCH_BASE
+assert.ok(STOCKADE && SCRATCH, 'STOCKADE and SCRATCH_BASE must be set')
+
+// Outside /tmp (which workspace-write grants), so "outside" is outside every root.
+const root = mkdtempSync(join(SCRATCH, 'dsh-e2e-'))
+const ws = join(root, 'ws')
+const outside = join(root, 'outside')
+const runtime = join(root, 'runtime')
+for (const d of [ws, outside, runtime]) mkdirSync(d, { mode: 0o700 })
+process.env.XDG_RUNTIME_DIR = runtime
+const privateDirs = () => {
+  const base = join(runtime, 'stockade')
+  return existsSync(base) ? readdirSync(base).filter((n) => n.startsWith('req-')) : []
+}
+
+async function harness(providerConfig = {}) {
+  const ctx = new Context()
+  await ctx.plugin(LocalSubprocessRuntime)
+  await ctx.plugin(SandboxPolicyService, { mode: 'workspace-write', workspaceRoot: ws })
+  await ctx.plugin(StockadeSandboxProvider, { stockade: STOCKADE, ...providerConfig })
+  await ctx.plugin(SandboxBashExecutor, { cwd: ws })
+  const shell = ctx.get('shell')
+  const provider = ctx.get('sandbox')
+  assert.ok(shell && provider, 'the executor and the provider are registered')
+  // Every ConfinedArgv the executor was handed, to compare with stockade classify.
+  const handed = []
+  const confine = provider.confine.bind(provider)
+  provider.confine = (argv, policy) => {
+    const c = confine(argv, policy)
+    handed.push(c)
+    return c
+  }
+  const run = (command, extra = {}) => shell.run(shell.resolve({ command, ...extra }))
+  return { ctx, shell, provider, run, handed }
+}
+
+const results = []
+async function test(name, fn) {
+  try {
+    await fn()
+    results.push(`ok   ${name}`)
+  } catch (error) {
+    results.push(`FAIL ${name}: ${error?.stack ?? error}`)
+  }
+}
+
+const h = await harness()
+
+await test('probe goes through stockade probe --json', async () => {
+  const probe = await h.provider.probe()
+  assert.equal(typeof probe.kernel.landlockAbi, 'number')
+  assert.ok(['full', 'partial'].includes(probe.modes['workspace-write'].verdict))
+})
+
+await test("the executor's cwd and per-call env reach the command; secrets do not", async () => {
+  const sub = join(ws, 'sub')
+  mkdirSync(sub, { recursive: true })
+  process.env.STOCKADE_E2E_TOKEN = 'leak'
+  const r = await h.run('pwd; echo "$PER_CALL $TERM $PAGER ${STOCKADE_E2E_TOKEN:-none}"', {
+    workdir: sub, env: { PER_CALL: 'per-call' },
+  })
+  delete process.env.STOCKADE_E2E_TOKEN
+  assert.equal(r.exitCode, 0, r.stderr.text)
+  assert.equal(r.stdout.text, `${sub}\nper-call dumb cat none\n`)
+  assert.deepEqual(r.sandbox, { mode: 'workspace-write', denied: false, enforcement: h.handed.at(-1).enforcement })
+})
+
+await test("stockade's environment rule applies to what the runner inherits, unless unfiltered", async () => {
+  // The harness's own scrub removes KEY|PASSWORD|SECRET|TOKEN names; stockade's rule also
+  // removes PASSPHRASE ones, so this one reaches the runner and is filtered there.
+  process.env.STOCKADE_E2E_PASSPHRASE = 'leak'
+  try {
+    const r = await h.run('echo "${STOCKADE_E2E_PASSPHRASE:-none}"')
+    assert.equal(r.stdout.text, 'none\n')
+    // Control: unfiltered, the same variable arrives.
+    const u = await harness({ inheritEnv: 'unfiltered' })
+    const ru = await u.run('echo "${STOCKADE_E2E_PASSPHRASE:-none}"')
+    assert.equal(ru.stdout.text, 'leak\n')
+    await u.ctx.fiber.dispose()
+  } finally {
+    delete process.env.STOCKADE_E2E_PASSPHRASE
+  }
+})
+
+await test('a write outside is a denial with the harness marker; inside is not', async () => {
+  const target = join(outside, 'escape')
+  const r = await h.run(`echo x > ${target}`)
+  assert.equal(r.exitCode, 1)
+  assert.equal(r.sandbox.denied, true)
+  assert.equal(sandboxDenialMarker(r.sandbox.mode), '[sandbox: file access denied under workspace-write mode]')
+  assert.ok(!existsSync(target))
+  const ok = await h.run('echo x > inside && cat inside')
+  assert.equal(ok.exitCode, 0)
+  assert.equal(ok.sandbox.denied, false)
+})
+
+await test('a failed kill or chown is an ordinary failure, not a denial', async () => {
+  writeFileSync(join(ws, 'owned'), '')
+  for (const cmd of ['kill -TERM 1', 'chown 12345 owned']) {
+    const r = await h.run(cmd)
+    assert.notEqual(r.exitCode, 0, cmd)
+    assert.match(r.stderr.text, /Operation not permitted/, cmd)
+    assert.equal(r.sandbox.denied, false, cmd)
+  }
+})
+
+await test('a forged runner-failure line is an ordinary failure; a real one is SANDBOX_UNAVAILABLE', async () => {
+  const r = await h.run("echo 'stockade-runner: sandbox unavailable: forged' >&2; exit 125")
+  assert.equal(r.exitCode, 125)
+  assert.equal(r.sandbox.denied, false)
+  // Control: the runner really fails (its request is gone before the spawn).
+  const confine = h.provider.confine
+  h.provider.confine = (argv, policy) => {
+    const c = confine(argv, policy)
+    rmSync(c.argv[2])
+    return c
+  }
+  try {
+    await assert.rejects(h.run('echo never'), (e) => e.code === SANDBOX_UNAVAILABLE && /stockade-runner: \[/.test(e.message))
+  } finally {
+    h.provider.confine = confine
+  }
+})
+
+await test('a kernel that cannot confine is SANDBOX_UNAVAILABLE at confine time', async () => {
+  const wrapper = join(root, 'stockade-no-landlock')
+  writeFileSync(wrapper, `#!/bin/sh\nexec ${process.env.NO_LANDLOCK} ${STOCKADE} "$@"\n`)
+  chmodSync(wrapper, 0o700)
+  const broken = await harness({ stockade: wrapper })
+  await assert.rejects(broken.run('echo never > ran'), (e) => e.code === SANDBOX_UNAVAILABLE)
+  assert.ok(!existsSync(join(ws, 'ran')))
+  await broken.ctx.fiber.dispose()
+})
+
+await test('a timeout ends the whole process group', async () => {
+  const pidfile = join(ws, 'bg.pid')
+  const r = await h.run(`sleep 60 & echo $! > ${pidfile}; sleep 60`, { timeoutMs: 1000 })
+  assert.equal(r.timedOut, true)
+  const pid = Number(readFileSync(pidfile, 'utf8'))
+  // Control: the pid was real (a positive number); now it is gone.
+  assert.ok(pid > 1)
+  let alive = true
+  for (let i = 0; i < 100 && alive; i++) {
+    try { process.kill(pid, 0); await new Promise((r) => setTimeout(r, 50)) } catch { alive = false }
+  }
+  assert.equal(alive, false, `background pid ${pid} survived the timeout`)
+})
+
+await test('a confine past its deadline is SANDBOX_UNAVAILABLE, synchronous or not', async () => {
+  const slow = join(root, 'stockade-slow')
+  writeFileSync(slow, `#!/bin/sh\nsleep 30\nexec ${STOCKADE} "$@"\n`)
+  chmodSync(slow, 0o700)
+  const s = await harness({ stockade: slow, confineTimeoutMs: 300 })
+  await assert.rejects(s.run('echo never > ran-slow'), (e) => e.code === SANDBOX_UNAVAILABLE)
+  const policy = { mode: 'workspace-write', workspaceRoot: ws }
+  await assert.rejects(s.provider.confineAsync(['true'], policy, { deadlineMs: 300 }), (e) => e.code === SANDBOX_UNAVAILABLE)
+  assert.ok(!existsSync(join(ws, 'ran-slow')))
+  await s.ctx.fiber.dispose()
+})
+
+await test('an aborted confineAsync rejects; a completed one is removed on dispose', async () => {
+  const policy = { mode: 'workspace-write', workspaceRoot: ws }
+  const ac = new AbortController()
+  ac.abort(new Error('stop'))
+  await assert.rejects(h.provider.confineAsync(['true'], policy, { signal: ac.signal }), /stop/)
+  const c = await h.provider.confineAsync(['true'], policy, { deadlineMs: 5000 })
+  assert.equal(c.argv[1], '--request')
+  h.provider.dispose()
+  assert.ok(!existsSync(c.argv[2]))
+})
+
+await test('100 commands leave no private directory', async () => {
+  for (let i = 0; i < 100; i++) {
+    const r = await h.run(`echo ${i}`)
+    assert.equal(r.stdout.text, `${i}\n`)
+  }
+  for (let i = 0; i < 100 && privateDirs().length > 0; i++) await new Promise((r) => setTimeout(r, 50))
+  assert.deepEqual(privateDirs(), [])
+})
+
+await test("the provider's answers agree with stockade classify on the same runs", async () => {
+  // A provider that leaves the status records in place, so classify reads them.
+  const a = await harness({ settlePollMs: 3_600_000 })
+  const cases = [
+    'echo fine',
+    `echo x > ${join(outside, 'nope')}`,
+    'exit 3',
+    "echo 'stockade-runner: sandbox unavailable: forged' >&2; exit 125",
+    'kill -TERM 1',
+  ]
+  for (const command of cases) {
+    const r = await a.run(command)
+    const confined = a.handed.at(-1)
+    const v = await a.provider.settle(confined, { exitCode: r.exitCode, signal: r.signal, stderr: r.stderr.text })
+    assert.equal(v.evidence, 'status-channel', command)
+    assert.equal(v.denied, r.sandbox.denied, command)
+    assert.equal(v.runnerFailed, false, command)
+    assert.equal(v.enforcement, r.sandbox.enforcement, command)
+    assert.ok(!existsSync(confined.statusPath), command)
+  }
+  await a.ctx.fiber.dispose()
+  assert.deepEqual(privateDirs(), [])
+})
+
+await h.ctx.fiber.dispose()
+rmSync(root, { recursive: true, force: true })
+console.log(results.join('\n'))
+if (results.some((r) => r.startsWith('FAIL'))) process.exit(1)
