@@ -17,6 +17,7 @@ use stockade_policy::confined::{CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{denial_signatures, runner_failure_rules};
 use stockade_policy::grants;
 use stockade_policy::guarantees::{self, Asks, Guarantee, KernelFacts, Verdict};
+use stockade_policy::stage::{self, PidMode};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
@@ -62,7 +63,7 @@ pub fn confine(
                 contract: CONTRACT_VERSION,
                 argv,
                 enforcement: None,
-                denial_signatures: denial_signatures(mode),
+                denial_signatures: denial_signatures(mode, false),
                 runner_failure_rules: runner_failure_rules(mode),
                 mode,
                 guarantees: BTreeMap::new(),
@@ -77,7 +78,7 @@ pub fn confine(
     let tmpdir = stockade_policy::environment::lookup(&env, "TMPDIR").map(Path::new);
     let resolved = policy.resolve(&cwd, tmpdir)?;
     let asks = Asks::of(&resolved);
-    let facts = probe::kernel_facts();
+    let facts = probe::kernel_facts(&asks);
     let enforcement = match guarantees::verdict(&asks, &facts) {
         Verdict::Confined(e) => e,
         Verdict::Unavailable { missing } => {
@@ -113,12 +114,29 @@ pub fn confine(
             return Err(e);
         }
     };
+    let runner_argv = vec![runner, "--request".to_string(), request_path];
+    let staged = asks.wants_stage() && facts.namespaces;
+    let argv = if staged {
+        // The stage runs first where it has work and the machine allows it; the control
+        // directory stays writable in it, for the runner's status record.
+        let control = Path::new(&status_path).parent();
+        let writable = grants::writable_roots(&request.policy);
+        let pids = request.policy.pids != PidMode::Share;
+        let plan = stage::plan(&request.policy, &writable, control, pids);
+        let launcher = std::env::current_exe()
+            .and_then(|p| p.canonicalize())
+            .map_err(LauncherError::LauncherPath)?;
+        let launcher = utf8(launcher.as_os_str(), "the launcher path")?;
+        crate::stage::argv(&plan, &launcher, &runner_argv)
+    } else {
+        runner_argv
+    };
     Ok(Confinement {
         confined: ConfinedArgv {
             contract: CONTRACT_VERSION,
-            argv: vec![runner, "--request".to_string(), request_path],
+            argv,
             enforcement: Some(enforcement),
-            denial_signatures: denial_signatures(mode),
+            denial_signatures: denial_signatures(mode, staged),
             runner_failure_rules: runner_failure_rules(mode),
             mode,
             guarantees: guarantees::report(&asks, &facts),
@@ -157,6 +175,7 @@ mod tests {
         let abi = |n| KernelFacts {
             landlock_abi: n,
             seccomp: true,
+            namespaces: true,
         };
         let asks = Asks::defaults(stockade_policy::Mode::WorkspaceWrite);
         for n in [1, 2] {

@@ -33,6 +33,7 @@ mod probe;
 mod request_file;
 mod run;
 mod spawn;
+mod stage;
 mod stdout;
 mod supervise;
 mod tail;
@@ -113,6 +114,12 @@ fn open_standard_descriptors() {
 }
 
 fn launcher_main() -> i32 {
+    // The namespace stage is an internal step of a ConfinedArgv, not a user command: it
+    // is dispatched before clap so that it never appears in help or completions.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == stage::SUBCOMMAND) {
+        return stage::main(&args[2..]);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -18,6 +18,9 @@ pub const PERMISSION_DENIED: &str = "permission denied";
 /// signal or an abstract-socket connection leaving the sandbox with it. Every confined
 /// policy installs that filter, so every confined policy can produce it.
 pub const OPERATION_NOT_PERMITTED: &str = "operation not permitted";
+/// `strerror(EROFS)`, lower-cased: a write or metadata change outside the writable roots
+/// under the namespace stage, which mounts everything else read-only.
+pub const READ_ONLY_FILE_SYSTEM: &str = "read-only file system";
 
 /// A rule recognising the runner's own failure in a settled process's facts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,17 +90,22 @@ pub struct ConfinedArgv {
 }
 
 /// The denial signatures a command confined under `mode` can produce: the messages of
-/// the two errnos the sandbox answers with (no other errno is used for a denial; the
-/// x32 guard and clone3 answer ENOSYS, which is "not there", not a denial).
-pub fn denial_signatures(mode: Mode) -> Vec<String> {
-    if mode.is_confined() {
-        vec![
-            PERMISSION_DENIED.to_string(),
-            OPERATION_NOT_PERMITTED.to_string(),
-        ]
-    } else {
-        Vec::new()
+/// the errnos the sandbox answers with (no other errno is used for a denial; the x32
+/// guard and clone3 answer ENOSYS, which is "not there", not a denial). Under the
+/// namespace stage (`staged`) the tree outside the writable roots is mounted read-only,
+/// and the kernel checks that before Landlock: a write there reads `EROFS`.
+pub fn denial_signatures(mode: Mode, staged: bool) -> Vec<String> {
+    if !mode.is_confined() {
+        return Vec::new();
     }
+    let mut out = vec![
+        PERMISSION_DENIED.to_string(),
+        OPERATION_NOT_PERMITTED.to_string(),
+    ];
+    if staged {
+        out.push(READ_ONLY_FILE_SYSTEM.to_string());
+    }
+    out
 }
 
 /// The rules that recognise a failure of `stockade-runner` itself: exit 125 with a line
@@ -124,7 +132,7 @@ mod tests {
             contract: CONTRACT_VERSION,
             argv: vec!["/usr/bin/stockade-runner".into()],
             enforcement: Some(Enforcement::Full),
-            denial_signatures: denial_signatures(Mode::ReadOnly),
+            denial_signatures: denial_signatures(Mode::ReadOnly, false),
             runner_failure_rules: runner_failure_rules(Mode::ReadOnly),
             mode: Mode::ReadOnly,
             guarantees: crate::guarantees::report(
@@ -132,6 +140,7 @@ mod tests {
                 &crate::guarantees::KernelFacts {
                     landlock_abi: 4,
                     seccomp: true,
+                    namespaces: true,
                 },
             ),
             status_path: Some("/run/user/0/stockade/req-x/status".into()),
@@ -164,7 +173,7 @@ mod tests {
 
     #[test]
     fn danger_full_access_has_no_dialect() {
-        assert!(denial_signatures(Mode::DangerFullAccess).is_empty());
+        assert!(denial_signatures(Mode::DangerFullAccess, true).is_empty());
         assert!(runner_failure_rules(Mode::DangerFullAccess).is_empty());
     }
 }

@@ -121,6 +121,12 @@ mod tests {
             allow_tcp_connect: Vec::new(),
             allow_unix_sockets: false,
             keep_fds: Vec::new(),
+            protected: Vec::new(),
+            protect_explicit: false,
+            default_protect: false,
+            tmp: Default::default(),
+            pids: crate::stage::PidMode::Share,
+            stage: false,
         }
     }
 

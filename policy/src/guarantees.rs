@@ -12,6 +12,7 @@
 
 use crate::mode::Mode;
 use crate::policy::{Network, Policy};
+use crate::stage::{PidMode, TmpMode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -28,6 +29,10 @@ pub struct KernelFacts {
     pub landlock_abi: u32,
     /// Whether seccomp filters (`SECCOMP_SET_MODE_FILTER`) are available.
     pub seccomp: bool,
+    /// Whether the namespace stage can run: mount, IPC and (when asked) pid namespaces,
+    /// with a user namespace when not root. Tried for real, since sysctls, AppArmor and
+    /// container seccomp profiles can each refuse them.
+    pub namespaces: bool,
 }
 
 impl KernelFacts {
@@ -36,7 +41,9 @@ impl KernelFacts {
     /// the enforcement judged on `promised` hold on `self` too. The runner's one check
     /// that it is not about to start the target with less than the executor was told.
     pub fn covers(&self, promised: &KernelFacts) -> bool {
-        self.landlock_abi >= promised.landlock_abi && (self.seccomp || !promised.seccomp)
+        self.landlock_abi >= promised.landlock_abi
+            && (self.seccomp || !promised.seccomp)
+            && (self.namespaces || !promised.namespaces)
     }
 }
 
@@ -47,6 +54,8 @@ pub enum Feature {
     LandlockAbi(u32),
     /// seccomp BPF filters (Linux 3.5+).
     Seccomp,
+    /// The namespace stage (user, mount, IPC and pid namespaces).
+    Namespaces,
     /// Plain system calls every supported kernel has (capability sets, fd flags).
     Always,
 }
@@ -56,6 +65,7 @@ impl Feature {
         match self {
             Feature::LandlockAbi(n) => facts.landlock_abi >= n,
             Feature::Seccomp => facts.seccomp,
+            Feature::Namespaces => facts.namespaces,
             Feature::Always => true,
         }
     }
@@ -66,6 +76,7 @@ impl fmt::Display for Feature {
         match self {
             Feature::LandlockAbi(n) => write!(f, "landlock-abi-{n}"),
             Feature::Seccomp => f.write_str("seccomp"),
+            Feature::Namespaces => f.write_str("namespaces"),
             Feature::Always => f.write_str("none"),
         }
     }
@@ -79,6 +90,13 @@ pub struct Asks {
     /// Some outgoing TCP ports are allowed while the network is denied.
     pub tcp_connect: bool,
     pub allow_unix_sockets: bool,
+    /// Protected paths: required when named by the caller, desired for the defaults.
+    pub protect: Requirement,
+    /// A private `/tmp` was asked for (required).
+    pub private_tmp: bool,
+    pub pids: PidMode,
+    /// Whether the namespace stage may run at all (`--no-stage` says no).
+    pub stage: bool,
 }
 
 impl Asks {
@@ -88,7 +106,26 @@ impl Asks {
             network: policy.network,
             tcp_connect: policy.network == Network::Deny && !policy.allow_tcp_connect.is_empty(),
             allow_unix_sockets: policy.allow_unix_sockets,
+            protect: if policy.protect_explicit {
+                Requirement::Required
+            } else if policy.default_protect && policy.mode == Mode::WorkspaceWrite {
+                Requirement::Desired
+            } else {
+                Requirement::NotApplicable
+            },
+            private_tmp: policy.tmp == TmpMode::Private,
+            pids: policy.pids,
+            stage: policy.stage,
         }
+    }
+
+    /// Whether the namespace stage has anything to do for this policy.
+    pub fn wants_stage(&self) -> bool {
+        self.stage
+            && Guarantee::ALL.iter().any(|g| {
+                g.needs(self) == Feature::Namespaces
+                    && g.requirement(self) != Requirement::NotApplicable
+            })
     }
 
     /// What `mode` asks for when the caller passes no other flag (`stockade probe`).
@@ -98,6 +135,18 @@ impl Asks {
             network: Network::default_for(mode),
             tcp_connect: false,
             allow_unix_sockets: false,
+            protect: if mode == Mode::WorkspaceWrite {
+                Requirement::Desired
+            } else {
+                Requirement::NotApplicable
+            },
+            private_tmp: false,
+            pids: if mode.is_confined() {
+                PidMode::default()
+            } else {
+                PidMode::Share
+            },
+            stage: mode.is_confined(),
         }
     }
 }
@@ -133,10 +182,19 @@ pub enum Guarantee {
     Capabilities,
     /// No inherited descriptor above 2 reaches the target unless the request keeps it.
     Fds,
+    /// Protected paths inside the writable roots (`.git/hooks`, `.git/config`, `.envrc`,
+    /// shell start-up files, `--protect`) cannot be changed, removed or renamed away
+    /// (namespace stage: read-only binds).
+    ProtectedPaths,
+    /// `/tmp` is the command's own, empty and gone with it (namespace stage).
+    PrivateTmp,
+    /// No process outside the sandbox can be seen or addressed by pid, and System V IPC
+    /// objects are the command's own (pid and IPC namespaces).
+    PidIsolation,
 }
 
 impl Guarantee {
-    pub const ALL: [Guarantee; 11] = [
+    pub const ALL: [Guarantee; 14] = [
         Guarantee::FilesystemWrites,
         Guarantee::Refer,
         Guarantee::Truncate,
@@ -148,6 +206,9 @@ impl Guarantee {
         Guarantee::SyscallFilter,
         Guarantee::Capabilities,
         Guarantee::Fds,
+        Guarantee::ProtectedPaths,
+        Guarantee::PrivateTmp,
+        Guarantee::PidIsolation,
     ];
 
     /// The stable name used in JSON and in messages.
@@ -164,6 +225,9 @@ impl Guarantee {
             Guarantee::SyscallFilter => "syscallFilter",
             Guarantee::Capabilities => "capabilities",
             Guarantee::Fds => "fds",
+            Guarantee::ProtectedPaths => "protectedPaths",
+            Guarantee::PrivateTmp => "privateTmp",
+            Guarantee::PidIsolation => "pidIsolation",
         }
     }
 
@@ -182,6 +246,9 @@ impl Guarantee {
             }
             Guarantee::Signals | Guarantee::AbstractSockets => Feature::LandlockAbi(6),
             Guarantee::Capabilities | Guarantee::Fds => Feature::Always,
+            Guarantee::ProtectedPaths | Guarantee::PrivateTmp | Guarantee::PidIsolation => {
+                Feature::Namespaces
+            }
         }
     }
 
@@ -206,6 +273,14 @@ impl Guarantee {
             Guarantee::SyscallFilter | Guarantee::Capabilities | Guarantee::Fds => {
                 Requirement::Required
             }
+            Guarantee::ProtectedPaths => asks.protect,
+            Guarantee::PrivateTmp if asks.private_tmp => Requirement::Required,
+            Guarantee::PrivateTmp => Requirement::NotApplicable,
+            Guarantee::PidIsolation => match asks.pids {
+                PidMode::Isolate => Requirement::Required,
+                PidMode::IsolateWhereAvailable => Requirement::Desired,
+                PidMode::Share => Requirement::NotApplicable,
+            },
         }
     }
 }
@@ -373,6 +448,7 @@ mod tests {
         KernelFacts {
             landlock_abi: n,
             seccomp: true,
+            namespaces: true,
         }
     }
 
@@ -417,6 +493,7 @@ mod tests {
         let facts = KernelFacts {
             landlock_abi: 7,
             seccomp: false,
+            namespaces: true,
         };
         let Verdict::Unavailable { missing } = verdict(&defaults(Mode::ReadOnly), &facts) else {
             panic!()
@@ -476,6 +553,7 @@ mod tests {
         let no_seccomp = KernelFacts {
             landlock_abi: 7,
             seccomp: false,
+            namespaces: true,
         };
         let all = [abi(0), abi(1), abi(3), abi(5), abi(6), abi(7), no_seccomp];
         for asks in [

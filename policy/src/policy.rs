@@ -5,6 +5,7 @@
 //! are made absolute and canonical. Nothing downstream applies a default of its own.
 
 use crate::mode::Mode;
+use crate::stage::{self, PidMode, Protected, TmpMode};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
@@ -81,6 +82,19 @@ pub struct PolicyRequest {
     pub allow_unix_sockets: bool,
     /// `--keep-fd N`: inherited descriptors above 2 that reach the target.
     pub keep_fds: Vec<i32>,
+    /// `--protect PATH`: paths inside a writable root bound read-only by the namespace
+    /// stage (relative paths are taken from the current directory).
+    pub protect: Vec<PathBuf>,
+    /// Whether [`stage::DEFAULT_PROTECTED`] is protected in each writable root
+    /// (`--no-default-protect` turns it off).
+    pub default_protect: bool,
+    /// `--tmp shared|private`; `None` is [`TmpMode::Shared`].
+    pub tmp: Option<TmpMode>,
+    /// `--isolate-pids` / `--share-pids`; `None` is [`PidMode::IsolateWhereAvailable`].
+    pub pids: Option<PidMode>,
+    /// `--no-stage`: never start the namespace stage, even where it could run (its
+    /// guarantees are then not requested, or unavailable where a mode needs them).
+    pub no_stage: bool,
 }
 
 /// A resolved policy: every path absolute, canonical and known to exist as a directory
@@ -110,6 +124,16 @@ pub struct Policy {
     /// Inherited descriptors (all above 2) passed to the target; sorted, unique. Every
     /// other descriptor above 2 is closed on exec.
     pub keep_fds: Vec<i32>,
+    /// The protected paths that existed at resolution time (see [`stage`]).
+    pub protected: Vec<Protected>,
+    /// Whether the caller named protected paths itself: then the stage is required.
+    pub protect_explicit: bool,
+    /// Whether the default protected names were asked for (the stage is desired).
+    pub default_protect: bool,
+    pub tmp: TmpMode,
+    pub pids: PidMode,
+    /// Whether the namespace stage may run (`--no-stage` forbids it).
+    pub stage: bool,
 }
 
 /// Why a policy could not be resolved. Each names the path at fault.
@@ -132,6 +156,8 @@ pub enum PolicyError {
     /// `--allow-tcp-connect` with `--network allow` in a confined mode: every port is
     /// reachable already, so the port list would silently mean nothing.
     TcpPortsWithNetworkAllowed,
+    /// A flag that only the namespace stage can honour, with `--no-stage`.
+    NeedsStage { flag: &'static str },
 }
 
 impl fmt::Display for PolicyError {
@@ -164,6 +190,10 @@ impl fmt::Display for PolicyError {
             PolicyError::TcpPortZero => {
                 f.write_str("--allow-tcp-connect 0: port 0 cannot be connected to")
             }
+            PolicyError::NeedsStage { flag } => write!(
+                f,
+                "{flag} needs the namespace stage, which --no-stage turns off; drop one of them"
+            ),
             PolicyError::TcpPortsWithNetworkAllowed => f.write_str(
                 "--allow-tcp-connect has no effect with --network allow (every port is reachable); drop one of them",
             ),
@@ -184,6 +214,11 @@ impl PolicyRequest {
             allow_tcp_connect: Vec::new(),
             allow_unix_sockets: false,
             keep_fds: Vec::new(),
+            protect: Vec::new(),
+            default_protect: true,
+            tmp: None,
+            pids: None,
+            no_stage: false,
         }
     }
 
@@ -251,6 +286,38 @@ impl PolicyRequest {
         if self.mode.is_confined() && network == Network::Allow && !allow_tcp_connect.is_empty() {
             return Err(PolicyError::TcpPortsWithNetworkAllowed);
         }
+        // Protection only means something where the command can write: the workspace and
+        // the extra roots (not the shared /tmp or $TMPDIR, which are no repositories).
+        let protect_roots: Vec<PathBuf> = if self.mode == Mode::WorkspaceWrite {
+            std::iter::once(workspace.clone())
+                .chain(writable_roots.iter().cloned())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let explicit: Vec<PathBuf> = self.protect.iter().map(|p| cwd.join(p)).collect();
+        let protected = if self.mode.is_confined() {
+            stage::protected_paths(&protect_roots, &explicit, self.default_protect, &|p| {
+                p.metadata().is_ok()
+            })
+        } else {
+            Vec::new()
+        };
+        if self.no_stage {
+            let conflict = if !self.protect.is_empty() {
+                Some("--protect")
+            } else if self.tmp == Some(TmpMode::Private) {
+                Some("--tmp private")
+            } else if self.pids == Some(PidMode::Isolate) {
+                Some("--isolate-pids")
+            } else {
+                None
+            };
+            if let Some(flag) = conflict {
+                return Err(PolicyError::NeedsStage { flag });
+            }
+        }
+        let stage = self.mode.is_confined() && !self.no_stage;
         Ok(Policy {
             mode: self.mode,
             workspace,
@@ -260,6 +327,16 @@ impl PolicyRequest {
             allow_tcp_connect,
             allow_unix_sockets: self.allow_unix_sockets,
             keep_fds,
+            protected: if stage { protected } else { Vec::new() },
+            protect_explicit: stage && !self.protect.is_empty(),
+            default_protect: stage && self.default_protect,
+            tmp: self.tmp.unwrap_or_default(),
+            pids: if stage {
+                self.pids.unwrap_or_default()
+            } else {
+                PidMode::Share
+            },
+            stage,
         })
     }
 }

@@ -388,10 +388,17 @@ mod tests {
                 allow_tcp_connect: vec![443],
                 allow_unix_sockets: true,
                 keep_fds: vec![3, 9],
+                protected: Vec::new(),
+                protect_explicit: false,
+                default_protect: false,
+                tmp: Default::default(),
+                pids: crate::stage::PidMode::Share,
+                stage: false,
             },
             promised: KernelFacts {
                 landlock_abi: 7,
                 seccomp: true,
+                namespaces: true,
             },
             status_path: Some("/run/user/0/stockade/req-1/status".into()),
         }

@@ -32,6 +32,7 @@ mod request_file;
 mod ruleset;
 mod seccomp;
 mod session;
+mod stage;
 mod status;
 mod trust;
 
@@ -107,6 +108,9 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     let achieved = KernelFacts {
         landlock_abi,
         seccomp: true,
+        // Checked only when promised: the check is two system calls, and a runner
+        // started without the stage must not pay for it.
+        namespaces: request.promised.namespaces && stage::achieved(policy),
     };
     judge(&Asks::of(policy), &achieved, request)
 }
@@ -236,6 +240,12 @@ mod tests {
                 allow_tcp_connect: Vec::new(),
                 allow_unix_sockets: false,
                 keep_fds: Vec::new(),
+                protected: Vec::new(),
+                protect_explicit: false,
+                default_protect: false,
+                tmp: Default::default(),
+                pids: stockade_policy::stage::PidMode::Share,
+                stage: false,
             },
             promised: achieved(promised),
             status_path: None,
@@ -246,6 +256,7 @@ mod tests {
         KernelFacts {
             landlock_abi: abi,
             seccomp: true,
+            namespaces: false,
         }
     }
 

@@ -570,6 +570,12 @@ mod tests {
             allow_tcp_connect: ports.to_vec(),
             allow_unix_sockets: unix,
             keep_fds: Vec::new(),
+            protected: Vec::new(),
+            protect_explicit: false,
+            default_protect: false,
+            tmp: Default::default(),
+            pids: stockade_policy::stage::PidMode::Share,
+            stage: false,
         }
     }
 
