@@ -82,7 +82,7 @@ pub fn verify(confined: &ConfinedArgv) -> Result<Option<Verified>, LauncherError
 /// (from the kernel facts, as `confine` derived it), never read from the JSON; a status
 /// file that is not as the runner leaves it is tampering.
 fn read_status(verified: &Verified) -> Status {
-    if confined::status_channel(&probe::kernel_facts()) != StatusChannel::OutOfBand {
+    if confined::status_channel(&probe::basic_kernel_facts()) != StatusChannel::OutOfBand {
         return Status::Unavailable;
     }
     let dir = &verified.dir;

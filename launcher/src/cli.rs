@@ -4,6 +4,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
+use stockade_policy::stage::{PidMode, TmpMode};
 use stockade_policy::{Mode, Network, PolicyRequest};
 
 #[derive(Parser, Debug)]
@@ -81,6 +82,29 @@ pub struct PolicyArgs {
     /// control directories stay hidden.
     #[arg(long = "no-default-hide")]
     pub no_default_hide: bool,
+    /// Bind PATH (inside a writable root) read-only, so the command cannot change,
+    /// remove or rename it (repeatable; needs namespaces, else nothing runs).
+    #[arg(long = "protect", value_name = "PATH")]
+    pub protect: Vec<PathBuf>,
+    /// Do not protect .git/hooks, .git/config, .envrc and shell start-up files in each
+    /// writable root.
+    #[arg(long = "no-default-protect")]
+    pub no_default_protect: bool,
+    /// /tmp: shared (the machine's) or private (empty, the command's own, gone after it;
+    /// needs namespaces, else nothing runs) [default: shared].
+    #[arg(long = "tmp", value_name = "shared|private")]
+    pub tmp: Option<TmpMode>,
+    /// Require a pid namespace: no other process can be seen (else nothing runs)
+    /// [default: one where namespaces are available].
+    #[arg(long = "isolate-pids", conflicts_with = "share_pids")]
+    pub isolate_pids: bool,
+    /// Let the command see the machine's processes (no pid namespace).
+    #[arg(long = "share-pids")]
+    pub share_pids: bool,
+    /// Never start the namespace stage (Landlock and seccomp only; the stage's
+    /// guarantees are then not requested, or reported unavailable).
+    #[arg(long = "no-stage")]
+    pub no_stage: bool,
 }
 
 impl PolicyArgs {
@@ -96,6 +120,17 @@ impl PolicyArgs {
             allow_broad_root: self.allow_broad_root,
             hide: self.hide.clone(),
             default_hide: !self.no_default_hide,
+            protect: self.protect.clone(),
+            default_protect: !self.no_default_protect,
+            tmp: self.tmp,
+            pids: if self.isolate_pids {
+                Some(PidMode::Isolate)
+            } else if self.share_pids {
+                Some(PidMode::Share)
+            } else {
+                None
+            },
+            no_stage: self.no_stage,
         }
     }
 }

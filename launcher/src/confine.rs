@@ -21,6 +21,7 @@ use stockade_policy::failure_tag;
 use stockade_policy::grants;
 use stockade_policy::guarantees::{self, Asks, Verdict};
 use stockade_policy::inherit::{EnvFilter, Inherit, InheritEnv};
+use stockade_policy::stage::{self, PidMode};
 use stockade_policy::{LaunchRequest, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
@@ -70,7 +71,7 @@ pub fn confine_inheriting(
                 contract: CONTRACT_VERSION,
                 argv,
                 enforcement: None,
-                denial_signatures: denial_signatures(mode),
+                denial_signatures: denial_signatures(mode, false),
                 runner_failure_rules: runner_failure_rules(mode),
                 mode,
                 guarantees: BTreeMap::new(),
@@ -88,7 +89,7 @@ pub fn confine_inheriting(
     let invoker = placement::invoker();
     let resolved = policy.resolve(&cwd, tmpdir, &invoker)?;
     let asks = Asks::of(&resolved);
-    let facts = probe::kernel_facts();
+    let facts = probe::kernel_facts(&asks);
     let enforcement = match guarantees::verdict(&asks, &facts) {
         Verdict::Confined(e) => e,
         Verdict::Unavailable { missing } => {
@@ -154,20 +155,37 @@ pub fn confine_inheriting(
             return Err(e);
         }
     };
+    let runner_argv = vec![
+        runner,
+        "--request".to_string(),
+        request_path,
+        "--sha256".to_string(),
+        digest,
+        failure_tag::FLAG.to_string(),
+        tag.clone(),
+    ];
+    let staged = asks.wants_stage() && facts.namespaces;
+    let argv = if staged {
+        // The stage runs first where it has work and the machine allows it; the control
+        // directory stays writable in it, for the runner's status record.
+        let control = Path::new(&status_path).parent();
+        let writable = grants::writable_roots(&request.policy);
+        let pids = request.policy.pids != PidMode::Share;
+        let plan = stage::plan(&request.policy, &writable, control, pids);
+        let launcher = std::env::current_exe()
+            .and_then(|p| p.canonicalize())
+            .map_err(LauncherError::LauncherPath)?;
+        let launcher = utf8(launcher.as_os_str(), "the launcher path")?;
+        crate::stage::argv(&plan, &launcher, &runner_argv)
+    } else {
+        runner_argv
+    };
     Ok(Confinement {
         confined: ConfinedArgv {
             contract: CONTRACT_VERSION,
-            argv: vec![
-                runner,
-                "--request".to_string(),
-                request_path,
-                "--sha256".to_string(),
-                digest,
-                failure_tag::FLAG.to_string(),
-                tag.clone(),
-            ],
+            argv,
             enforcement: Some(enforcement),
-            denial_signatures: denial_signatures(mode),
+            denial_signatures: denial_signatures(mode, staged),
             runner_failure_rules: tagged_runner_failure_rules(mode, Some(&tag)),
             mode,
             guarantees: guarantees::report(&asks, &facts),

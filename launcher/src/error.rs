@@ -57,6 +57,8 @@ pub enum LauncherError {
     CurrentDir(io::Error),
     /// No random bytes for the runner failure tag.
     FailureTag(io::Error),
+    /// The launcher's own path (for the namespace stage's argv) cannot be determined.
+    LauncherPath(io::Error),
     /// An input of `classify` cannot be read.
     ReadInput {
         what: &'static str,
@@ -96,6 +98,10 @@ impl fmt::Display for LauncherError {
                 }
                 f.write_str("; the command was not run")
             }
+            LauncherError::LauncherPath(e) => write!(
+                f,
+                "cannot determine this executable's path for the namespace stage: {e}"
+            ),
             LauncherError::RunnerMissing { path, hint } => {
                 write!(f, "stockade-runner not found at {}: {hint}", path.display())
             }

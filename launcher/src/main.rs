@@ -34,6 +34,7 @@ mod private_dir;
 mod probe;
 mod run;
 mod spawn;
+mod stage;
 mod stdout;
 mod supervise;
 mod tail;
@@ -77,14 +78,17 @@ fn usage_error_line(e: &clap::Error) -> String {
 // SAFETY: `main` is the one C entry symbol of this binary; nothing else defines it.
 #[cfg(not(test))]
 #[unsafe(no_mangle)]
-extern "C" fn main(
-    _argc: std::ffi::c_int,
-    _argv: *const *const std::ffi::c_char,
-) -> std::ffi::c_int {
+extern "C" fn main(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) -> std::ffi::c_int {
     open_standard_descriptors();
     // SAFETY: setting a signal's disposition to "ignore" before anything else runs.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    let code = launcher_main();
+    // Read before anything can change the argument memory (the stage scrubs the runner's
+    // failure tag from it: std reads argv lazily from the same memory).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == stage::SUBCOMMAND) {
+        stage::scrub_failure_tag(argc, argv);
+    }
+    let code = launcher_main(args);
     let _ = std::io::stdout().flush();
     code
 }
@@ -93,7 +97,7 @@ extern "C" fn main(
 #[cfg(test)]
 fn main() {
     open_standard_descriptors();
-    std::process::exit(launcher_main())
+    std::process::exit(launcher_main(std::env::args_os().collect()))
 }
 
 /// Opens `/dev/null` on each of fd 0, 1 and 2 that is closed, as std's start-up does:
@@ -113,8 +117,13 @@ fn open_standard_descriptors() {
     }
 }
 
-fn launcher_main() -> i32 {
-    let cli = match Cli::try_parse() {
+fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
+    // The namespace stage is an internal step of a ConfinedArgv, not a user command: it
+    // is dispatched before clap so that it never appears in help or completions.
+    if args.get(1).is_some_and(|a| a == stage::SUBCOMMAND) {
+        return stage::main(&args[2..]);
+    }
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;

@@ -16,10 +16,24 @@ const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
 const SECCOMP_GET_ACTION_AVAIL: libc::c_uint = 2;
 const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
 
-pub fn kernel_facts() -> KernelFacts {
+/// The kernel facts that need no trial: Landlock and seccomp (the namespace stage is
+/// left out, as `false`). Enough for what depends on Landlock alone, such as the status
+/// channel.
+pub fn basic_kernel_facts() -> KernelFacts {
     KernelFacts {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),
+        namespaces: false,
+    }
+}
+
+/// The kernel facts a policy asking `asks` is judged on. The namespace stage is tried
+/// (a short-lived child calls `unshare`) only when the policy has a use for it.
+pub fn kernel_facts(asks: &Asks) -> KernelFacts {
+    KernelFacts {
+        landlock_abi: landlock_abi(),
+        seccomp: seccomp_filters(),
+        namespaces: asks.wants_stage() && crate::stage::available(true).is_ok(),
     }
 }
 
@@ -73,9 +87,20 @@ struct Kernel {
     architecture: &'static str,
     landlock_abi: u32,
     seccomp: bool,
+    /// Whether the namespace stage can run here, and if not, why.
+    namespaces: Namespaces,
     user_namespaces: bool,
     /// `dev.tty.legacy_tiocsti`; `null` on kernels without the switch (TIOCSTI always on).
     legacy_tiocsti: Option<bool>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Namespaces {
+    available: bool,
+    /// Why not, when not available (for example AppArmor's restriction on
+    /// unprivileged user namespaces, or a container's seccomp profile).
+    cause: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -127,7 +152,12 @@ fn verdict_name(v: &Verdict) -> &'static str {
 }
 
 fn gather() -> Probe {
-    let facts = kernel_facts();
+    let stage = crate::stage::available(true);
+    let facts = KernelFacts {
+        landlock_abi: landlock_abi(),
+        seccomp: seccomp_filters(),
+        namespaces: stage.is_ok(),
+    };
     let release = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
         .unwrap_or_default();
@@ -155,6 +185,10 @@ fn gather() -> Probe {
             architecture: std::env::consts::ARCH,
             landlock_abi: facts.landlock_abi,
             seccomp: facts.seccomp,
+            namespaces: Namespaces {
+                available: stage.is_ok(),
+                cause: stage.err(),
+            },
             user_namespaces: user_namespaces(),
             legacy_tiocsti: read_sysctl("/proc/sys/dev/tty/legacy_tiocsti").map(|v| v != 0),
         },
@@ -180,7 +214,17 @@ fn table(p: &Probe) -> String {
     let _ = writeln!(o, "seccomp filters  {}", yes_no(k.seccomp));
     let _ = writeln!(
         o,
-        "user namespaces  {} (not needed)",
+        "namespaces       {}",
+        match &k.namespaces.cause {
+            None => "yes (the namespace stage runs)".to_string(),
+            Some(cause) => format!(
+                "no: {cause} (the stage's guarantees are unavailable; see README, Namespace stage)"
+            ),
+        }
+    );
+    let _ = writeln!(
+        o,
+        "user namespaces  {} (sysctls; root needs none)",
         yes_no(k.user_namespaces)
     );
     let tiocsti = match k.legacy_tiocsti {

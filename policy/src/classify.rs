@@ -342,7 +342,7 @@ mod tests {
 
     #[test]
     fn denial_needs_a_failed_exit_and_a_signature_anywhere() {
-        let sigs = denial_signatures(Mode::ReadOnly);
+        let sigs = denial_signatures(Mode::ReadOnly, false);
         let err = "bash: /etc/x: Permission denied\n";
         assert!(is_denied(Some(1), err, &sigs));
         assert!(!is_denied(Some(0), err, &sigs));
@@ -357,7 +357,7 @@ mod tests {
             contract: CONTRACT_VERSION,
             argv: vec!["stockade-runner".into(), "--request".into(), "/r".into()],
             enforcement: mode.is_confined().then_some(Enforcement::Full),
-            denial_signatures: denial_signatures(mode),
+            denial_signatures: denial_signatures(mode, false),
             runner_failure_rules: runner_failure_rules(mode),
             mode,
             status_path: mode.is_confined().then(|| "/run/s/req-1/status".into()),

@@ -20,6 +20,9 @@ pub const PERMISSION_DENIED: &str = "permission denied";
 /// to run the command outside the sandbox, so a signature must name only what the
 /// sandbox refused; these refusals are reported as ordinary failures.
 pub const OPERATION_NOT_PERMITTED: &str = "operation not permitted";
+/// `strerror(EROFS)`, lower-cased: a write or metadata change outside the writable roots
+/// under the namespace stage, which mounts everything else read-only.
+pub const READ_ONLY_FILE_SYSTEM: &str = "read-only file system";
 
 /// A rule recognising the runner's own failure in a settled process's facts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,13 +113,19 @@ pub struct ConfinedArgv {
 
 /// The denial signatures a command confined under `mode` can produce: the message of the
 /// one errno the sandbox answers a file access it refuses with (see [`PERMISSION_DENIED`]
-/// and, for why EPERM is left out, [`OPERATION_NOT_PERMITTED`]).
-pub fn denial_signatures(mode: Mode) -> Vec<String> {
-    if mode.is_confined() {
-        vec![PERMISSION_DENIED.to_string()]
-    } else {
-        Vec::new()
+/// and, for why EPERM is left out, [`OPERATION_NOT_PERMITTED`]). Under the namespace
+/// stage (`staged`) the tree outside the writable roots is mounted read-only, and the
+/// kernel checks that before Landlock: a write there reads `EROFS`
+/// ([`READ_ONLY_FILE_SYSTEM`]), the stage's own refusal.
+pub fn denial_signatures(mode: Mode, staged: bool) -> Vec<String> {
+    if !mode.is_confined() {
+        return Vec::new();
     }
+    let mut out = vec![PERMISSION_DENIED.to_string()];
+    if staged {
+        out.push(READ_ONLY_FILE_SYSTEM.to_string());
+    }
+    out
 }
 
 /// The rules that recognise a failure of `stockade-runner` itself: exit 125 with a line
@@ -153,7 +162,7 @@ mod tests {
             contract: CONTRACT_VERSION,
             argv: vec!["/usr/bin/stockade-runner".into()],
             enforcement: Some(Enforcement::Full),
-            denial_signatures: denial_signatures(Mode::ReadOnly),
+            denial_signatures: denial_signatures(Mode::ReadOnly, false),
             runner_failure_rules: runner_failure_rules(Mode::ReadOnly),
             mode: Mode::ReadOnly,
             guarantees: crate::guarantees::report(
@@ -161,6 +170,7 @@ mod tests {
                 &crate::guarantees::KernelFacts {
                     landlock_abi: 4,
                     seccomp: true,
+                    namespaces: true,
                 },
             ),
             status_path: Some("/run/user/0/stockade/req-x/status".into()),
@@ -198,6 +208,7 @@ mod tests {
         let abi = |n| KernelFacts {
             landlock_abi: n,
             seccomp: true,
+            namespaces: false,
         };
         for n in [0, 1, 2] {
             assert_eq!(status_channel(&abi(n)), StatusChannel::InBand);
@@ -209,7 +220,7 @@ mod tests {
 
     #[test]
     fn danger_full_access_has_no_dialect() {
-        assert!(denial_signatures(Mode::DangerFullAccess).is_empty());
+        assert!(denial_signatures(Mode::DangerFullAccess, true).is_empty());
         assert!(runner_failure_rules(Mode::DangerFullAccess).is_empty());
     }
 }

@@ -165,6 +165,12 @@ mod tests {
             }],
             tmpdir_refused: None,
             hidden: Vec::new(),
+            protected: Vec::new(),
+            protect_explicit: false,
+            default_protect: false,
+            tmp: Default::default(),
+            pids: crate::stage::PidMode::Share,
+            stage: false,
         }
     }
 

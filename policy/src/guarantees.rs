@@ -12,6 +12,7 @@
 
 use crate::mode::Mode;
 use crate::policy::{Network, Policy};
+use crate::stage::{PidMode, TmpMode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -28,6 +29,10 @@ pub struct KernelFacts {
     pub landlock_abi: u32,
     /// Whether seccomp filters (`SECCOMP_SET_MODE_FILTER`) are available.
     pub seccomp: bool,
+    /// Whether the namespace stage can run: mount, IPC and (when asked) pid namespaces,
+    /// with a user namespace when not root. Tried for real, since sysctls, AppArmor and
+    /// container seccomp profiles can each refuse them.
+    pub namespaces: bool,
 }
 
 impl KernelFacts {
@@ -36,7 +41,9 @@ impl KernelFacts {
     /// the enforcement judged on `promised` hold on `self` too. The runner's one check
     /// that it is not about to start the target with less than the executor was told.
     pub fn covers(&self, promised: &KernelFacts) -> bool {
-        self.landlock_abi >= promised.landlock_abi && (self.seccomp || !promised.seccomp)
+        self.landlock_abi >= promised.landlock_abi
+            && (self.seccomp || !promised.seccomp)
+            && (self.namespaces || !promised.namespaces)
     }
 }
 
@@ -47,11 +54,11 @@ pub enum Feature {
     LandlockAbi(u32),
     /// seccomp BPF filters (Linux 3.5+).
     Seccomp,
+    /// The launcher's namespace stage (user, mount, IPC and pid namespaces: a read-only
+    /// mount of everything but the writable roots), where the machine allows it.
+    Namespaces,
     /// Plain system calls every supported kernel has (capability sets, fd flags).
     Always,
-    /// stockade's namespace stage (a mount namespace with read-only bind mounts), which
-    /// is not built yet: available on no kernel.
-    NamespaceStage,
 }
 
 impl Feature {
@@ -59,8 +66,8 @@ impl Feature {
         match self {
             Feature::LandlockAbi(n) => facts.landlock_abi >= n,
             Feature::Seccomp => facts.seccomp,
+            Feature::Namespaces => facts.namespaces,
             Feature::Always => true,
-            Feature::NamespaceStage => false,
         }
     }
 }
@@ -70,8 +77,8 @@ impl fmt::Display for Feature {
         match self {
             Feature::LandlockAbi(n) => write!(f, "landlock-abi-{n}"),
             Feature::Seccomp => f.write_str("seccomp"),
+            Feature::Namespaces => f.write_str("namespace-stage"),
             Feature::Always => f.write_str("none"),
-            Feature::NamespaceStage => f.write_str("namespace-stage"),
         }
     }
 }
@@ -84,6 +91,13 @@ pub struct Asks {
     /// Some outgoing TCP ports are allowed while the network is denied.
     pub tcp_connect: bool,
     pub allow_unix_sockets: bool,
+    /// Protected paths: required when named by the caller, desired for the defaults.
+    pub protect: Requirement,
+    /// A private `/tmp` was asked for (required).
+    pub private_tmp: bool,
+    pub pids: PidMode,
+    /// Whether the namespace stage may run at all (`--no-stage` says no).
+    pub stage: bool,
 }
 
 impl Asks {
@@ -93,7 +107,26 @@ impl Asks {
             network: policy.network,
             tcp_connect: policy.network == Network::Deny && !policy.allow_tcp_connect.is_empty(),
             allow_unix_sockets: policy.allow_unix_sockets,
+            protect: if policy.protect_explicit {
+                Requirement::Required
+            } else if policy.default_protect && policy.mode == Mode::WorkspaceWrite {
+                Requirement::Desired
+            } else {
+                Requirement::NotApplicable
+            },
+            private_tmp: policy.tmp == TmpMode::Private,
+            pids: policy.pids,
+            stage: policy.stage,
         }
+    }
+
+    /// Whether the namespace stage has anything to do for this policy.
+    pub fn wants_stage(&self) -> bool {
+        self.stage
+            && Guarantee::ALL.iter().any(|g| {
+                g.needs(self) == Feature::Namespaces
+                    && g.requirement(self) != Requirement::NotApplicable
+            })
     }
 
     /// What `mode` asks for when the caller passes no other flag (`stockade probe`).
@@ -103,6 +136,18 @@ impl Asks {
             network: Network::default_for(mode),
             tcp_connect: false,
             allow_unix_sockets: false,
+            protect: if mode == Mode::WorkspaceWrite {
+                Requirement::Desired
+            } else {
+                Requirement::NotApplicable
+            },
+            private_tmp: false,
+            pids: if mode.is_confined() {
+                PidMode::default()
+            } else {
+                PidMode::Share
+            },
+            stage: mode.is_confined(),
         }
     }
 }
@@ -146,7 +191,7 @@ pub enum Guarantee {
     SetidAndXattrs,
     /// No metadata (mode bits, owner, times) changes outside the writable roots. In
     /// read-only mode every such call is refused (seccomp); in workspace-write only a
-    /// read-only mount of the rest could hold it, which stockade does not make yet.
+    /// read-only mount of the rest holds it: the namespace stage.
     Metadata,
     /// No call addressed by pid, process group or user (prlimit, setpriority, the
     /// sched_set* calls, ioprio_set, migrate_pages, move_pages, process_madvise, kcmp,
@@ -158,10 +203,19 @@ pub enum Guarantee {
     /// The hidden paths (credential stores, stockade's control directories, `--hide`)
     /// cannot be read (Landlock ABI 1: carved out of the read grants).
     HiddenPaths,
+    /// Protected paths inside the writable roots (`.git/hooks`, `.git/config`, `.envrc`,
+    /// shell start-up files, `--protect`) cannot be changed, removed or renamed away
+    /// (namespace stage: read-only binds).
+    ProtectedPaths,
+    /// `/tmp` is the command's own, empty and gone with it (namespace stage).
+    PrivateTmp,
+    /// No process outside the sandbox can be seen or addressed by pid, and System V IPC
+    /// objects are the command's own (pid and IPC namespaces).
+    PidIsolation,
 }
 
 impl Guarantee {
-    pub const ALL: [Guarantee; 16] = [
+    pub const ALL: [Guarantee; 19] = [
         Guarantee::FilesystemWrites,
         Guarantee::Refer,
         Guarantee::Truncate,
@@ -178,6 +232,9 @@ impl Guarantee {
         Guarantee::Processes,
         Guarantee::Ipc,
         Guarantee::HiddenPaths,
+        Guarantee::ProtectedPaths,
+        Guarantee::PrivateTmp,
+        Guarantee::PidIsolation,
     ];
 
     /// The stable name used in JSON and in messages.
@@ -199,6 +256,9 @@ impl Guarantee {
             Guarantee::Processes => "processes",
             Guarantee::Ipc => "ipc",
             Guarantee::HiddenPaths => "hiddenPaths",
+            Guarantee::ProtectedPaths => "protectedPaths",
+            Guarantee::PrivateTmp => "privateTmp",
+            Guarantee::PidIsolation => "pidIsolation",
         }
     }
 
@@ -216,8 +276,12 @@ impl Guarantee {
             | Guarantee::DeviceIoctl
             | Guarantee::SetidAndXattrs
             | Guarantee::Metadata
-            | Guarantee::HiddenPaths => true,
-            Guarantee::Processes | Guarantee::Ipc => false,
+            | Guarantee::HiddenPaths
+            | Guarantee::ProtectedPaths => true,
+            Guarantee::Processes
+            | Guarantee::Ipc
+            | Guarantee::PrivateTmp
+            | Guarantee::PidIsolation => false,
             Guarantee::Network
             | Guarantee::UnixSockets
             | Guarantee::Signals
@@ -248,9 +312,12 @@ impl Guarantee {
             // inside the writable roots, and a filter cannot tell where a path leads.
             Guarantee::Metadata => match asks.mode {
                 Mode::ReadOnly => Feature::Seccomp,
-                _ => Feature::NamespaceStage,
+                _ => Feature::Namespaces,
             },
             Guarantee::HiddenPaths => Feature::LandlockAbi(1),
+            Guarantee::ProtectedPaths | Guarantee::PrivateTmp | Guarantee::PidIsolation => {
+                Feature::Namespaces
+            }
         }
     }
 
@@ -278,12 +345,20 @@ impl Guarantee {
             Guarantee::SetidAndXattrs | Guarantee::Processes | Guarantee::Ipc => {
                 Requirement::Required
             }
-            // Desired: workspace-write on today's stockade runs without it, reported
-            // `partial`, rather than not at all.
+            // Desired: where the namespace stage cannot run, workspace-write still runs,
+            // reported `partial`, rather than not at all.
             Guarantee::Metadata => Requirement::Desired,
             // The same rules as the filesystem ones: a sandbox that let every command
             // read the others' requests would leak their secrets.
             Guarantee::HiddenPaths => Requirement::Required,
+            Guarantee::ProtectedPaths => asks.protect,
+            Guarantee::PrivateTmp if asks.private_tmp => Requirement::Required,
+            Guarantee::PrivateTmp => Requirement::NotApplicable,
+            Guarantee::PidIsolation => match asks.pids {
+                PidMode::Isolate => Requirement::Required,
+                PidMode::IsolateWhereAvailable => Requirement::Desired,
+                PidMode::Share => Requirement::NotApplicable,
+            },
         }
     }
 }
@@ -454,6 +529,7 @@ mod tests {
         KernelFacts {
             landlock_abi: n,
             seccomp: true,
+            namespaces: true,
         }
     }
 
@@ -503,6 +579,7 @@ mod tests {
         let facts = KernelFacts {
             landlock_abi: 7,
             seccomp: false,
+            namespaces: true,
         };
         let Verdict::Unavailable { missing } = verdict(&defaults(Mode::ReadOnly), &facts) else {
             panic!()
@@ -524,11 +601,24 @@ mod tests {
     #[test]
     fn workspace_write_metadata_is_unavailable_without_the_namespace_stage() {
         let asks = defaults(Mode::WorkspaceWrite);
+        let unstaged = KernelFacts {
+            namespaces: false,
+            ..abi(TESTED_LANDLOCK_ABI)
+        };
         assert_eq!(
-            verdict(&asks, &abi(TESTED_LANDLOCK_ABI)),
+            verdict(&asks, &unstaged),
             Verdict::Confined(Enforcement::Partial)
         );
-        let r = report(&asks, &abi(TESTED_LANDLOCK_ABI));
+        // With the stage, everything outside the writable roots is mounted read-only.
+        assert_eq!(
+            verdict(&asks, &abi(TESTED_LANDLOCK_ABI)),
+            Verdict::Confined(Enforcement::Full)
+        );
+        assert_eq!(
+            report(&asks, &abi(TESTED_LANDLOCK_ABI))["metadata"].status,
+            Status::Enforced
+        );
+        let r = report(&asks, &unstaged);
         assert_eq!(r["metadata"].status, Status::Unavailable);
         assert_eq!(r["metadata"].needs, "namespace-stage");
         assert!(!r["metadata"].required);
@@ -593,6 +683,7 @@ mod tests {
         let no_seccomp = KernelFacts {
             landlock_abi: 7,
             seccomp: false,
+            namespaces: true,
         };
         let all = [abi(0), abi(1), abi(3), abi(5), abi(6), abi(7), no_seccomp];
         for asks in [

@@ -21,6 +21,8 @@
 //! - [`request`]: the launch request the launcher writes and the runner consumes, its
 //!   binary file format and its validation. Its body is the serde form of
 //!   [`LaunchRequest`] and [`Policy`] themselves; [`raw`] carries OS byte strings.
+//! - [`stage`]: what the launcher's namespace stage mounts for a policy (read-only
+//!   system, writable roots bound back, protected paths, private `/tmp`, pid namespace).
 //! - [`confined`]: the ConfinedArgv contract handed to executors.
 //! - [`status`]: the runner's out-of-band status record.
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
@@ -48,6 +50,7 @@ pub mod policy;
 pub mod raw;
 pub mod request;
 pub mod roots;
+pub mod stage;
 pub mod status;
 pub mod trust;
 

@@ -7,6 +7,7 @@
 use crate::hidden;
 use crate::mode::Mode;
 use crate::roots::{self, ALLOW_BROAD_ROOT_FLAG, Invoker, RootId};
+use crate::stage::{self, PidMode, Protected, TmpMode};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
@@ -91,6 +92,19 @@ pub struct PolicyRequest {
     /// Whether the default hidden set applies (`--no-default-hide` clears it). The
     /// control directories are hidden either way.
     pub default_hide: bool,
+    /// `--protect PATH`: paths inside a writable root bound read-only by the namespace
+    /// stage (relative paths are taken from the current directory).
+    pub protect: Vec<PathBuf>,
+    /// Whether [`stage::DEFAULT_PROTECTED`] is protected in each writable root
+    /// (`--no-default-protect` turns it off).
+    pub default_protect: bool,
+    /// `--tmp shared|private`; `None` is [`TmpMode::Shared`].
+    pub tmp: Option<TmpMode>,
+    /// `--isolate-pids` / `--share-pids`; `None` is [`PidMode::IsolateWhereAvailable`].
+    pub pids: Option<PidMode>,
+    /// `--no-stage`: never start the namespace stage, even where it could run (its
+    /// guarantees are then not requested, or unavailable where a mode needs them).
+    pub no_stage: bool,
 }
 
 /// A resolved policy: every path absolute, canonical and known to exist as a directory
@@ -131,6 +145,16 @@ pub struct Policy {
     /// beneath another, sorted (see [`crate::hidden`]).
     #[serde(with = "crate::raw")]
     pub hidden: Vec<PathBuf>,
+    /// The protected paths that existed at resolution time (see [`stage`]).
+    pub protected: Vec<Protected>,
+    /// Whether the caller named protected paths itself: then the stage is required.
+    pub protect_explicit: bool,
+    /// Whether the default protected names were asked for (the stage is desired).
+    pub default_protect: bool,
+    pub tmp: TmpMode,
+    pub pids: PidMode,
+    /// Whether the namespace stage may run (`--no-stage` forbids it).
+    pub stage: bool,
 }
 
 /// Why a policy could not be resolved. Each names the path at fault.
@@ -177,6 +201,8 @@ pub enum PolicyError {
         root: PathBuf,
         default: bool,
     },
+    /// A flag that only the namespace stage can honour, with `--no-stage`.
+    NeedsStage { flag: &'static str },
 }
 
 impl fmt::Display for PolicyError {
@@ -209,6 +235,10 @@ impl fmt::Display for PolicyError {
             PolicyError::TcpPortZero => {
                 f.write_str("--allow-tcp-connect 0: port 0 cannot be connected to")
             }
+            PolicyError::NeedsStage { flag } => write!(
+                f,
+                "{flag} needs the namespace stage, which --no-stage turns off; drop one of them"
+            ),
             PolicyError::TcpPortsWithNetworkAllowed => f.write_str(
                 "--allow-tcp-connect has no effect with --network allow (every port is reachable); drop one of them",
             ),
@@ -270,6 +300,11 @@ impl PolicyRequest {
             allow_broad_root: false,
             hide: Vec::new(),
             default_hide: true,
+            protect: Vec::new(),
+            default_protect: true,
+            tmp: None,
+            pids: None,
+            no_stage: false,
         }
     }
 
@@ -369,6 +404,11 @@ impl PolicyRequest {
                 if root_ids.iter().any(|r: &RootId| &r.path == root) {
                     continue;
                 }
+                // A private /tmp is a fresh tmpfs the namespace stage mounts: there is no
+                // directory of the caller's to pin, and nothing planted can be in it.
+                if self.tmp == Some(TmpMode::Private) && root == Path::new(SHARED_TMP) {
+                    continue;
+                }
                 let id = RootId::of(root).map_err(|source| PolicyError::RootIdentity {
                     path: root.clone(),
                     source,
@@ -398,6 +438,38 @@ impl PolicyRequest {
         if self.mode.is_confined() && network == Network::Allow && !allow_tcp_connect.is_empty() {
             return Err(PolicyError::TcpPortsWithNetworkAllowed);
         }
+        // Protection only means something where the command can write: the workspace and
+        // the extra roots (not the shared /tmp or $TMPDIR, which are no repositories).
+        let protect_roots: Vec<PathBuf> = if self.mode == Mode::WorkspaceWrite {
+            std::iter::once(workspace.clone())
+                .chain(writable_roots.iter().cloned())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let explicit: Vec<PathBuf> = self.protect.iter().map(|p| cwd.join(p)).collect();
+        let protected = if self.mode.is_confined() {
+            stage::protected_paths(&protect_roots, &explicit, self.default_protect, &|p| {
+                p.metadata().is_ok()
+            })
+        } else {
+            Vec::new()
+        };
+        if self.no_stage {
+            let conflict = if !self.protect.is_empty() {
+                Some("--protect")
+            } else if self.tmp == Some(TmpMode::Private) {
+                Some("--tmp private")
+            } else if self.pids == Some(PidMode::Isolate) {
+                Some("--isolate-pids")
+            } else {
+                None
+            };
+            if let Some(flag) = conflict {
+                return Err(PolicyError::NeedsStage { flag });
+            }
+        }
+        let stage = self.mode.is_confined() && !self.no_stage;
         let mut policy = Policy {
             mode: self.mode,
             workspace,
@@ -410,6 +482,16 @@ impl PolicyRequest {
             root_ids,
             tmpdir_refused,
             hidden: Vec::new(),
+            protected: if stage { protected } else { Vec::new() },
+            protect_explicit: stage && !self.protect.is_empty(),
+            default_protect: stage && self.default_protect,
+            tmp: self.tmp.unwrap_or_default(),
+            pids: if stage {
+                self.pids.unwrap_or_default()
+            } else {
+                PidMode::Share
+            },
+            stage,
         };
         if self.mode.is_confined() {
             policy.hidden = self.resolve_hidden(cwd, &policy, invoker)?;

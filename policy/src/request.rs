@@ -354,9 +354,13 @@ impl LaunchRequest {
             return Err(ValidationError::BadKeepFd { fd });
         }
         // A writable root is granted only as the directory it was when resolved.
+        // A private /tmp is the stage's own fresh tmpfs, never the caller's directory.
+        let private_tmp = |g: &grants::Grant| {
+            p.tmp == crate::stage::TmpMode::Private && g.path == std::path::Path::new("/tmp")
+        };
         if let Some(g) = grants::grants(p)
             .into_iter()
-            .find(|g| g.access == Access::Full && g.identity.is_none())
+            .find(|g| g.access == Access::Full && g.identity.is_none() && !private_tmp(g))
         {
             return Err(ValidationError::UnidentifiedRoot { path: g.path });
         }
@@ -435,10 +439,17 @@ mod tests {
                 .collect(),
                 tmpdir_refused: Some("$TMPDIR / is not granted".into()),
                 hidden: vec!["/home/u/.ssh".into()],
+                protected: Vec::new(),
+                protect_explicit: false,
+                default_protect: false,
+                tmp: Default::default(),
+                pids: crate::stage::PidMode::Share,
+                stage: false,
             },
             promised: KernelFacts {
                 landlock_abi: 7,
                 seccomp: true,
+                namespaces: true,
             },
             status_path: Some("/run/user/0/stockade/req-1/status".into()),
             inherit: Inherit {

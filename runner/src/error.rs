@@ -379,10 +379,12 @@ mod tests {
                 promised: KernelFacts {
                     landlock_abi: 7,
                     seccomp: true,
+                    namespaces: false,
                 },
                 achieved: KernelFacts {
                     landlock_abi: 5,
                     seccomp: true,
+                    namespaces: false,
                 },
                 missing: vec![],
             },

@@ -35,6 +35,7 @@ mod roots;
 mod ruleset;
 mod seccomp;
 mod session;
+mod stage;
 mod status;
 mod trust;
 
@@ -151,6 +152,9 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     let achieved = KernelFacts {
         landlock_abi,
         seccomp: true,
+        // Checked only when promised: the check is two system calls, and a runner
+        // started without the stage must not pay for it.
+        namespaces: request.promised.namespaces && stage::achieved(policy),
     };
     judge(&Asks::of(policy), &achieved, request)
 }
@@ -338,6 +342,12 @@ mod tests {
                 root_ids: Vec::new(),
                 tmpdir_refused: None,
                 hidden: Vec::new(),
+                protected: Vec::new(),
+                protect_explicit: false,
+                default_protect: false,
+                tmp: Default::default(),
+                pids: stockade_policy::stage::PidMode::Share,
+                stage: false,
             },
             promised: achieved(promised),
             status_path: None,
@@ -349,6 +359,7 @@ mod tests {
         KernelFacts {
             landlock_abi: abi,
             seccomp: true,
+            namespaces: false,
         }
     }
 

@@ -45,11 +45,15 @@ fn probe_json_reports_this_kernel_and_full_enforcement() {
     assert_eq!(k["legacyTiocsti"], tiocsti);
     assert!(!k["release"].as_str().unwrap().is_empty());
     assert_eq!(p["testedLandlockAbi"], 7);
-    // Workspace-write cannot hold metadata outside the writable roots without the
-    // namespace stage: partial on every kernel for now.
+    // Workspace-write holds metadata outside the writable roots only with the namespace
+    // stage: full where the stage can run (this machine), partial where it cannot.
     let ww = &p["modes"]["workspace-write"];
-    assert_eq!(ww["verdict"], "partial");
-    assert_eq!(ww["guarantees"]["metadata"]["status"], "unavailable");
+    let staged = k["namespaces"]["available"] == true;
+    assert_eq!(ww["verdict"], if staged { "full" } else { "partial" });
+    assert_eq!(
+        ww["guarantees"]["metadata"]["status"],
+        if staged { "enforced" } else { "unavailable" }
+    );
     assert_eq!(ww["guarantees"]["metadata"]["needs"], "namespace-stage");
     assert_eq!(ww["guarantees"]["metadata"]["required"], false);
     let ro = &p["modes"]["read-only"];

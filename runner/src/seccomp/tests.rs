@@ -266,6 +266,12 @@ fn policy(network: Network, ports: &[u16], unix: bool) -> Policy {
         root_ids: Vec::new(),
         tmpdir_refused: None,
         hidden: Vec::new(),
+        protected: Vec::new(),
+        protect_explicit: false,
+        default_protect: false,
+        tmp: Default::default(),
+        pids: stockade_policy::stage::PidMode::Share,
+        stage: false,
     }
 }
 

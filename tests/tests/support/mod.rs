@@ -43,6 +43,11 @@ pub struct Fixture {
     pub ws: PathBuf,
     pub outside: PathBuf,
     pub runtime: PathBuf,
+    /// Whether `run` and `confine` may start the namespace stage. Off by default: most
+    /// tests prove the Landlock and seccomp layers, whose answers the stage's read-only
+    /// mounts would otherwise mask (EROFS comes before Landlock's EACCES). The stage's
+    /// own tests (`tests/stage.rs`) use [`Fixture::staged`].
+    pub stage: bool,
 }
 
 /// Where fixtures live: cargo's target tmp dir, unless the checkout itself lies beneath a
@@ -95,6 +100,16 @@ impl Fixture {
             ws,
             outside,
             runtime,
+            stage: false,
+        }
+    }
+
+    /// A fixture whose `run` and `confine` use stockade's defaults, namespace stage
+    /// included.
+    pub fn staged() -> Fixture {
+        Fixture {
+            stage: true,
+            ..Fixture::new()
         }
     }
 
@@ -124,6 +139,11 @@ impl Fixture {
             }
             None => Command::new(stockade_bin()),
         };
+        let mut args: Vec<std::ffi::OsString> =
+            args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        if !self.stage && args.first().is_some_and(|a| a == "run" || a == "confine") {
+            args.insert(1, "--no-stage".into());
+        }
         cmd.args(args)
             .current_dir(&self.ws)
             .env("STOCKADE_RUNNER", runner_bin())
@@ -312,11 +332,18 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
                 .collect(),
             tmpdir_refused: None,
             hidden: Vec::new(),
+            protected: Vec::new(),
+            protect_explicit: false,
+            default_protect: false,
+            tmp: Default::default(),
+            pids: stockade_policy::stage::PidMode::Share,
+            stage: false,
         },
         // The least a confined run can rest on: any kernel that runs it covers this.
         promised: KernelFacts {
             landlock_abi: 1,
             seccomp: true,
+            namespaces: false,
         },
         status_path: None,
         inherit: Default::default(),

@@ -1,0 +1,662 @@
+//! The namespace stage: the privileged setup that runs between the executor and the
+//! runner when the policy asks for what only mounts and namespaces can hold.
+//!
+//! ConfinedArgv then starts `stockade __stage [STAGE FLAGS] -- RUNNER ARGS...` instead of
+//! the runner. This process:
+//! 1. creates the namespaces: user (when not root, the caller's uid and gid mapped to
+//!    themselves), mount, IPC, and pid when asked;
+//! 2. makes every mount private and read-only, then binds each writable root back
+//!    read-write and each protected path read-only again on top of that (so a protected
+//!    path inside a writable root stays read-only), mounts a fresh tmpfs on `/tmp` when it
+//!    is private, and a fresh `/proc` for the pid namespace;
+//! 3. with a pid namespace, forks: the child is the namespace's init (it reaps, forwards
+//!    signals, and reports the command's wait status to the outer process through a
+//!    pipe), the outer process replays that status (exit code, or the same signal), so
+//!    supervision and the exit-code contract are unchanged;
+//! 4. drops every capability it holds and `execve`s the runner, which applies Landlock
+//!    and seccomp as without the stage.
+//!
+//! Every failure prints one `stockade-runner: namespace stage: ...` line and exits 125:
+//! to the executor the stage is part of the runner, and nothing runs unconfined.
+//!
+//! Landlock and seccomp still do the fine-grained work; the stage adds what they cannot
+//! express: mode and time changes outside the writable roots fail with `EROFS`,
+//! repository start-up files cannot be rewritten, `/tmp` can be private, and other
+//! processes (their `/proc/PID/cmdline`, System V IPC objects) are out of sight.
+
+use std::ffi::{CString, OsString};
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use stockade_policy::exit;
+use stockade_policy::failure_tag;
+use stockade_policy::stage::MountPlan;
+
+/// The hidden subcommand that starts the stage. Not a documented user command.
+pub const SUBCOMMAND: &str = "__stage";
+
+/// The stage's command line for `plan`: `LAUNCHER __stage FLAGS -- RUNNER ARGS...`.
+pub fn argv(plan: &MountPlan, launcher: &str, runner_argv: &[String]) -> Vec<String> {
+    let mut argv = vec![launcher.to_string(), SUBCOMMAND.to_string()];
+    for (flag, paths) in [("--rw", &plan.rw), ("--pin", &plan.pin), ("--ro", &plan.ro)] {
+        for p in paths {
+            argv.push(flag.into());
+            argv.push(p.to_string_lossy().into_owned());
+        }
+    }
+    if plan.private_tmp {
+        argv.push("--private-tmp".into());
+    }
+    if plan.pids {
+        argv.push("--pids".into());
+    }
+    argv.push("--".into());
+    argv.extend(runner_argv.iter().cloned());
+    argv
+}
+
+/// Parses the stage's own flags (written by [`argv`]); the rest is the runner's argv.
+fn parse(args: &[OsString]) -> Result<(MountPlan, Vec<OsString>), String> {
+    let mut plan = MountPlan::default();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut path = |flag: &str| -> Result<PathBuf, String> {
+            let p = PathBuf::from(it.next().ok_or(format!("{flag} needs a PATH"))?);
+            if !p.is_absolute() {
+                return Err(format!("{flag} {}: not an absolute path", p.display()));
+            }
+            Ok(p)
+        };
+        match arg.to_str() {
+            Some("--rw") => plan.rw.push(path("--rw")?),
+            Some("--pin") => plan.pin.push(path("--pin")?),
+            Some("--ro") => plan.ro.push(path("--ro")?),
+            Some("--private-tmp") => plan.private_tmp = true,
+            Some("--pids") => plan.pids = true,
+            Some("--") => {
+                let rest: Vec<OsString> = it.cloned().collect();
+                if rest.is_empty() {
+                    return Err("no runner command after --".into());
+                }
+                return Ok((plan, rest));
+            }
+            _ => return Err(format!("unknown argument {:?}", arg.to_string_lossy())),
+        }
+    }
+    Err("no runner command (missing --)".into())
+}
+
+/// Why the stage could not be set up.
+#[derive(Debug)]
+pub struct StageError {
+    what: String,
+    source: Option<io::Error>,
+}
+
+impl std::fmt::Display for StageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.source {
+            Some(e) => write!(f, "namespace stage: {}: {e}", self.what),
+            None => write!(f, "namespace stage: {}", self.what),
+        }
+    }
+}
+
+impl std::error::Error for StageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_ref().map(|e| e as _)
+    }
+}
+
+fn fail(what: impl Into<String>) -> StageError {
+    StageError {
+        what: what.into(),
+        source: None,
+    }
+}
+
+fn os_fail(what: impl Into<String>) -> StageError {
+    StageError {
+        what: what.into(),
+        source: Some(io::Error::last_os_error()),
+    }
+}
+
+fn check(ret: libc::c_long, what: impl FnOnce() -> String) -> Result<(), StageError> {
+    if ret < 0 {
+        Err(os_fail(what()))
+    } else {
+        Ok(())
+    }
+}
+
+fn cstr(p: &Path) -> Result<CString, StageError> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| fail(format!("{} contains a NUL byte", p.display())))
+}
+
+/// `stockade __stage ...`: never returns on success (the runner replaces it, or the
+/// outer process replays the command's wait status).
+pub fn main(args: &[OsString]) -> i32 {
+    let err = match parse(args) {
+        Ok((spec, runner)) => {
+            // Failure lines carry the runner's failure tag, as the runner's own do: to
+            // the executor the stage is part of the runner.
+            let tag = runner
+                .iter()
+                .position(|a| a == failure_tag::FLAG)
+                .and_then(|i| runner.get(i + 1))
+                .and_then(|t| t.to_str())
+                .filter(|t| failure_tag::is_valid(t))
+                .map(str::to_string);
+            let _ = TAG.set(tag);
+            match enter(&spec, &runner) {
+                Ok(code) => return code,
+                Err(e) => e,
+            }
+        }
+        Err(e) => fail(e),
+    };
+    report(&err);
+    exit::RUNNER_FAILURE
+}
+
+/// The runner's failure tag, for the stage's own failure lines.
+static TAG: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Prints the one failure line, as the runner would (tagged when a tag was given).
+fn report(err: &StageError) {
+    let tag = TAG.get().and_then(|t| t.as_deref());
+    let line = format!(
+        "{}{}\n",
+        failure_tag::line_prefix(tag),
+        exit::one_line(&err.to_string())
+    );
+    let _ = io::stderr().write_all(line.as_bytes());
+}
+
+/// Overwrites the failure tag in this process's own argument memory, which is what
+/// `/proc/PID/cmdline` shows: the stage (and the namespace's init, its copy) live as long
+/// as the command, and the command must never learn the tag. Called from the C `main`
+/// after the arguments were copied.
+#[cfg_attr(test, allow(dead_code))]
+pub fn scrub_failure_tag(argc: libc::c_int, argv: *const *const libc::c_char) {
+    let argc = usize::try_from(argc).unwrap_or(0);
+    for i in 1..argc.saturating_sub(1) {
+        // SAFETY: the kernel hands `main` `argc` valid NUL-terminated strings in `argv`.
+        let flag = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
+        if flag.to_bytes() != failure_tag::FLAG.as_bytes() {
+            continue;
+        }
+        // SAFETY: argv[i + 1] is one of those strings, in this process's own writable
+        // stack memory; the launcher has one thread here, so nothing races the write.
+        unsafe {
+            let value = *argv.add(i + 1) as *mut u8;
+            let len = std::ffi::CStr::from_ptr(value.cast()).to_bytes().len();
+            std::ptr::write_bytes(value, b'x', len);
+        }
+    }
+}
+
+/// The flags of `unshare` for `spec`, as the caller `uid`.
+fn namespace_flags(spec: &MountPlan, uid: u32) -> libc::c_int {
+    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
+    if uid != 0 {
+        flags |= libc::CLONE_NEWUSER;
+    }
+    if spec.pids {
+        flags |= libc::CLONE_NEWPID;
+    }
+    flags
+}
+
+fn enter(spec: &MountPlan, runner: &[OsString]) -> Result<i32, StageError> {
+    // SAFETY: getuid/getgid cannot fail and touch no memory.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let flags = namespace_flags(spec, uid);
+    // SAFETY: unshare takes flags only; on success this (single-threaded) process is in
+    // the new namespaces (the pid namespace applies to its children).
+    let r = unsafe { libc::unshare(flags) };
+    check(r as libc::c_long, || {
+        "cannot create namespaces (unshare)".into()
+    })?;
+    if flags & libc::CLONE_NEWUSER != 0 {
+        map_ids(uid, gid)?;
+    }
+    if spec.pids {
+        return outer(spec, runner);
+    }
+    mounts(spec)?;
+    exec_runner(runner)
+}
+
+/// Maps the caller's uid and gid to themselves in the new user namespace.
+fn map_ids(uid: u32, gid: u32) -> Result<(), StageError> {
+    let write = |file: &str, text: String| {
+        std::fs::write(file, text).map_err(|e| StageError {
+            what: format!("cannot write {file}"),
+            source: Some(e),
+        })
+    };
+    write("/proc/self/setgroups", "deny".into())?;
+    write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
+    write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Sets (or clears) the read-only attribute on every mount at and beneath `path`.
+fn set_readonly(path: &Path, readonly: bool) -> Result<(), StageError> {
+    let c = cstr(path)?;
+    let attr = MountAttr {
+        attr_set: if readonly { MOUNT_ATTR_RDONLY } else { 0 },
+        attr_clr: if readonly { 0 } else { MOUNT_ATTR_RDONLY },
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `c` is a NUL-terminated path and `attr` a properly sized mount_attr that
+    // outlive the call; the kernel only reads them.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(r, || {
+        format!(
+            "cannot make {} {}",
+            path.display(),
+            if readonly { "read-only" } else { "writable" }
+        )
+    })
+}
+
+fn mount(
+    source: Option<&Path>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+    what: &str,
+) -> Result<(), StageError> {
+    let source = source.map(cstr).transpose()?;
+    let target_c = cstr(target)?;
+    let fstype = fstype.map(|t| CString::new(t).expect("static fs type"));
+    let data = data.map(|d| CString::new(d).expect("static mount data"));
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is null or a NUL-terminated string that outlives the call.
+    let r = unsafe {
+        libc::mount(
+            ptr(&source),
+            target_c.as_ptr(),
+            ptr(&fstype),
+            flags,
+            ptr(&data) as *const libc::c_void,
+        )
+    };
+    check(r as libc::c_long, || format!("{what} {}", target.display()))
+}
+
+/// The mount layout: everything read-only but the writable roots, protected paths
+/// read-only again, `/tmp` and `/proc` fresh when asked.
+fn mounts(spec: &MountPlan) -> Result<(), StageError> {
+    let root = Path::new("/");
+    // Nothing done here may propagate back to the caller's mount namespace.
+    mount(
+        None,
+        root,
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+        "cannot make mounts private at",
+    )?;
+    set_readonly(root, true)?;
+    for dir in &spec.rw {
+        // A root gone since confine: the runner refuses it with its own failure kind
+        // and record, so the stage leaves that to it.
+        if dir.symlink_metadata().is_err() {
+            continue;
+        }
+        // A bind mount of the directory onto itself is a mount of its own, whose
+        // read-only attribute can be cleared without touching the rest of the tree.
+        mount(
+            Some(dir),
+            dir,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+            "cannot bind writable root",
+        )?;
+        set_readonly(dir, false)?;
+    }
+    if spec.private_tmp {
+        mount(
+            Some(Path::new("tmpfs")),
+            Path::new("/tmp"),
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some("mode=1777"),
+            "cannot mount a private tmpfs on",
+        )?;
+    }
+    for dir in &spec.pin {
+        // Still writable, but a mount point: it cannot be renamed or removed, so the
+        // protected path below it cannot be moved out of the way. Gone since confine:
+        // nothing below it is left to protect.
+        if skip_missing(dir)? {
+            continue;
+        }
+        mount(
+            Some(dir),
+            dir,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+            "cannot pin",
+        )?;
+    }
+    for path in &spec.ro {
+        if skip_missing(path)? {
+            continue;
+        }
+        mount(
+            Some(path),
+            path,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+            "cannot bind protected path",
+        )?;
+        set_readonly(path, true)?;
+    }
+    if spec.pids {
+        mount(
+            Some(Path::new("proc")),
+            Path::new("/proc"),
+            Some("proc"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            None,
+            "cannot mount a fresh /proc on",
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether a protected path (or a directory above one) vanished since `confine` looked:
+/// then there is nothing to bind. A symbolic link is refused: a bind follows it, so the
+/// mount would land on its target while the link itself, an entry in a writable
+/// directory, could still be replaced; protection would be claimed and not held.
+fn skip_missing(path: &Path) -> Result<bool, StageError> {
+    match path.symlink_metadata() {
+        Err(_) => Ok(true),
+        Ok(m) if m.file_type().is_symlink() => Err(fail(format!(
+            "protected path {} is a symbolic link, which cannot be protected; remove it or pass --no-default-protect",
+            path.display()
+        ))),
+        Ok(_) => Ok(false),
+    }
+}
+
+/// Clears every capability set this process holds (the runner clears them again, and
+/// its bounding set; the init process keeps none while it waits).
+fn drop_capabilities() -> Result<(), StageError> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Default, Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut header = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let data = [Data::default(); 2];
+    // SAFETY: capset reads a v3 header and two data structs, all valid for the call.
+    let r = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
+    check(r, || "cannot drop capabilities".into())
+}
+
+fn exec_runner(runner: &[OsString]) -> Result<i32, StageError> {
+    let err = std::os::unix::process::CommandExt::exec(
+        std::process::Command::new(&runner[0]).args(&runner[1..]),
+    );
+    Err(StageError {
+        what: format!("cannot execute the runner {}", runner[0].to_string_lossy()),
+        source: Some(err),
+    })
+}
+
+/// Signals the outer process and the init process pass on to the command.
+const FORWARDED: [libc::c_int; 8] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGCONT,
+];
+
+static FORWARD_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = FORWARD_TO.load(std::sync::atomic::Ordering::Relaxed);
+    if pid != 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+fn forward_signals_to(pid: libc::pid_t) {
+    FORWARD_TO.store(pid, std::sync::atomic::Ordering::Relaxed);
+    for sig in FORWARDED {
+        // SAFETY: installs a handler that only calls kill, which is async-signal-safe.
+        unsafe { libc::signal(sig, forward as *const () as libc::sighandler_t) };
+    }
+}
+
+/// Waits for `pid`, retrying on EINTR (a forwarded signal), and returns its wait status.
+fn wait_for(pid: libc::pid_t) -> Result<libc::c_int, StageError> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status into a local.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Ok(status);
+        }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Err(os_fail("cannot wait for the namespace's init"));
+        }
+    }
+}
+
+/// Ends this process the way the command ended: the same exit code, or the same signal.
+fn replay(status: libc::c_int) -> i32 {
+    if libc::WIFSIGNALED(status) {
+        let sig = libc::WTERMSIG(status);
+        // SAFETY: restoring the default action and raising the signal on this process;
+        // a core-dumping signal must not leave a core of the stage, so RLIMIT_CORE is 0.
+        unsafe {
+            let zero = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &zero);
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::raise(sig);
+        }
+        128 + sig
+    } else {
+        libc::WEXITSTATUS(status)
+    }
+}
+
+/// The process outside the pid namespace: forks its init, forwards signals to it, and
+/// replays the command's wait status, which init sends through a pipe (init's own exit
+/// status cannot carry a signal: nothing can kill a namespace's init from inside).
+fn outer(spec: &MountPlan, runner: &[OsString]) -> Result<i32, StageError> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    check(r as libc::c_long, || "cannot create a pipe".into())?;
+    let (read_end, write_end) = (fds[0], fds[1]);
+    // SAFETY: this process is single-threaded; the child only runs code below.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(os_fail("cannot fork the namespace's init"));
+    }
+    if pid == 0 {
+        // SAFETY: closing this process's copy of the read end.
+        unsafe { libc::close(read_end) };
+        let code = match init(spec, runner, write_end) {
+            Ok(code) => code,
+            Err(e) => {
+                report(&e);
+                exit::RUNNER_FAILURE
+            }
+        };
+        // SAFETY: ends the init process without running the outer process's exit code.
+        unsafe { libc::_exit(code) };
+    }
+    // SAFETY: closing the outer copy of the write end, so EOF means init is gone.
+    unsafe { libc::close(write_end) };
+    forward_signals_to(pid);
+    let mut buf = [0u8; 4];
+    let n = loop {
+        // SAFETY: read into a 4-byte local buffer.
+        let n = unsafe { libc::read(read_end, buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break n;
+        }
+    };
+    if n == 4 {
+        // The command is done; init may still be reaping what it left behind, which
+        // is the supervisor's business, as it would be without the stage.
+        return Ok(replay(i32::from_ne_bytes(buf)));
+    }
+    // No report: init failed before the command ran (it printed why) or was killed.
+    Ok(replay(wait_for(pid)?))
+}
+
+/// The pid namespace's init: sets up the mounts, starts the runner, reaps everything,
+/// and reports the runner's (the command's) wait status.
+fn init(spec: &MountPlan, runner: &[OsString], report_fd: libc::c_int) -> Result<i32, StageError> {
+    // If the outer process dies (SIGKILL), so does the namespace: init's death kills
+    // every process in it.
+    // SAFETY: prctl with an integer argument.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    mounts(spec)?;
+    // SAFETY: single-threaded; the child only execs.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(os_fail("cannot fork the runner"));
+    }
+    if child == 0 {
+        // SAFETY: the child's copy of the report pipe is not its business.
+        unsafe { libc::close(report_fd) };
+        let e = match exec_runner(runner) {
+            Err(e) => e,
+            Ok(_) => fail("the runner returned"),
+        };
+        report(&e);
+        // SAFETY: ends the failed child at once.
+        unsafe { libc::_exit(exit::RUNNER_FAILURE) };
+    }
+    drop_capabilities()?;
+    forward_signals_to(child);
+    // Reap every process of the namespace until the runner's own status arrives.
+    let status = loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status into a local.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r == child {
+            break status;
+        }
+        if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Err(os_fail("cannot wait for the runner"));
+        }
+    };
+    // The outer process may now end with the command's status; init stays to reap
+    // what the command left behind (supervision ends or keeps those, as without the
+    // stage), so it must not die with the outer process any more. A signal to init now
+    // goes to every process left in the namespace (kill(-1) from init reaches exactly
+    // those): a supervisor ending the range gives them their grace period, and init
+    // leaves once the namespace is empty.
+    FORWARD_TO.store(-1, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: prctl with an integer argument; write of 4 bytes from a local buffer.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, 0);
+        let bytes = status.to_ne_bytes();
+        libc::write(report_fd, bytes.as_ptr().cast(), bytes.len());
+        libc::close(report_fd);
+    }
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status into a local.
+        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // ECHILD: the namespace is empty.
+            return Ok(0);
+        }
+    }
+}
+
+/// Whether namespaces for `spec` can be created here, and if not, why: tried for real
+/// in a short-lived child, since sysctls, AppArmor and container seccomp profiles can
+/// each refuse them.
+pub fn available(pids: bool) -> Result<(), String> {
+    let spec = MountPlan {
+        pids,
+        ..MountPlan::default()
+    };
+    // SAFETY: getuid cannot fail.
+    let flags = namespace_flags(&spec, unsafe { libc::getuid() });
+    // SAFETY: the child only calls unshare and _exit, both async-signal-safe.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: see above.
+        unsafe {
+            let code = if libc::unshare(flags) == 0 {
+                0
+            } else {
+                *libc::__errno_location()
+            };
+            libc::_exit(code.min(255));
+        }
+    }
+    let status = wait_for(pid).map_err(|e| e.to_string())?;
+    match libc::WEXITSTATUS(status) {
+        0 => Ok(()),
+        errno => Err(format!(
+            "unshare refused: {}",
+            io::Error::from_raw_os_error(errno)
+        )),
+    }
+}

@@ -1,0 +1,236 @@
+//! What the namespace stage must set up for a resolved policy: the mount plan.
+//!
+//! Landlock and seccomp cannot hold everything a confined command should not do: mode and
+//! time changes on files outside the writable roots, rewriting repository files that run
+//! code outside the sandbox later (`.git/hooks`, `.git/config`, `.envrc`, shell start-up
+//! files), a `/tmp` shared with every other process, and seeing other processes. Where
+//! the machine can create namespaces, the launcher's stage mounts the whole tree
+//! read-only except the writable roots, binds the protected paths read-only again on top,
+//! and gives the command its own pid and IPC namespaces.
+//!
+//! This module is pure: it decides *what* to mount from the policy; the launcher's
+//! `stage.rs` does it.
+
+use crate::policy::Policy;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// Paths protected by default inside each workspace and `--writable` root: each can make
+/// code run outside the sandbox later (git hooks and `core.hooksPath`/`core.fsmonitor`
+/// in the config, direnv's `.envrc`, shell start-up files).
+pub const DEFAULT_PROTECTED: [&str; 8] = [
+    ".git/hooks",
+    ".git/config",
+    ".envrc",
+    ".bashrc",
+    ".bash_profile",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+];
+
+/// Whether `/tmp` is the machine's or the command's own.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TmpMode {
+    /// The machine's `/tmp` (writable in workspace-write): files survive the command and
+    /// other commands see them. The default: agents pass files between commands there.
+    #[default]
+    Shared,
+    /// A fresh, empty tmpfs that vanishes with the command. Requires namespaces.
+    Private,
+}
+
+impl FromStr for TmpMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "shared" => Ok(TmpMode::Shared),
+            "private" => Ok(TmpMode::Private),
+            _ => Err(format!(
+                "unknown /tmp mode '{s}': expected shared or private"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for TmpMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TmpMode::Shared => "shared",
+            TmpMode::Private => "private",
+        })
+    }
+}
+
+/// Whether the command sees the machine's processes.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PidMode {
+    /// A pid namespace where the machine can create one, the machine's otherwise (the
+    /// default: it hides every other process's command line at the cost of a fork).
+    #[default]
+    IsolateWhereAvailable,
+    /// A pid namespace, or nothing runs (`--isolate-pids`).
+    Isolate,
+    /// The machine's processes (`--share-pids`).
+    Share,
+}
+
+/// One protected path: a path inside a writable root that the stage binds read-only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Protected {
+    /// The path as it will be bound (absolute, inside `root`).
+    #[serde(with = "crate::raw")]
+    pub path: PathBuf,
+    /// The writable root it lies in.
+    #[serde(with = "crate::raw")]
+    pub root: PathBuf,
+}
+
+/// The protected paths of a policy: each default name (unless `default_protect` is off)
+/// inside each of `roots`, and each explicit path inside one of them, that `exists` at
+/// resolution time. Paths outside every writable root are read-only anyway and need no
+/// bind; a path that does not exist is not created in the user's tree (so it is not
+/// protected: README says what that leaves open).
+pub fn protected_paths(
+    roots: &[PathBuf],
+    explicit: &[PathBuf],
+    default_protect: bool,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Vec<Protected> {
+    let mut out: Vec<Protected> = Vec::new();
+    let mut add = |path: PathBuf, root: &Path| {
+        if exists(&path) && !out.iter().any(|p| p.path == path) {
+            out.push(Protected {
+                path,
+                root: root.to_path_buf(),
+            });
+        }
+    };
+    for root in roots {
+        if default_protect {
+            for name in DEFAULT_PROTECTED {
+                add(root.join(name), root);
+            }
+        }
+    }
+    for path in explicit {
+        // The innermost root wins, so pinning stays below the root that holds it.
+        if let Some(root) = roots
+            .iter()
+            .filter(|r| path.starts_with(r) && path != *r)
+            .max_by_key(|r| r.components().count())
+        {
+            add(path.clone(), root);
+        }
+    }
+    out
+}
+
+/// The mounts the stage makes, in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MountPlan {
+    /// Directories bound back read-write after the whole tree is made read-only: the
+    /// writable roots, and the private directory the runner reports through.
+    pub rw: Vec<PathBuf>,
+    /// Directories between a writable root and a protected path, bound onto themselves
+    /// (still writable) so that they are mount points: a mount point cannot be renamed
+    /// or removed (`EBUSY`), so `mv .git elsewhere && mkdir .git` cannot get around a
+    /// read-only `.git/hooks`.
+    pub pin: Vec<PathBuf>,
+    /// Protected paths bound read-only on top.
+    pub ro: Vec<PathBuf>,
+    /// A fresh tmpfs on `/tmp`.
+    pub private_tmp: bool,
+    /// A pid namespace with its own `/proc`.
+    pub pids: bool,
+}
+
+/// The mount plan for `policy` when the stage runs, with `writable` the policy's writable
+/// roots and `control` the private directory the runner must still write in.
+pub fn plan(
+    policy: &Policy,
+    writable: &[PathBuf],
+    control: Option<&Path>,
+    pids: bool,
+) -> MountPlan {
+    let mut rw: Vec<PathBuf> = writable.to_vec();
+    if let Some(control) = control
+        && !rw.iter().any(|r| control.starts_with(r))
+    {
+        rw.push(control.to_path_buf());
+    }
+    let mut pin = Vec::new();
+    for p in &policy.protected {
+        let mut ancestors: Vec<&Path> = p
+            .path
+            .ancestors()
+            .skip(1)
+            .take_while(|a| *a != p.root && a.starts_with(&p.root))
+            .collect();
+        ancestors.reverse();
+        for a in ancestors {
+            if !pin.iter().any(|x: &PathBuf| x == a) {
+                pin.push(a.to_path_buf());
+            }
+        }
+    }
+    MountPlan {
+        rw,
+        pin,
+        ro: policy.protected.iter().map(|p| p.path.clone()).collect(),
+        private_tmp: policy.tmp == TmpMode::Private,
+        pids,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_protected_in_each_root_when_they_exist() {
+        let roots = vec![PathBuf::from("/w"), PathBuf::from("/x")];
+        let exists = |p: &Path| {
+            [
+                "/w/.git/hooks",
+                "/w/.git/config",
+                "/x/.bashrc",
+                "/w/src/keep",
+            ]
+            .iter()
+            .any(|e| p == Path::new(e))
+        };
+        let got = protected_paths(
+            &roots,
+            &["/w/src/keep".into(), "/etc/x".into()],
+            true,
+            &exists,
+        );
+        let paths: Vec<_> = got.iter().map(|p| p.path.to_str().unwrap()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/w/.git/hooks",
+                "/w/.git/config",
+                "/x/.bashrc",
+                "/w/src/keep"
+            ]
+        );
+        // --no-default-protect keeps only the explicit ones.
+        let got = protected_paths(&roots, &["/w/src/keep".into()], false, &exists);
+        assert_eq!(got.len(), 1);
+        // Nothing exists: nothing to bind.
+        assert!(protected_paths(&roots, &[], true, &|_| false).is_empty());
+    }
+
+    #[test]
+    fn an_explicit_path_belongs_to_its_innermost_root() {
+        let roots = vec![PathBuf::from("/w"), PathBuf::from("/w/sub")];
+        let got = protected_paths(&roots, &["/w/sub/a/b".into()], false, &|_| true);
+        assert_eq!(got[0].root, PathBuf::from("/w/sub"));
+        // A root itself is not a protected path.
+        assert!(protected_paths(&roots, &["/w".into()], false, &|_| true).is_empty());
+    }
+}
