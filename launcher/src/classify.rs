@@ -14,7 +14,7 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
-use stockade_policy::classify::{self, Settled, Status, Verdict};
+use stockade_policy::classify::{self, Classification, ExitFacts, StatusEvidence};
 use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv, StatusChannel};
 use stockade_policy::status::{MAX_RECORD_BYTES, STATUS_FILE, StatusRecord};
 use stockade_policy::trust::FileKind;
@@ -81,9 +81,9 @@ pub fn verify(confined: &ConfinedArgv) -> Result<Option<Verified>, LauncherError
 /// Reads what the status channel says about `verified`. The channel is derived here
 /// (from the kernel facts, as `confine` derived it), never read from the JSON; a status
 /// file that is not as the runner leaves it is tampering.
-fn read_status(verified: &Verified) -> Status {
+fn read_status(verified: &Verified) -> StatusEvidence {
     if confined::status_channel(&probe::basic_kernel_facts()) != StatusChannel::OutOfBand {
-        return Status::Unavailable;
+        return StatusEvidence::Unavailable;
     }
     let dir = &verified.dir;
     let dir_meta = match std::fs::symlink_metadata(dir) {
@@ -91,20 +91,22 @@ fn read_status(verified: &Verified) -> Status {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if private_dir::is_stale(verified.created, SystemTime::now()) {
                 // Swept by age: no evidence either way.
-                return Status::Unavailable;
+                return StatusEvidence::Unavailable;
             }
-            return Status::Tampered(format!(
+            return StatusEvidence::Tampered(format!(
                 "its private directory {} is gone before its time (classified already, or removed by someone)",
                 dir.display()
             ));
         }
-        Err(e) => return Status::Tampered(format!("cannot examine {}: {e}", dir.display())),
+        Err(e) => {
+            return StatusEvidence::Tampered(format!("cannot examine {}: {e}", dir.display()));
+        }
     };
     if let Err(u) = private_dir::trusted(&dir_meta, FileKind::Directory) {
-        return Status::Tampered(format!("its private directory {}: {u}", dir.display()));
+        return StatusEvidence::Tampered(format!("its private directory {}: {u}", dir.display()));
     }
     let path = dir.join(STATUS_FILE);
-    let tampered = |why: String| Status::Tampered(format!("{}: {why}", path.display()));
+    let tampered = |why: String| StatusEvidence::Tampered(format!("{}: {why}", path.display()));
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
@@ -142,7 +144,7 @@ fn read_status(verified: &Verified) -> Status {
     {
         return tampered(format!("cannot read it: {e}"));
     }
-    Status::OutOfBand(StatusRecord::decode(&bytes))
+    StatusEvidence::OutOfBand(StatusRecord::decode(&bytes))
 }
 
 /// The mode `confine` creates a status file with.
@@ -150,11 +152,11 @@ const STATUS_MODE: u32 = 0o600;
 
 /// What the status channel of `confined` says; a status path that fails [`verify`] is
 /// tampering (the caller that can refuse bad input calls `verify` first).
-pub fn status(confined: &ConfinedArgv) -> Status {
+pub fn status(confined: &ConfinedArgv) -> StatusEvidence {
     match verify(confined) {
         Ok(Some(v)) => read_status(&v),
-        Ok(None) => Status::Unavailable,
-        Err(e) => Status::Tampered(e.to_string()),
+        Ok(None) => StatusEvidence::Unavailable,
+        Err(e) => StatusEvidence::Tampered(e.to_string()),
     }
 }
 
@@ -164,8 +166,8 @@ pub fn verdict(
     exit_code: Option<i32>,
     signal: Option<&str>,
     stderr: &str,
-) -> Verdict {
-    let settled = Settled {
+) -> Classification {
+    let settled = ExitFacts {
         exit_code,
         signal,
         stderr,
@@ -275,8 +277,10 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
     let signal = args.signal.as_deref().map(signal_name).transpose()?;
     // A status path that is not this user's own is refused before anything is read.
     let verified = verify(&confined)?;
-    let status = verified.as_ref().map_or(Status::Unavailable, read_status);
-    let settled = Settled {
+    let status = verified
+        .as_ref()
+        .map_or(StatusEvidence::Unavailable, read_status);
+    let settled = ExitFacts {
         exit_code: args.exit_code,
         signal: signal.as_deref(),
         stderr: &String::from_utf8_lossy(&stderr),

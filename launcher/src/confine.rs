@@ -19,7 +19,7 @@ use stockade_policy::confined::{
 };
 use stockade_policy::failure_tag;
 use stockade_policy::grants;
-use stockade_policy::guarantees::{self, Asks, Verdict};
+use stockade_policy::guarantees::{self, Asks, ModeVerdict};
 use stockade_policy::inherit::{EnvFilter, Inherit, InheritEnv};
 use stockade_policy::stage::{self, PidMode};
 use stockade_policy::{LaunchRequest, PolicyRequest};
@@ -91,11 +91,11 @@ pub fn confine_inheriting(
     let asks = Asks::of(&resolved);
     let facts = probe::kernel_facts(&asks);
     let enforcement = match guarantees::verdict(&asks, &facts) {
-        Verdict::Confined(e) => e,
-        Verdict::Unavailable { missing } => {
+        ModeVerdict::Confined(e) => e,
+        ModeVerdict::Unavailable { missing } => {
             return Err(LauncherError::Unavailable { mode, missing });
         }
-        Verdict::Unconfined => {
+        ModeVerdict::Unconfined => {
             return Err(LauncherError::Internal(
                 "a confined mode was judged unconfined",
             ));

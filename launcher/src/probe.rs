@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use stockade_policy::Mode;
 use stockade_policy::guarantees::{
-    self, Asks, Enforcement, Guarantee, GuaranteeReport, KernelFacts, TESTED_LANDLOCK_ABI, Verdict,
+    self, Asks, Enforcement, Guarantee, GuaranteeReport, KernelFacts, ModeVerdict,
+    TESTED_LANDLOCK_ABI,
 };
 
 /// `LANDLOCK_CREATE_RULESET_VERSION`: ask for the ABI version instead of a ruleset.
@@ -142,12 +143,12 @@ fn default_hidden() -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn verdict_name(v: &Verdict) -> &'static str {
+fn verdict_name(v: &ModeVerdict) -> &'static str {
     match v {
-        Verdict::Unconfined => "unconfined",
-        Verdict::Confined(Enforcement::Full) => "full",
-        Verdict::Confined(Enforcement::Partial) => "partial",
-        Verdict::Unavailable { .. } => "unavailable",
+        ModeVerdict::Unconfined => "unconfined",
+        ModeVerdict::Confined(Enforcement::Full) => "full",
+        ModeVerdict::Confined(Enforcement::Partial) => "partial",
+        ModeVerdict::Unavailable { .. } => "unavailable",
     }
 }
 
@@ -291,7 +292,7 @@ pub fn probe_command(json: bool) -> Result<i32, LauncherError> {
 mod tests {
     #[test]
     fn this_machine_has_landlock_and_seccomp() {
-        // Development and CI machines run Landlock ABI 7 (see shared/CONTEXT.md).
+        // Development and CI machines run Landlock ABI 7.
         assert!(super::landlock_abi() >= 1);
         assert!(super::seccomp_filters());
     }

@@ -67,8 +67,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     let code = exit_code(&settled, &verdict);
     if s.json {
         let result = RunResult::new(&settled, &verdict, &confined, &built.removed, s.timeout);
-        // Serialising plain strings, numbers and booleans cannot fail.
-        let json = serde_json::to_string(&result).unwrap_or_default();
+        let json = serde_json::to_string(&result).map_err(LauncherError::Json)?;
         stdout::write(&format!("{json}\n"))?;
     } else {
         // Never blocks past a bound: the command may have stopped our terminal's output.
@@ -83,7 +82,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
 
 /// How the sandbox was involved in the outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
+pub struct SandboxVerdict {
     /// The runner itself failed: the command did not run.
     pub runner_failed: bool,
     /// The sandbox denied a file access the command tried.
@@ -96,7 +95,7 @@ pub struct Verdict {
 /// The one place that decides runner failure and denial for `stockade run`: the same
 /// classification `stockade classify` gives (status record first, exit rules else),
 /// except that denial is judged on the whole of stderr rather than its tail.
-fn judge(settled: &Settled, confined: &ConfinedArgv) -> Verdict {
+fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
     let stderr = String::from_utf8_lossy(&settled.stderr.tail);
     let signal = settled.signal.map(signal_name);
     let v = classify::verdict(confined, settled.exit_code, signal.as_deref(), &stderr);
@@ -105,7 +104,7 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> Verdict {
     // denial.
     let denied =
         !v.runner_failed && !matches!(settled.exit_code, None | Some(0)) && settled.denial_seen;
-    Verdict {
+    SandboxVerdict {
         runner_failed: v.runner_failed,
         denied,
         enforcement: v.enforcement,
@@ -115,7 +114,7 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> Verdict {
 /// The exit code in the conventions of `timeout`/`env`: 124 timed out, 125 the runner
 /// failed, 128+N when the launcher itself was stopped by signal N (or the command was
 /// killed by it), else the command's own code.
-fn exit_code(settled: &Settled, verdict: &Verdict) -> i32 {
+fn exit_code(settled: &Settled, verdict: &SandboxVerdict) -> i32 {
     if let Some(sig) = settled.aborted {
         return exit::SIGNAL_BASE + sig as i32;
     }
@@ -143,7 +142,7 @@ fn signal_name(sig: i32) -> String {
 /// truncated, so there is no truncation marker).
 fn markers(
     settled: &Settled,
-    verdict: &Verdict,
+    verdict: &SandboxVerdict,
     mode: Mode,
     timeout: Option<std::time::Duration>,
 ) -> Vec<String> {
@@ -222,7 +221,7 @@ struct RunResult {
 impl RunResult {
     fn new(
         settled: &Settled,
-        verdict: &Verdict,
+        verdict: &SandboxVerdict,
         confined: &ConfinedArgv,
         env_removed: &[std::ffi::OsString],
         timeout: Option<std::time::Duration>,

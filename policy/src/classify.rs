@@ -50,7 +50,7 @@ pub enum Evidence {
 /// The verdict `stockade classify` prints.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Verdict {
+pub struct Classification {
     /// [`crate::confined::CONTRACT_VERSION`].
     pub contract: u32,
     pub outcome: Outcome,
@@ -68,7 +68,7 @@ pub struct Verdict {
 
 /// What the status channel says about one run.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Status {
+pub enum StatusEvidence {
     /// No trustworthy channel: the ConfinedArgv says `in-band`, has no status file, or
     /// the status file is gone (already classified or removed as stale).
     Unavailable,
@@ -80,7 +80,7 @@ pub enum Status {
 
 /// The settled facts of a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settled<'a> {
+pub struct ExitFacts<'a> {
     /// The exit code; `None` when killed by a signal.
     pub exit_code: Option<i32>,
     /// The terminating signal's name, when killed by one.
@@ -90,9 +90,13 @@ pub struct Settled<'a> {
 }
 
 /// Classifies a settled process spawned from `confined`.
-pub fn classify(confined: &ConfinedArgv, settled: &Settled<'_>, status: &Status) -> Verdict {
+pub fn classify(
+    confined: &ConfinedArgv,
+    settled: &ExitFacts<'_>,
+    status: &StatusEvidence,
+) -> Classification {
     let code = settled.exit_code;
-    let mut v = Verdict {
+    let mut v = Classification {
         contract: crate::confined::CONTRACT_VERSION,
         outcome: Outcome::Ok,
         mode: confined.mode,
@@ -103,10 +107,10 @@ pub fn classify(confined: &ConfinedArgv, settled: &Settled<'_>, status: &Status)
         evidence: Evidence::ExitRules,
     };
     let tampered = match status {
-        Status::Tampered(why) => Some(why.clone()),
+        StatusEvidence::Tampered(why) => Some(why.clone()),
         // The runner writes one whole record with one write(2): anything else in the
         // file was put there by someone else.
-        Status::OutOfBand(Err(corrupt)) => Some(corrupt.to_string()),
+        StatusEvidence::OutOfBand(Err(corrupt)) => Some(corrupt.to_string()),
         _ => None,
     };
     if let Some(why) = tampered {
@@ -116,11 +120,11 @@ pub fn classify(confined: &ConfinedArgv, settled: &Settled<'_>, status: &Status)
         return v;
     }
     let runner_failure = match status {
-        Status::Tampered(_) | Status::OutOfBand(Err(_)) => None,
-        Status::Unavailable => {
+        StatusEvidence::Tampered(_) | StatusEvidence::OutOfBand(Err(_)) => None,
+        StatusEvidence::Unavailable => {
             runner_failure_detail(code, settled.stderr, &confined.runner_failure_rules)
         }
-        Status::OutOfBand(Ok(record)) => {
+        StatusEvidence::OutOfBand(Ok(record)) => {
             v.evidence = Evidence::StatusChannel;
             match record {
                 Some(StatusRecord::Confined { enforcement }) => {
@@ -367,8 +371,8 @@ mod tests {
         }
     }
 
-    fn settled<'a>(code: Option<i32>, stderr: &'a str) -> Settled<'a> {
-        Settled {
+    fn settled<'a>(code: Option<i32>, stderr: &'a str) -> ExitFacts<'a> {
+        ExitFacts {
             exit_code: code,
             signal: code.is_none().then_some("SIGKILL"),
             stderr,
@@ -378,8 +382,8 @@ mod tests {
     const FORGED: &str = "stockade-runner: sandbox unavailable: the kernel lacks landlock\n";
     const DENIED: &str = "bash: line 1: /etc/x: Permission denied\n";
 
-    fn confined_record() -> Status {
-        Status::OutOfBand(Ok(Some(StatusRecord::Confined {
+    fn confined_record() -> StatusEvidence {
+        StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Confined {
             enforcement: Enforcement::Partial,
         })))
     }
@@ -482,7 +486,7 @@ mod tests {
         ];
         for (mode, code, stderr, outcome, denied, runner_failed) in cases {
             let c = confined(*mode);
-            let v = classify(&c, &settled(*code, stderr), &Status::Unavailable);
+            let v = classify(&c, &settled(*code, stderr), &StatusEvidence::Unavailable);
             let what = format!("{mode} {code:?} {stderr:?}: {v:?}");
             assert_eq!(v.outcome, *outcome, "{what}");
             assert_eq!(v.denied, *denied, "{what}");
@@ -519,7 +523,7 @@ mod tests {
         let v = classify(
             &c,
             &settled(Some(125), "STOCKADE-RUNNER: PARTIAL ENFORCEMENT\n"),
-            &Status::Unavailable,
+            &StatusEvidence::Unavailable,
         );
         assert_eq!(v.outcome, Outcome::Failed);
     }
@@ -550,7 +554,7 @@ mod tests {
     #[test]
     fn a_failed_record_is_a_runner_failure_whatever_the_exit_says() {
         let c = confined(Mode::ReadOnly);
-        let failed = Status::OutOfBand(Ok(Some(StatusRecord::Failed {
+        let failed = StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Failed {
             kind: crate::status::FailureKind::Chdir,
             message: "cannot enter working directory /w".into(),
         })));
@@ -569,7 +573,7 @@ mod tests {
     #[test]
     fn an_empty_status_means_the_target_never_ran() {
         let c = confined(Mode::ReadOnly);
-        let empty = Status::OutOfBand(Ok(None));
+        let empty = StatusEvidence::OutOfBand(Ok(None));
         let v = classify(
             &c,
             &settled(
@@ -595,8 +599,8 @@ mod tests {
     #[test]
     fn a_corrupt_or_tampered_status_is_tampering_never_a_runner_failure_or_a_clean_run() {
         let c = confined(Mode::ReadOnly);
-        let corrupt = Status::OutOfBand(StatusRecord::decode(b"stockade-status 1 conf"));
-        let tampered = Status::Tampered("its mode is 0000".into());
+        let corrupt = StatusEvidence::OutOfBand(StatusRecord::decode(b"stockade-status 1 conf"));
+        let tampered = StatusEvidence::Tampered("its mode is 0000".into());
         for status in [corrupt, tampered] {
             for (code, stderr) in [(Some(0), ""), (Some(125), FORGED), (Some(1), DENIED)] {
                 let v = classify(&c, &settled(code, stderr), &status);
@@ -622,7 +626,7 @@ mod tests {
                 "evidence": "status-channel"
             })
         );
-        let v = classify(&c, &settled(Some(0), ""), &Status::Unavailable);
+        let v = classify(&c, &settled(Some(0), ""), &StatusEvidence::Unavailable);
         let j = serde_json::to_value(&v).unwrap();
         assert_eq!(j["detail"], serde_json::Value::Null);
         assert_eq!(j["evidence"], "exit-rules");

@@ -404,7 +404,7 @@ pub struct Assessment {
 
 /// The verdict for one mode on one kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum ModeVerdict {
     /// Not confined at all (`danger-full-access`).
     Unconfined,
     /// Confined; `Partial` when some desired file-effect guarantee is unavailable.
@@ -431,9 +431,9 @@ pub fn assess(asks: &Asks, facts: &KernelFacts) -> Vec<Assessment> {
 
 /// Judges whether a policy asking `asks` can run on a kernel with `facts`, and how
 /// completely.
-pub fn verdict(asks: &Asks, facts: &KernelFacts) -> Verdict {
+pub fn verdict(asks: &Asks, facts: &KernelFacts) -> ModeVerdict {
     if !asks.mode.is_confined() {
-        return Verdict::Unconfined;
+        return ModeVerdict::Unconfined;
     }
     let assessed = assess(asks, facts);
     let missing: Vec<_> = assessed
@@ -442,12 +442,12 @@ pub fn verdict(asks: &Asks, facts: &KernelFacts) -> Verdict {
         .map(|a| (a.guarantee, a.needs))
         .collect();
     if !missing.is_empty() {
-        return Verdict::Unavailable { missing };
+        return ModeVerdict::Unavailable { missing };
     }
     let partial = assessed.iter().any(|a| {
         a.requirement == Requirement::Desired && !a.enforced && a.guarantee.is_file_effect()
     });
-    Verdict::Confined(if partial {
+    ModeVerdict::Confined(if partial {
         Enforcement::Partial
     } else {
         Enforcement::Full
@@ -468,7 +468,7 @@ pub fn enforced(asks: &Asks, facts: &KernelFacts) -> Vec<Guarantee> {
 /// `stockade probe --json`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Status {
+pub enum GuaranteeStatus {
     /// The kernel enforces it for this command.
     Enforced,
     /// The policy asks for it but the kernel lacks the feature it needs.
@@ -477,12 +477,12 @@ pub enum Status {
     NotRequested,
 }
 
-impl Status {
+impl GuaranteeStatus {
     pub fn as_str(self) -> &'static str {
         match self {
-            Status::Enforced => "enforced",
-            Status::Unavailable => "unavailable",
-            Status::NotRequested => "not-requested",
+            GuaranteeStatus::Enforced => "enforced",
+            GuaranteeStatus::Unavailable => "unavailable",
+            GuaranteeStatus::NotRequested => "not-requested",
         }
     }
 }
@@ -491,7 +491,7 @@ impl Status {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GuaranteeReport {
-    pub status: Status,
+    pub status: GuaranteeStatus,
     /// Whether the policy cannot run without it (`false`: its absence is `partial` for a
     /// file effect, and only reported otherwise).
     pub required: bool,
@@ -505,9 +505,9 @@ pub fn report(asks: &Asks, facts: &KernelFacts) -> BTreeMap<String, GuaranteeRep
         .into_iter()
         .map(|a| {
             let status = match (a.requirement, a.enforced) {
-                (Requirement::NotApplicable, _) => Status::NotRequested,
-                (_, true) => Status::Enforced,
-                (_, false) => Status::Unavailable,
+                (Requirement::NotApplicable, _) => GuaranteeStatus::NotRequested,
+                (_, true) => GuaranteeStatus::Enforced,
+                (_, false) => GuaranteeStatus::Unavailable,
             };
             (
                 a.guarantee.name().to_string(),
@@ -541,7 +541,7 @@ mod tests {
     fn no_landlock_means_unavailable() {
         for mode in [Mode::ReadOnly, Mode::WorkspaceWrite] {
             match verdict(&defaults(mode), &abi(0)) {
-                Verdict::Unavailable { missing } => {
+                ModeVerdict::Unavailable { missing } => {
                     assert_eq!(
                         missing,
                         vec![
@@ -560,7 +560,7 @@ mod tests {
         for n in 1..5 {
             assert_eq!(
                 verdict(&defaults(Mode::WorkspaceWrite), &abi(n)),
-                Verdict::Confined(Enforcement::Partial),
+                ModeVerdict::Confined(Enforcement::Partial),
                 "abi {n}"
             );
         }
@@ -569,7 +569,7 @@ mod tests {
         for n in [5, 6, TESTED_LANDLOCK_ABI, 10] {
             assert_eq!(
                 verdict(&defaults(Mode::ReadOnly), &abi(n)),
-                Verdict::Confined(Enforcement::Full)
+                ModeVerdict::Confined(Enforcement::Full)
             );
         }
     }
@@ -581,7 +581,8 @@ mod tests {
             seccomp: false,
             namespaces: true,
         };
-        let Verdict::Unavailable { missing } = verdict(&defaults(Mode::ReadOnly), &facts) else {
+        let ModeVerdict::Unavailable { missing } = verdict(&defaults(Mode::ReadOnly), &facts)
+        else {
             panic!()
         };
         let names: Vec<_> = missing.iter().map(|(g, _)| g.name()).collect();
@@ -607,28 +608,28 @@ mod tests {
         };
         assert_eq!(
             verdict(&asks, &unstaged),
-            Verdict::Confined(Enforcement::Partial)
+            ModeVerdict::Confined(Enforcement::Partial)
         );
         // With the stage, everything outside the writable roots is mounted read-only.
         assert_eq!(
             verdict(&asks, &abi(TESTED_LANDLOCK_ABI)),
-            Verdict::Confined(Enforcement::Full)
+            ModeVerdict::Confined(Enforcement::Full)
         );
         assert_eq!(
             report(&asks, &abi(TESTED_LANDLOCK_ABI))["metadata"].status,
-            Status::Enforced
+            GuaranteeStatus::Enforced
         );
         let r = report(&asks, &unstaged);
-        assert_eq!(r["metadata"].status, Status::Unavailable);
+        assert_eq!(r["metadata"].status, GuaranteeStatus::Unavailable);
         assert_eq!(r["metadata"].needs, "namespace-stage");
         assert!(!r["metadata"].required);
         for held in ["setidAndXattrs", "processes", "ipc"] {
-            assert_eq!(r[held].status, Status::Enforced, "{held}");
+            assert_eq!(r[held].status, GuaranteeStatus::Enforced, "{held}");
             assert!(r[held].required, "{held}");
         }
         // Read-only mode refuses every metadata call: nothing is missing there.
         let r = report(&defaults(Mode::ReadOnly), &abi(TESTED_LANDLOCK_ABI));
-        assert_eq!(r["metadata"].status, Status::Enforced);
+        assert_eq!(r["metadata"].status, GuaranteeStatus::Enforced);
         assert_eq!(r["metadata"].needs, "seccomp");
     }
 
@@ -640,18 +641,18 @@ mod tests {
         };
         assert_eq!(
             verdict(&asks, &abi(3)),
-            Verdict::Unavailable {
+            ModeVerdict::Unavailable {
                 missing: vec![(Guarantee::Network, Feature::LandlockAbi(4))]
             }
         );
         assert_eq!(
             verdict(&asks, &abi(4)),
-            Verdict::Confined(Enforcement::Partial)
+            ModeVerdict::Confined(Enforcement::Partial)
         );
         // Without port rules the socket filter alone denies the network.
         assert_eq!(
             verdict(&defaults(Mode::WorkspaceWrite), &abi(3)),
-            Verdict::Confined(Enforcement::Partial)
+            ModeVerdict::Confined(Enforcement::Partial)
         );
     }
 
@@ -664,15 +665,15 @@ mod tests {
         };
         let r = report(&asks, &abi(5));
         assert_eq!(r.len(), Guarantee::ALL.len());
-        assert_eq!(r["filesystemWrites"].status, Status::Enforced);
+        assert_eq!(r["filesystemWrites"].status, GuaranteeStatus::Enforced);
         assert!(r["filesystemWrites"].required);
-        assert_eq!(r["signals"].status, Status::Unavailable);
+        assert_eq!(r["signals"].status, GuaranteeStatus::Unavailable);
         assert_eq!(r["signals"].needs, "landlock-abi-6");
-        assert_eq!(r["network"].status, Status::NotRequested);
-        assert_eq!(r["unixSockets"].status, Status::NotRequested);
+        assert_eq!(r["network"].status, GuaranteeStatus::NotRequested);
+        assert_eq!(r["unixSockets"].status, GuaranteeStatus::NotRequested);
         assert_eq!(r["syscallFilter"].needs, "seccomp");
         assert_eq!(r["capabilities"].needs, "none");
-        assert_eq!(r["fds"].status, Status::Enforced);
+        assert_eq!(r["fds"].status, GuaranteeStatus::Enforced);
         let enforced = enforced(&asks, &abi(5));
         assert!(!enforced.contains(&Guarantee::Signals));
         assert!(enforced.contains(&Guarantee::DeviceIoctl));
@@ -703,10 +704,10 @@ mod tests {
                     for g in enforced(&asks, &promised) {
                         assert!(given.contains(&g), "{g:?}: {promised:?} -> {achieved:?}");
                     }
-                    if verdict(&asks, &promised) == Verdict::Confined(Enforcement::Full) {
+                    if verdict(&asks, &promised) == ModeVerdict::Confined(Enforcement::Full) {
                         assert_eq!(
                             verdict(&asks, &achieved),
-                            Verdict::Confined(Enforcement::Full)
+                            ModeVerdict::Confined(Enforcement::Full)
                         );
                     }
                 }
@@ -735,9 +736,9 @@ mod tests {
                     && b.guarantee.is_file_effect()
             });
             if a.guarantee.is_file_effect() || others_missing {
-                assert_eq!(below, Verdict::Confined(Enforcement::Partial), "{a:?}");
+                assert_eq!(below, ModeVerdict::Confined(Enforcement::Partial), "{a:?}");
             } else {
-                assert_eq!(below, Verdict::Confined(Enforcement::Full), "{a:?}");
+                assert_eq!(below, ModeVerdict::Confined(Enforcement::Full), "{a:?}");
             }
         }
         assert!(Guarantee::Truncate.is_file_effect());
@@ -749,7 +750,7 @@ mod tests {
     fn danger_full_access_is_unconfined_even_without_landlock() {
         assert_eq!(
             verdict(&defaults(Mode::DangerFullAccess), &abi(0)),
-            Verdict::Unconfined
+            ModeVerdict::Unconfined
         );
         assert!(enforced(&defaults(Mode::DangerFullAccess), &abi(7)).is_empty());
     }

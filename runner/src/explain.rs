@@ -8,7 +8,7 @@ use crate::ruleset;
 use std::fmt::Write as _;
 use std::path::Path;
 use stockade_policy::grants::{self, Access, Opened};
-use stockade_policy::guarantees::{self, Asks, Verdict};
+use stockade_policy::guarantees::{self, Asks, ModeVerdict};
 use stockade_policy::request::FORMAT_VERSION;
 use stockade_policy::{LaunchRequest, Network};
 
@@ -44,14 +44,14 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     let _ = writeln!(w, "mode:        {}", request.policy.mode);
     let asks = Asks::of(&request.policy);
     match guarantees::verdict(&asks, &request.promised) {
-        Verdict::Confined(e) => {
+        ModeVerdict::Confined(e) => {
             let _ = writeln!(
                 w,
                 "enforcement: {} (as reported to the executor)",
                 e.as_str()
             );
         }
-        Verdict::Unavailable { .. } | Verdict::Unconfined => {
+        ModeVerdict::Unavailable { .. } | ModeVerdict::Unconfined => {
             let _ = writeln!(
                 w,
                 "enforcement: none (the runner would refuse this request)"

@@ -48,7 +48,7 @@ use stockade_policy::LaunchRequest;
 use stockade_policy::digest;
 use stockade_policy::exit;
 use stockade_policy::failure_tag;
-use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, Verdict};
+use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, ModeVerdict};
 
 enum Command {
     /// `--request FILE --sha256 HEX [--failure-tag TAG]`: the file, the digest its bytes
@@ -184,9 +184,9 @@ fn judge(
     request: &LaunchRequest,
 ) -> Result<Enforcement, RunnerError> {
     let enforcement = match guarantees::verdict(asks, achieved) {
-        Verdict::Confined(e) => e,
-        Verdict::Unavailable { missing } => return Err(RunnerError::Unavailable { missing }),
-        Verdict::Unconfined => return Err(RunnerError::Unconfined),
+        ModeVerdict::Confined(e) => e,
+        ModeVerdict::Unavailable { missing } => return Err(RunnerError::Unavailable { missing }),
+        ModeVerdict::Unconfined => return Err(RunnerError::Unconfined),
     };
     if !achieved.covers(&request.promised) {
         let given = guarantees::enforced(asks, achieved);

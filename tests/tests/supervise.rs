@@ -241,7 +241,7 @@ fn auto_containment_uses_a_cgroup_here_and_cleans_it_up() {
     let (out, json) =
         json_within(&mut fx.stockade(["run", "--json", "--", "cat", "/proc/self/cgroup"]));
     assert_code(&out, 0);
-    // This machine runs the suite as root with a cgroup v2 mount (shared/CONTEXT.md).
+    // CI runs the suite as root with a cgroup v2 mount.
     assert_eq!(json["containment"], "cgroup");
     let text = json["stdout"]["text"].as_str().unwrap();
     let line = text.lines().find(|l| l.starts_with("0::")).unwrap();
