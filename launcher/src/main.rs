@@ -86,7 +86,10 @@ extern "C" fn main(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) 
     // failure tag from it: std reads argv lazily from the same memory).
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == stage::SUBCOMMAND) {
-        stage::scrub_failure_tag(argc, argv);
+        // The stage (and the namespace's init, its copy) live as long as the command,
+        // whose /proc shows their command line: the runner's failure tag must go.
+        // SAFETY: argc/argv are what the kernel handed `main`; no other thread exists.
+        unsafe { stockade_policy::failure_tag::scrub_from_argv(argc, argv) };
     }
     let code = launcher_main(args);
     let _ = std::io::stdout().flush();

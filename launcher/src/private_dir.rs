@@ -84,19 +84,11 @@ fn unusable(path: &Path, reason: impl Into<String>) -> LauncherError {
 /// The trust rule (`stockade_policy::trust`) applied to `meta`, as `lstat` or `fstat`
 /// gave it.
 pub fn trusted(meta: &std::fs::Metadata, expected: FileKind) -> Result<(), Untrusted> {
-    let kind = if meta.file_type().is_file() {
-        FileKind::Regular
-    } else if meta.file_type().is_dir() {
-        FileKind::Directory
-    } else {
-        FileKind::Other
-    };
-    let facts = FileFacts {
-        kind,
-        owner: meta.uid(),
-        mode: meta.mode(),
-    };
-    trust::judge(&facts, expected, nix::unistd::geteuid().as_raw())
+    trust::judge(
+        &FileFacts::of(meta),
+        expected,
+        nix::unistd::geteuid().as_raw(),
+    )
 }
 
 /// The candidate the environment selects (see the module comment), before any check.

@@ -175,28 +175,6 @@ fn report(err: &StageError) {
     let _ = io::stderr().write_all(line.as_bytes());
 }
 
-/// Overwrites the failure tag in this process's own argument memory, which is what
-/// `/proc/PID/cmdline` shows: the stage (and the namespace's init, its copy) live as long
-/// as the command, and the command must never learn the tag. Called from the C `main`
-/// after the arguments were copied.
-#[cfg_attr(test, allow(dead_code))]
-pub fn scrub_failure_tag(argc: libc::c_int, argv: *const *const libc::c_char) {
-    let argc = usize::try_from(argc).unwrap_or(0);
-    for i in 1..argc.saturating_sub(1) {
-        // SAFETY: the kernel hands `main` `argc` valid NUL-terminated strings in `argv`.
-        let flag = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
-        if flag.to_bytes() != failure_tag::FLAG.as_bytes() {
-            continue;
-        }
-        // SAFETY: argv[i + 1] is one of those strings, in this process's own writable
-        // stack memory; the launcher has one thread here, so nothing races the write.
-        unsafe {
-            let value = *argv.add(i + 1) as *mut u8;
-            let len = std::ffi::CStr::from_ptr(value.cast()).to_bytes().len();
-            std::ptr::write_bytes(value, b'x', len);
-        }
-    }
-}
 
 /// The flags of `unshare` for `spec`, as the caller `uid`.
 fn namespace_flags(spec: &MountPlan, uid: u32) -> libc::c_int {

@@ -46,6 +46,33 @@ pub fn from_bytes(bytes: &[u8; 16]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Overwrites the value of every `--failure-tag` in a process's own argument memory,
+/// which is what `/proc/PID/cmdline` shows to every process, confined ones included. The
+/// runner and the launcher's namespace stage call it from their C `main`, after copying
+/// their arguments (std reads them lazily from the same memory): from then on the tag is
+/// only in private memory, which `execve` discards.
+///
+/// # Safety
+/// `argv` must hold `argc` valid NUL-terminated strings in writable memory (what the
+/// kernel hands `main`), and no other thread may read them during the call.
+pub unsafe fn scrub_from_argv(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) {
+    let argc = usize::try_from(argc).unwrap_or(0);
+    for i in 1..argc.saturating_sub(1) {
+        // SAFETY: by the contract above, argv[i] is a valid NUL-terminated string.
+        let flag = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
+        if flag.to_bytes() != FLAG.as_bytes() {
+            continue;
+        }
+        // SAFETY: argv[i + 1] is one of those strings, in writable memory that nothing
+        // else reads now; its `len` bytes (not the NUL) are overwritten in place.
+        unsafe {
+            let value = *argv.add(i + 1) as *mut u8;
+            let len = std::ffi::CStr::from_ptr(value.cast()).to_bytes().len();
+            std::ptr::write_bytes(value, b'x', len);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,6 +34,25 @@ pub struct FileFacts {
     pub mode: u32,
 }
 
+impl FileFacts {
+    /// The facts in metadata `lstat` or `fstat` gave (no system call here).
+    pub fn of(meta: &std::fs::Metadata) -> FileFacts {
+        use std::os::unix::fs::MetadataExt;
+        let kind = if meta.file_type().is_file() {
+            FileKind::Regular
+        } else if meta.file_type().is_dir() {
+            FileKind::Directory
+        } else {
+            FileKind::Other
+        };
+        FileFacts {
+            kind,
+            owner: meta.uid(),
+            mode: meta.mode(),
+        }
+    }
+}
+
 /// Why an object is not trusted.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Untrusted {

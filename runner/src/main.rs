@@ -262,32 +262,10 @@ fn print(text: &str) -> Result<(), RunnerError> {
 #[unsafe(no_mangle)]
 extern "C" fn main(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) -> std::ffi::c_int {
     let args: Vec<OsString> = std::env::args_os().collect();
-    scrub_failure_tag(argc, argv);
+    // The tag is visible in `/proc` only between the runner's `execve` and this call.
+    // SAFETY: argc/argv are what the kernel handed `main`; the runner has one thread.
+    unsafe { failure_tag::scrub_from_argv(argc, argv) };
     runner_main(args)
-}
-
-/// Overwrites the failure tag in this process's own argv memory, which is what
-/// `/proc/PID/cmdline` shows to every process, confined ones included: from here on the
-/// tag is only in the runner's private memory, and `execve` discards that. (The tag is
-/// visible in `/proc` only between the runner's `execve` and this call.)
-#[cfg(not(test))]
-fn scrub_failure_tag(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) {
-    let argc = usize::try_from(argc).unwrap_or(0);
-    for i in 1..argc.saturating_sub(1) {
-        // SAFETY: the kernel hands `main` `argc` valid NUL-terminated strings in `argv`.
-        let flag = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
-        if flag.to_bytes() != failure_tag::FLAG.as_bytes() {
-            continue;
-        }
-        // SAFETY: argv[i + 1] is one of those strings; argument strings live in the
-        // process's own writable stack memory, and the runner has one thread, so writing
-        // over its `len` bytes (not the NUL) races with nothing.
-        unsafe {
-            let value = *argv.add(i + 1) as *mut u8;
-            let len = std::ffi::CStr::from_ptr(value.cast()).to_bytes().len();
-            std::ptr::write_bytes(value, b'x', len);
-        }
-    }
 }
 
 /// Unit-test builds bring the harness's own entry point; this keeps the code reachable.

@@ -2,7 +2,6 @@
 //! opened, and the facts the one trust rule (`stockade_policy::trust`) is applied to.
 
 use std::fs::Metadata;
-use std::os::unix::fs::MetadataExt;
 use stockade_policy::trust::{self, FileFacts, FileKind, Untrusted};
 
 /// How such a file is opened: never through a symbolic link, never blocking on a FIFO,
@@ -12,17 +11,9 @@ pub const OPEN_FLAGS: libc::c_int =
 
 /// A regular file, owned by the runner's effective uid, with no group or other bits.
 pub fn check(meta: &Metadata) -> Result<(), Untrusted> {
-    let kind = if meta.file_type().is_file() {
-        FileKind::Regular
-    } else if meta.file_type().is_dir() {
-        FileKind::Directory
-    } else {
-        FileKind::Other
-    };
-    let facts = FileFacts {
-        kind,
-        owner: meta.uid(),
-        mode: meta.mode(),
-    };
-    trust::judge(&facts, FileKind::Regular, nix::unistd::geteuid().as_raw())
+    trust::judge(
+        &FileFacts::of(meta),
+        FileKind::Regular,
+        nix::unistd::geteuid().as_raw(),
+    )
 }
