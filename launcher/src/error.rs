@@ -62,6 +62,11 @@ pub enum LauncherError {
     BadSignal(String),
     /// Our own stdout is gone.
     WriteOutput(io::Error),
+    /// The runner was found but could not be started (`stockade explain`).
+    ExecRunner {
+        path: PathBuf,
+        source: io::Error,
+    },
 }
 
 impl fmt::Display for LauncherError {
@@ -117,6 +122,9 @@ impl fmt::Display for LauncherError {
                 "--signal {s:?} is not a signal name (like SIGKILL or KILL) or number"
             ),
             LauncherError::WriteOutput(e) => write!(f, "cannot write to stdout: {e}"),
+            LauncherError::ExecRunner { path, source } => {
+                write!(f, "cannot start the runner {}: {source}", path.display())
+            }
         }
     }
 }
