@@ -100,7 +100,9 @@ fn top_page(cmd: &clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
     roff.control("SH", ["WALKTHROUGH"]);
     for (text, example) in WALKTHROUGH {
         roff.control("PP", []).text([roman(*text)]);
-        roff.control("PP", []).control("RS", ["4"]).control("nf", []);
+        roff.control("PP", [])
+            .control("RS", ["4"])
+            .control("nf", []);
         for line in example.lines() {
             roff.text([roman(line)]);
         }
@@ -108,7 +110,9 @@ fn top_page(cmd: &clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
     }
     roff.control("SH", ["EXIT STATUS"]);
     for (code, meaning) in EXIT_STATUS {
-        roff.control("TP", []).text([bold(*code)]).text([roman(*meaning)]);
+        roff.control("TP", [])
+            .text([bold(*code)])
+            .text([roman(*meaning)]);
     }
     roff.control("SH", ["ENVIRONMENT"]);
     roff.control("TP", [])
