@@ -19,9 +19,11 @@ if [ "$version" != "$changelog_version" ]; then
     exit 1
 fi
 out="$root/target/packages"
-mkdir -p "$out"
-work=$(mktemp -d "$out/deb.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# A fixed build directory: cargo recompiles the workspace crates when their path
+# changes, so a fixed one lets the next build reuse this one's work.
+work="$out/deb"
+rm -rf "$work"
+mkdir -p "$work"
 src=${1:-}
 if [ -z "$src" ]; then
     src="$work/src"

@@ -13,9 +13,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 out="$root/target/packages"
-mkdir -p "$out"
-work=$(mktemp -d "$out/rpm.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# A fixed build directory (rpmbuild's BUILD is beneath it): cargo recompiles the
+# workspace crates when their path changes, so the next build reuses this one's work.
+work="$out/rpm"
+rm -rf "$work"
+mkdir -p "$work"
 src=${1:-}
 if [ -z "$src" ]; then
     src="$work/src"

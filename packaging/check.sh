@@ -50,7 +50,7 @@ packaging/source-tree.sh "$work/src"
 say "building the .deb"
 deb=$(packaging/build-deb.sh "$work/src" | tail -n 1)
 say "lintian $deb"
-lintian --fail-on error,warning --no-tag-display-limit "$deb" \
+lintian --fail-on error,warning --tag-display-limit 0 "$deb" \
     || fail "lintian reports errors or warnings"
 
 say "installing"
