@@ -91,7 +91,7 @@ installed_run() {
     local code=0
     as "$user" stockade run -- sh -c 'echo inside > in.txt; echo x > /etc/stockade-check' \
         >"$ws/out" 2>"$ws/err" || code=$?
-    [ "$code" = 1 ] || fail "confined run as $user exited $code: $(cat "$ws/err")"
+    [ "$code" = 2 ] || fail "confined run as $user exited $code (sh exits 2 on a failed redirection): $(cat "$ws/err")"
     [ -f "$ws/in.txt" ] || fail "confined run as $user could not write its workspace"
     [ ! -e /etc/stockade-check ] || fail "confined run as $user wrote /etc"
     grep -q '^\[sandbox: file access denied under workspace-write mode\]$' "$ws/err" \
