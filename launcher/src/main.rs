@@ -91,11 +91,11 @@ fn missing_dashes_line(e: &clap::Error) -> Option<String> {
     if word.starts_with('-') {
         return None;
     }
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let sub = args
-        .iter()
-        .find(|a| *a == "run" || *a == "confine")?
-        .clone();
+    // args_os: an argument that is not UTF-8 must not make this panic.
+    let sub = std::env::args_os()
+        .skip(1)
+        .find(|a| a == "run" || a == "confine")?;
+    let sub = sub.to_string_lossy();
     Some(format!(
         "stockade: {word:?} is not an option of stockade {sub}: put the command after --, as in: stockade {sub} [OPTIONS] -- {word} ..."
     ))

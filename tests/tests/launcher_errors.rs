@@ -112,6 +112,15 @@ fn a_command_without_dashes_is_told_where_it_belongs() {
         );
         let line = refused(&fx, &[sub, "--mode", "read-only", "touch", "ran"]);
         assert!(line.contains("after --"), "{line}");
+        // A word that is not UTF-8 gets the same answer, not a panic.
+        use std::os::unix::ffi::OsStrExt;
+        let word = std::ffi::OsStr::from_bytes(b"\xfftouch");
+        let out = fx
+            .stockade([std::ffi::OsStr::new(sub), word])
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+        assert!(launcher_failure_line(&out).contains("after --"));
     }
     assert_eq!(fx.leftover_requests(), Vec::<std::path::PathBuf>::new());
 }
