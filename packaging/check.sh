@@ -80,37 +80,41 @@ as() {
 }
 
 installed_run() {
-    local user=$1 ws
+    local user=$1 ws res
     ws=$(mktemp -d "$work/ws-$user.XXXXXX")
     [ "$user" = root ] || chown "$user:" "$ws"
+    # What this script (root) writes goes to a directory of its own, never into the
+    # user's workspace, where a planted symbolic link would redirect root's writes.
+    res=$(mktemp -d "$work/res-$user.XXXXXX")
+    chmod 0755 "$res"
     mkdir -p "$work/run-root" && chmod 0700 "$work/run-root"
     cd "$ws"
-    as "$user" stockade probe >"$ws/probe.txt" || fail "stockade probe as $user"
-    grep -q 'landlock' "$ws/probe.txt" || fail "stockade probe as $user printed no Landlock line"
+    as "$user" stockade probe >"$res/probe.txt" || fail "stockade probe as $user"
+    grep -q 'landlock' "$res/probe.txt" || fail "stockade probe as $user printed no Landlock line"
     # Denied outside the workspace, allowed inside: the kernel's answer, both ways.
     local code=0
     as "$user" stockade run -- sh -c 'echo inside > in.txt; echo x > /etc/stockade-check' \
-        >"$ws/out" 2>"$ws/err" || code=$?
-    [ "$code" = 2 ] || fail "confined run as $user exited $code (sh exits 2 on a failed redirection): $(cat "$ws/err")"
+        >"$res/out" 2>"$res/err" || code=$?
+    [ "$code" = 2 ] || fail "confined run as $user exited $code (sh exits 2 on a failed redirection): $(cat "$res/err")"
     [ -f "$ws/in.txt" ] || fail "confined run as $user could not write its workspace"
     [ ! -e /etc/stockade-check ] || fail "confined run as $user wrote /etc"
-    grep -q '^\[sandbox: file access denied under workspace-write mode\]$' "$ws/err" \
-        || fail "no denial marker as $user: $(cat "$ws/err")"
+    grep -q '^\[sandbox: file access denied under workspace-write mode\]$' "$res/err" \
+        || fail "no denial marker as $user: $(cat "$res/err")"
     # The provider path: confine, explain, spawn the argv, classify.
-    as "$user" stockade confine --mode read-only -- sh -c 'echo x > note.txt' >"$ws/c.json"
+    as "$user" stockade confine --mode read-only -- sh -c 'echo x > note.txt' >"$res/c.json"
     local runner request
-    runner=$(sed -n 's/.*"argv":\["\([^"]*\)".*/\1/p' "$ws/c.json")
-    request=$(sed -n 's/.*"argv":\["[^"]*","--request","\([^"]*\)".*/\1/p' "$ws/c.json")
+    runner=$(sed -n 's/.*"argv":\["\([^"]*\)".*/\1/p' "$res/c.json")
+    request=$(sed -n 's/.*"argv":\["[^"]*","--request","\([^"]*\)".*/\1/p' "$res/c.json")
     [ "$runner" = /usr/libexec/stockade/stockade-runner ] \
         || fail "ConfinedArgv as $user names runner '$runner'"
     as "$user" stockade explain "$request" | grep -q 'the runner would accept this request' \
         || fail "stockade explain as $user"
     code=0
-    as "$user" "$runner" --request "$request" 2>"$ws/err2" || code=$?
-    as "$user" stockade classify --confined "$ws/c.json" --exit-code "$code" \
-        --stderr "$ws/err2" >"$ws/verdict"
-    grep -q '"outcome":"denied"' "$ws/verdict" \
-        || fail "classify as $user: $(cat "$ws/verdict")"
+    as "$user" "$runner" --request "$request" 2>"$res/err2" || code=$?
+    as "$user" stockade classify --confined "$res/c.json" --exit-code "$code" \
+        --stderr "$res/err2" >"$res/verdict"
+    grep -q '"outcome":"denied"' "$res/verdict" \
+        || fail "classify as $user: $(cat "$res/verdict")"
     cd "$root"
     say "installed stockade works as $user"
 }
