@@ -1,21 +1,46 @@
 #!/usr/bin/env bash
-# Builds a binary Debian package from the tree build-dist.sh stages:
-#   target/stockade_VERSION_ARCH.deb
-# usage: packaging/build-deb.sh
-# Needs dpkg-deb (and `file`, used by build-dist.sh). Not used by CI.
+# Builds the Debian package with dpkg-buildpackage from packaging/debian:
+#   target/packages/stockade_VERSION_ARCH.deb
+# usage: packaging/build-deb.sh [SOURCE_TREE]
+#
+# dpkg-buildpackage wants ./debian at the top of the source tree; the repository keeps
+# it in packaging/debian, so this copies the tree (packaging/source-tree.sh, with
+# vendored crates) unless SOURCE_TREE names one made already, puts packaging/debian
+# there as debian/, and runs `dpkg-buildpackage -b -us -uc -d` in it. -d skips the
+# Build-Depends check: here the Rust toolchain usually comes from rustup, which dpkg
+# does not know about. Needs dpkg-dev, debhelper and file.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+changelog_version=$(dpkg-parsechangelog -l packaging/debian/changelog -S Version)
+if [ "$version" != "$changelog_version" ]; then
+    echo "build-deb.sh: Cargo.toml says $version, packaging/debian/changelog $changelog_version" >&2
+    exit 1
+fi
+out="$root/target/packages"
+# A fixed build directory: cargo recompiles the workspace crates when their path
+# changes, so a fixed one lets the next build reuse this one's work.
+work="$out/deb"
+rm -rf "$work"
+mkdir -p "$work"
+src=${1:-}
+if [ -z "$src" ]; then
+    src="$work/src"
+    packaging/source-tree.sh "$src"
+fi
+build="$work/stockade-$version"
+cp -a "$src" "$build"
+rm -rf "$build/debian"
+cp -a packaging/debian "$build/debian"
+# Builds share one cargo target directory, so the RPM build after this one (and the
+# next run) compiles only what changed.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+(cd "$build" && dpkg-buildpackage -b -us -uc -d >"$work/build.log" 2>&1) || {
+    tail -n 40 "$work/build.log" >&2
+    echo "build-deb.sh: dpkg-buildpackage failed (last lines above)" >&2
+    exit 1
+}
 arch=$(dpkg --print-architecture)
-stage=$(mktemp -d "$root/target/deb.XXXXXX")
-trap 'rm -rf "$stage"' EXIT
-chmod 0755 "$stage"
-
-packaging/build-dist.sh "$stage" >/dev/null
-mkdir -p "$stage/DEBIAN"
-sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" \
-    -e "s/@SIZE@/$(du -sk --exclude=DEBIAN "$stage" | cut -f1)/" \
-    packaging/debian-control.in > "$stage/DEBIAN/control"
-out="$root/target/stockade_${version}_${arch}.deb"
-dpkg-deb --root-owner-group --build "$stage" "$out"
+mv "$work/stockade_${version}_${arch}.deb" "$out/"
+echo "$out/stockade_${version}_${arch}.deb"

@@ -11,29 +11,72 @@ use stockade_policy::{Mode, Network, PolicyRequest};
 #[command(
     name = "stockade",
     version,
-    about = "Run commands confined by Landlock and seccomp: stockade confine | run | classify | probe",
-    after_help = "Exit codes: the command's own code; 124 timed out; 125 stockade or its runner failed (nothing ran); \
-126 the program could not be executed; 127 the program was not found; 128+N killed by signal N.\n\
-The runner is looked up in $STOCKADE_RUNNER, then next to this executable, then in /usr/libexec/stockade/."
+    about = "Run commands confined by Landlock and seccomp: stockade confine | run | classify | probe | explain",
+    long_about = "Run commands confined by Landlock and seccomp.\n\n\
+`stockade run` runs a command confined and supervised and reports what happened; \
+`stockade confine` prepares a confined command for an executor that spawns it itself, and \
+`stockade classify` judges how it ended; `stockade probe` shows what this kernel can enforce; \
+`stockade explain` shows what a prepared request would do. Modes: read-only, \
+workspace-write (the default: the workspace, /tmp and $TMPDIR are writable) and \
+danger-full-access (no confinement). The command always follows --.",
+    after_help = AFTER_HELP
 )]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
+const AFTER_HELP: &str = "Examples:
+  stockade run -- bash -c 'echo hi > out.txt'    # writes only beneath the current directory
+  stockade run --mode read-only --timeout 30s -- make -n
+  stockade probe                                 # what this kernel can enforce
+
+Exit codes: the command's own code; 124 timed out; 125 stockade or its runner failed (nothing ran); \
+126 the program could not be executed; 127 the program was not found; 128+N killed by signal N.\n\
+The runner is looked up in $STOCKADE_RUNNER, then next to this executable, then in /usr/libexec/stockade/.";
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Write a launch request for CMD and print the ConfinedArgv JSON an executor spawns.
+    #[command(after_help = "Examples:
+  stockade confine --mode read-only -- bash -c 'ls /root' > c.json
+  \"$(jq -r '.argv[0]' c.json)\" --request \"$(jq -r '.argv[2]' c.json)\" 2> err; echo $? > code
+  stockade classify --confined c.json --exit-code \"$(cat code)\" --stderr err")]
     Confine(ConfineArgs),
     /// Run CMD confined and supervised: everything it starts is ended with it; output
     /// passes through (or is captured with --json).
+    #[command(after_help = "Examples:
+  stockade run -- bash -c 'echo hello > hello.txt; touch /etc/nope'
+  stockade run --mode read-only --timeout 2m -- grep -rn TODO src
+  stockade run --json --max-output 16K --max-spill 64M -- make")]
     Run(RunArgs),
     /// Classify a settled process spawned from a ConfinedArgv: print one JSON verdict and
     /// remove the private directory (see docs/provider-contract.md).
+    #[command(after_help = "Examples:
+  stockade classify --confined c.json --exit-code 1 --stderr err.txt
+  stockade classify --confined c.json --signal SIGKILL
+  stockade classify --confined - --exit-code 0 < c.json")]
     Classify(ClassifyArgs),
     /// Show the kernel facts stockade depends on and, per mode, which guarantees would be
     /// enforced here.
+    #[command(after_help = "Examples:
+  stockade probe
+  stockade probe --json | jq '.modes[\"workspace-write\"].verdict'")]
     Probe(ProbeArgs),
+    /// Show what a launch request written by `stockade confine` would do (argv, cwd,
+    /// environment, filesystem grants) and whether the runner would accept it, without
+    /// consuming or running it.
+    #[command(after_help = "Examples:
+  stockade confine --mode read-only -- ls /root > c.json
+  stockade explain \"$(jq -r '.argv[2]' c.json)\"")]
+    Explain(ExplainArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ExplainArgs {
+    /// The request file: `argv[2]` of the ConfinedArgv.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -55,12 +98,13 @@ pub struct PolicyArgs {
     /// An extra writable root in workspace-write mode (repeatable).
     #[arg(long = "writable", value_name = "DIR")]
     pub writable: Vec<PathBuf>,
-    /// Network in the confined modes: allow or deny [default: deny; danger-full-access
-    /// ignores it].
+    /// Network in the confined modes: allow or deny [default: deny; refused with
+    /// danger-full-access, which confines nothing].
     #[arg(long, value_name = "allow|deny")]
     pub network: Option<Network>,
     /// With the network denied, still allow outgoing TCP to PORT (repeatable; needs
-    /// Landlock ABI 4, else nothing runs; ignored with --network allow).
+    /// Landlock ABI 4, else nothing runs; refused with --network allow, where every port
+    /// is reachable).
     #[arg(long = "allow-tcp-connect", value_name = "PORT")]
     pub allow_tcp_connect: Vec<u16>,
     /// Allow creating unix sockets, which can reach services outside the sandbox (a
@@ -200,11 +244,11 @@ pub enum InheritEnvRule {
 /// How `stockade run` supervises the command.
 #[derive(Args, Debug, Clone)]
 pub struct SuperviseArgs {
-    /// End the command (and everything it started) after DURATION: 500ms, 30s, 2m.
-    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+    /// End the command (and everything it started) after DURATION: 500ms, 30s, 2m, 1h.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::duration::parse)]
     pub timeout: Option<Duration>,
     /// Time between SIGTERM and SIGKILL when ending the command.
-    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, default_value = "3s")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::duration::parse, default_value = "3s")]
     pub grace: Duration,
     /// How to hold everything the command starts: a cgroup v2 group when one can be
     /// created (auto), or a subreaper and process group.
@@ -216,11 +260,13 @@ pub struct SuperviseArgs {
     /// Capture both streams and print one JSON result on stdout.
     #[arg(long)]
     pub json: bool,
-    /// With --json: bytes of each stream kept in memory (the tail).
-    #[arg(long = "max-output", value_name = "BYTES", default_value_t = 64_000)]
+    /// With --json: bytes of each stream kept in memory (the tail): 64000, 16K, 1M
+    /// (K, M, G are binary: 1K = 1024; KiB, MiB, GiB too).
+    #[arg(long = "max-output", value_name = "SIZE", requires = "json", allow_hyphen_values = true, value_parser = crate::size::parse_usize, default_value = "64000")]
     pub max_output: usize,
-    /// With --json: bytes of each stream kept in its spill file; past this the file is deleted.
-    #[arg(long = "max-spill", value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
+    /// With --json: bytes of each stream kept in its spill file; past this the file is
+    /// deleted: 64M, 1G (binary units).
+    #[arg(long = "max-spill", value_name = "SIZE", requires = "json", allow_hyphen_values = true, value_parser = crate::size::parse, default_value = "64M")]
     pub max_spill: u64,
 }
 
@@ -267,6 +313,72 @@ pub struct ClassifyArgs {
     /// The process's collected stderr (a file, or - for stdin) [default: empty].
     #[arg(long, value_name = "FILE|-")]
     pub stderr: Option<PathBuf>,
+}
+
+impl Cli {
+    /// Refuses what parses but cannot be what the caller meant: a flag that means
+    /// nothing in the chosen mode, or an empty program name. Ignoring either silently
+    /// would let a caller believe it took effect; the message names the fix.
+    pub fn check(&self) -> Result<(), String> {
+        let (policy, command) = match &self.command {
+            Command::Confine(a) => (&a.policy, &a.command),
+            Command::Run(a) => (&a.policy, &a.command),
+            Command::Classify(_) | Command::Probe(_) | Command::Explain(_) => return Ok(()),
+        };
+        policy.check()?;
+        command.check()
+    }
+}
+
+impl PolicyArgs {
+    /// The first flag given that means nothing under `--mode`.
+    fn check(&self) -> Result<(), String> {
+        match self.mode {
+            Mode::ReadOnly if !self.writable.is_empty() => Err(
+                "--writable has no effect in read-only mode, where nothing is writable; \
+use --mode workspace-write or drop --writable"
+                    .into(),
+            ),
+            Mode::ReadOnly if !self.protect.is_empty() => Err(
+                "--protect has no effect in read-only mode, where nothing is writable; \
+use --mode workspace-write or drop --protect"
+                    .into(),
+            ),
+            Mode::DangerFullAccess => {
+                let given = [
+                    ("--writable", !self.writable.is_empty()),
+                    ("--network", self.network.is_some()),
+                    ("--allow-tcp-connect", !self.allow_tcp_connect.is_empty()),
+                    ("--allow-unix-sockets", self.allow_unix_sockets),
+                    ("--keep-fd", !self.keep_fd.is_empty()),
+                    ("--hide", !self.hide.is_empty()),
+                    ("--protect", !self.protect.is_empty()),
+                    ("--tmp", self.tmp.is_some()),
+                    ("--isolate-pids", self.isolate_pids),
+                ];
+                match given.iter().find(|(_, present)| *present) {
+                    Some((flag, _)) => Err(format!(
+                        "{flag} has no effect in danger-full-access mode, which confines nothing; \
+drop it, or use --mode workspace-write or read-only"
+                    )),
+                    None => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl CommandArgs {
+    fn check(&self) -> Result<(), String> {
+        match self.command.first() {
+            Some(program) if program.is_empty() => Err(
+                "the program name (the first word after --) is empty; name the command to run, as in: -- ls -l"
+                    .into(),
+            ),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -349,6 +461,26 @@ mod tests {
         let cli = Cli::try_parse_from([
             "stockade",
             "run",
+            "--json",
+            "--max-output",
+            "16K",
+            "--max-spill",
+            "1G",
+            "--timeout",
+            "1h",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!()
+        };
+        assert_eq!(args.supervise.max_output, 16 * 1024);
+        assert_eq!(args.supervise.max_spill, 1 << 30);
+        assert_eq!(args.supervise.timeout, Some(Duration::from_secs(3600)));
+        let cli = Cli::try_parse_from([
+            "stockade",
+            "run",
             "--timeout",
             "500ms",
             "--env",
@@ -367,7 +499,13 @@ mod tests {
         assert_eq!(args.supervise.timeout, Some(Duration::from_millis(500)));
         assert_eq!(args.env.env, vec![("A".into(), "b=c".into())]);
         assert!(args.env.clear_env && args.supervise.json);
-        for bad in [["--timeout", "5"], ["--env", "=x"], ["--grace", "1h"]] {
+        for bad in [
+            ["--timeout", "5"],
+            ["--env", "=x"],
+            ["--grace", "0s"],
+            ["--timeout", "-1s"],
+            ["--max-spill", "1M"],
+        ] {
             let argv = ["stockade", "run", bad[0], bad[1], "--", "true"];
             assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
         }
@@ -392,6 +530,65 @@ mod tests {
         let (inherit, _) = parse(&["--", "pwd"]).unwrap();
         assert!(!inherit.inherit_cwd && inherit.inherit_env.is_none());
         assert!(parse(&["--inherit-env=maybe", "--", "pwd"]).is_err());
+    }
+
+    #[test]
+    fn flags_that_mean_nothing_in_the_mode_and_empty_programs_are_refused() {
+        let check = |args: &[&str]| {
+            Cli::try_parse_from(["stockade"].iter().chain(args))
+                .unwrap()
+                .check()
+        };
+        // Controls: the same flags where they mean something.
+        assert!(check(&["run", "--writable", "/tmp", "--", "true"]).is_ok());
+        assert!(check(&["run", "--allow-tcp-connect", "80", "--", "true"]).is_ok());
+        assert!(check(&["run", "--mode", "danger-full-access", "--", "true"]).is_ok());
+        assert!(
+            check(&[
+                "run",
+                "--mode",
+                "read-only",
+                "--workspace",
+                "/",
+                "--",
+                "true"
+            ])
+            .is_ok()
+        );
+        let err = check(&[
+            "run",
+            "--mode",
+            "read-only",
+            "--writable",
+            "/tmp",
+            "--",
+            "true",
+        ]);
+        assert!(err.unwrap_err().contains("read-only"));
+        for flag in [
+            &["--writable", "/tmp"][..],
+            &["--network", "deny"],
+            &["--network", "allow"],
+            &["--allow-tcp-connect", "80"],
+            &["--allow-unix-sockets"],
+            &["--keep-fd", "5"],
+        ] {
+            let args = [
+                &["confine", "--mode", "danger-full-access"][..],
+                flag,
+                &["--", "true"],
+            ]
+            .concat();
+            let err = check(&args).unwrap_err();
+            assert!(err.starts_with(flag[0]), "{flag:?}: {err}");
+        }
+        assert!(check(&["confine", "--", ""]).unwrap_err().contains("empty"));
+        assert!(
+            check(&["run", "--", "", "x"])
+                .unwrap_err()
+                .contains("empty")
+        );
+        assert!(check(&["run", "--", "x", ""]).is_ok());
     }
 
     #[test]

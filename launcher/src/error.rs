@@ -81,6 +81,11 @@ pub enum LauncherError {
         path: PathBuf,
         why: String,
     },
+    /// The runner was found but could not be started (`stockade explain`).
+    ExecRunner {
+        path: PathBuf,
+        source: io::Error,
+    },
 }
 
 impl fmt::Display for LauncherError {
@@ -159,6 +164,9 @@ impl fmt::Display for LauncherError {
                 "refusing to run: the {what} {} could be replaced by a confined command ({why}), and every later command would then run unconfined; install stockade where no command can write (e.g. /usr/bin/stockade and /usr/libexec/stockade/stockade-runner, or set $STOCKADE_RUNNER to such a path), or choose a workspace and writable roots that do not contain it",
                 path.display()
             ),
+            LauncherError::ExecRunner { path, source } => {
+                write!(f, "cannot start the runner {}: {source}", path.display())
+            }
         }
     }
 }

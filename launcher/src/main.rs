@@ -4,7 +4,8 @@
 //! - `run` confines, supervises and reports (streams passed through with markers after
 //!   them, or captured into one JSON document with `--json`);
 //! - `probe` shows the kernel facts and which guarantees each mode would get here;
-//! - `classify` prints the verdict on a settled process spawned from a ConfinedArgv.
+//! - `classify` prints the verdict on a settled process spawned from a ConfinedArgv;
+//! - `explain` execs the runner's `--explain` on a request file.
 //!
 //! Every failure of stockade itself, usage errors included, prints one `stockade: ` line
 //! and exits 125 (126/127 when a command run without the runner cannot be started).
@@ -27,12 +28,14 @@ mod containment;
 mod duration;
 mod env;
 mod error;
+mod explain;
 mod locate;
 mod output;
 mod placement;
 mod private_dir;
 mod probe;
 mod run;
+mod size;
 mod spawn;
 mod stage;
 mod stdout;
@@ -57,6 +60,9 @@ fn exit_status(code: i32) -> i32 {
 /// A usage error as the one `stockade: ` line every failure of stockade prints: clap's
 /// message with its lines joined, the usage kept, the closing `--help` hint dropped.
 fn usage_error_line(e: &clap::Error) -> String {
+    if let Some(line) = missing_dashes_line(e) {
+        return line;
+    }
     let rendered = e.render().to_string();
     let mut line = String::from("stockade:");
     for part in rendered.lines().map(str::trim) {
@@ -72,6 +78,29 @@ fn usage_error_line(e: &clap::Error) -> String {
         }
     }
     line
+}
+
+/// `stockade run true`: a command given without `--` in front of it. clap calls the
+/// word an unexpected argument; the useful answer is where it belongs.
+fn missing_dashes_line(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(word)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    if word.starts_with('-') {
+        return None;
+    }
+    // args_os: an argument that is not UTF-8 must not make this panic.
+    let sub = std::env::args_os()
+        .skip(1)
+        .find(|a| a == "run" || a == "confine")?;
+    let sub = sub.to_string_lossy();
+    Some(format!(
+        "stockade: {word:?} is not an option of stockade {sub}: put the command after --, as in: stockade {sub} [OPTIONS] -- {word} ..."
+    ))
 }
 
 /// The process entry point (see the module comment for why it is the C one).
@@ -147,11 +176,16 @@ fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
             };
         }
     };
+    if let Err(message) = cli.check() {
+        let _ = writeln!(std::io::stderr(), "stockade: {message}");
+        return exit_status(exit::RUNNER_FAILURE);
+    }
     let result = match &cli.command {
         Command::Confine(args) => confine::run(args),
         Command::Run(args) => run::run(args),
         Command::Probe(args) => probe::probe_command(args.json),
         Command::Classify(args) => classify::run(args),
+        Command::Explain(args) => explain::run(args),
     };
     match result {
         Ok(code) => exit_status(code),

@@ -203,6 +203,8 @@ struct ProcessResult {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct RunResult {
+    /// The contract version, as in the ConfinedArgv and the classify verdict.
+    contract: u32,
     exit_code: Option<i32>,
     signal: Option<String>,
     timed_out: bool,
@@ -232,6 +234,7 @@ impl RunResult {
             spill_path: None,
         };
         RunResult {
+            contract: stockade_policy::confined::CONTRACT_VERSION,
             exit_code: settled.exit_code,
             signal: settled.signal.map(signal_name),
             timed_out: settled.timed_out,

@@ -504,6 +504,12 @@ impl Supervisor<'_> {
     /// running gets a bounded number of reads.
     fn finish(mut self) -> Settled {
         let duration = self.start.elapsed();
+        // Orphans of the range re-parented to us as it emptied (a cgroup counts a process
+        // as gone once it exits, before anyone reaps it). Reap every such zombie now: left
+        // to an init that does not reap (containers, some CI machines), thousands of them
+        // from a fork-heavy command would exhaust the pid space.
+        let mut ignored = None;
+        reap(Pid::from_raw(-1), &mut ignored);
         if self.foreground {
             terminal::reclaim_foreground();
         }

@@ -39,7 +39,7 @@ mod stage;
 mod status;
 mod trust;
 
-use error::{RunnerError, USAGE};
+use error::RunnerError;
 use status::StatusFile;
 use std::ffi::OsString;
 use std::io::Write;
@@ -49,6 +49,33 @@ use stockade_policy::digest;
 use stockade_policy::exit;
 use stockade_policy::failure_tag;
 use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, ModeVerdict};
+
+/// `--help`: what this program is, before how to call it. Users meet it in
+/// `/usr/libexec/stockade/` and wonder; the answer is that `stockade` starts it.
+const HELP: &str = "\
+stockade-runner: the confining runner of stockade.
+
+It consumes one launch request file written by `stockade confine` (or `stockade run`),
+confines itself with Landlock, seccomp and a capability drop, and execs the command the
+request names. It is normally started by `stockade`, not by hand: executors spawn the
+`argv` that `stockade confine` prints, which starts with this program.
+
+usage: stockade-runner --request FILE | --explain FILE | --version | --help
+
+  --request FILE   consume FILE (it is unlinked before it is read), confine, exec
+  --explain FILE   print what FILE would do and whether it would be accepted; consumes nothing
+  --version        print the version
+
+Failures before the command starts print one line starting `stockade-runner: ` and exit
+125 (126: the program cannot be executed, 127: not found).
+
+Examples:
+  stockade confine --mode read-only -- ls /root > c.json
+  stockade-runner --explain \"$(jq -r '.argv[2]' c.json)\"     # or: stockade explain FILE
+  \"$(jq -r '.argv[0]' c.json)\" --request \"$(jq -r '.argv[2]' c.json)\"
+
+See stockade-runner(1) and stockade(1).
+";
 
 enum Command {
     /// `--request FILE --sha256 HEX [--failure-tag TAG]`: the file, the digest its bytes
@@ -284,7 +311,7 @@ fn runner_main(args: Vec<OsString>) -> i32 {
         }
         Ok(Command::Explain(path)) => explain::explain(&path).and_then(|text| print(&text)),
         Ok(Command::Version) => print(&format!("stockade-runner {}\n", env!("CARGO_PKG_VERSION"))),
-        Ok(Command::Help) => print(&format!("{USAGE}\n")),
+        Ok(Command::Help) => print(HELP),
         Err(e) => Err(e),
     };
     let Err(err) = result else {

@@ -120,15 +120,23 @@ fn tmpdir_and_extra_writable_roots_are_granted_in_workspace_write() {
         .unwrap();
     assert_code(&out, 0);
     assert!(tmpdir.join("f").exists() && extra.join("f").exists());
-    // read-only ignores both.
+    // read-only ignores $TMPDIR and refuses --writable, which would mean nothing there.
+    let script = format!("echo c > {}/g", tmpdir.display());
     let out = fx
-        .stockade(["run", "--mode", "read-only", "--writable"])
-        .arg(&extra)
-        .args(["--", "sh", "-c", &format!("echo c > {}/g", extra.display())])
+        .stockade(["run", "--mode", "read-only", "--", "sh", "-c", &script])
         .env("TMPDIR", &tmpdir)
         .output()
         .unwrap();
     assert_code(&out, 2);
+    assert!(!tmpdir.join("g").exists());
+    let out = fx
+        .stockade(["run", "--mode", "read-only", "--writable"])
+        .arg(&extra)
+        .args(["--", "sh", "-c", &format!("echo c > {}/g", extra.display())])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(launcher_failure_line(&out).contains("--writable"));
     assert!(!extra.join("g").exists());
 }
 

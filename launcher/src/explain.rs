@@ -1,0 +1,22 @@
+//! `stockade explain FILE`: the runner's `--explain`, reachable by name after install
+//! (the runner lives in a libexec directory, off `PATH`). The launcher finds the runner
+//! as it does for `confine` and replaces itself with `stockade-runner --explain FILE`, so
+//! the output, errors and exit code are the runner's own.
+
+use crate::cli::ExplainArgs;
+use crate::error::LauncherError;
+use crate::locate;
+use std::os::unix::process::CommandExt;
+
+/// Returns only when the runner could not be executed.
+pub fn run(args: &ExplainArgs) -> Result<i32, LauncherError> {
+    let runner = locate::runner()?;
+    let source = std::process::Command::new(&runner)
+        .arg("--explain")
+        .arg(&args.file)
+        .exec();
+    Err(LauncherError::ExecRunner {
+        path: runner,
+        source,
+    })
+}

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# The packaging check CI runs after the test suite (.ci/run), as root:
+#   1. build the .deb (dpkg-buildpackage) and lint it (lintian: no error or warning);
+#   2. install it with dpkg -i; from the installed paths, as root and as an ordinary
+#      user: stockade probe, a confined command (denied outside, allowed inside),
+#      confine + explain + the runner + classify;
+#   3. man stockade and man stockade-runner render; the bash completion loads and
+#      completes;
+#   4. purge it and check that no file of the package is left;
+#   5. build the RPM with rpmbuild from the same vendored source tree.
+# Installs what it needs with apt-get (dpkg-dev debhelper lintian rpm man-db
+# bash-completion file). Refuses to run where a stockade package is installed already,
+# since it purges the package at the end. Prints its total time.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+start=$(date +%s)
+say() { printf 'check.sh: %s\n' "$*"; }
+fail() { printf 'check.sh: FAILED: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || fail "run as root (it installs and purges a package)"
+if dpkg-query -W -f '${Status}' stockade 2>/dev/null | grep -q 'installed'; then
+    fail "a stockade package is installed already; purge it first (this check would)"
+fi
+
+need=()
+for tool in dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian rpmbuild:rpm \
+    man:man-db file:file; do
+    command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
+done
+[ -f /usr/share/bash-completion/bash_completion ] || need+=(bash-completion)
+if [ ${#need[@]} -gt 0 ]; then
+    say "installing ${need[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${need[@]}" >/dev/null
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/stockade-check.XXXXXX")
+chmod 0755 "$work"
+cleanup() {
+    dpkg-query -W stockade >/dev/null 2>&1 && dpkg --purge stockade >/dev/null 2>&1
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+say "exporting the source tree with vendored crates"
+packaging/source-tree.sh "$work/src"
+
+say "building the .deb"
+deb=$(packaging/build-deb.sh "$work/src" | tail -n 1)
+say "lintian $deb"
+lintian --fail-on error,warning --tag-display-limit 0 "$deb" \
+    || fail "lintian reports errors or warnings"
+
+say "installing"
+dpkg -i "$deb" >/dev/null
+expected=(/usr/bin/stockade /usr/libexec/stockade/stockade-runner
+    /usr/share/man/man1/stockade.1.gz /usr/share/man/man1/stockade-runner.1.gz
+    /usr/share/bash-completion/completions/stockade
+    /usr/share/zsh/vendor-completions/_stockade
+    /usr/share/fish/vendor_completions.d/stockade.fish
+    /usr/share/doc/stockade/README.md.gz /usr/share/doc/stockade/provider-contract.md.gz
+    /usr/share/doc/stockade/copyright /usr/share/doc/stockade/changelog.gz)
+for f in "${expected[@]}"; do
+    [ -e "$f" ] || fail "the package did not install $f"
+done
+dpkg -L stockade | sort > "$work/installed"
+
+# Runs the installed stockade as USER (root or the ordinary user) in a fresh
+# workspace, with no STOCKADE_RUNNER: the runner must be found at its libexec path.
+as() {
+    local user=$1; shift
+    if [ "$user" = root ]; then
+        env -u STOCKADE_RUNNER XDG_RUNTIME_DIR="$work/run-root" "$@"
+    else
+        setpriv --reuid="$user" --regid="$user" --init-groups \
+            env -u STOCKADE_RUNNER -u XDG_RUNTIME_DIR HOME="/home/$user" "$@"
+    fi
+}
+
+installed_run() {
+    local user=$1 ws res
+    ws=$(mktemp -d "$work/ws-$user.XXXXXX")
+    [ "$user" = root ] || chown "$user:" "$ws"
+    # What this script (root) writes goes to a directory of its own, never into the
+    # user's workspace, where a planted symbolic link would redirect root's writes.
+    res=$(mktemp -d "$work/res-$user.XXXXXX")
+    chmod 0755 "$res"
+    mkdir -p "$work/run-root" && chmod 0700 "$work/run-root"
+    cd "$ws"
+    as "$user" stockade probe >"$res/probe.txt" || fail "stockade probe as $user"
+    grep -q 'landlock' "$res/probe.txt" || fail "stockade probe as $user printed no Landlock line"
+    # Denied outside the workspace, allowed inside: the kernel's answer, both ways.
+    local code=0
+    as "$user" stockade run -- sh -c 'echo inside > in.txt; echo x > /etc/stockade-check' \
+        >"$res/out" 2>"$res/err" || code=$?
+    [ "$code" = 2 ] || fail "confined run as $user exited $code (sh exits 2 on a failed redirection): $(cat "$res/err")"
+    [ -f "$ws/in.txt" ] || fail "confined run as $user could not write its workspace"
+    [ ! -e /etc/stockade-check ] || fail "confined run as $user wrote /etc"
+    grep -q '^\[sandbox: file access denied under workspace-write mode\]$' "$res/err" \
+        || fail "no denial marker as $user: $(cat "$res/err")"
+    # The provider path: confine, explain, spawn the argv, classify.
+    as "$user" stockade confine --mode read-only -- sh -c 'echo x > note.txt' >"$res/c.json"
+    local runner request
+    runner=$(sed -n 's/.*"argv":\["\([^"]*\)".*/\1/p' "$res/c.json")
+    request=$(sed -n 's/.*"argv":\["[^"]*","--request","\([^"]*\)".*/\1/p' "$res/c.json")
+    [ "$runner" = /usr/libexec/stockade/stockade-runner ] \
+        || fail "ConfinedArgv as $user names runner '$runner'"
+    as "$user" stockade explain "$request" | grep -q 'the runner would accept this request' \
+        || fail "stockade explain as $user"
+    code=0
+    as "$user" "$runner" --request "$request" 2>"$res/err2" || code=$?
+    as "$user" stockade classify --confined "$res/c.json" --exit-code "$code" \
+        --stderr "$res/err2" >"$res/verdict"
+    grep -q '"outcome":"denied"' "$res/verdict" \
+        || fail "classify as $user: $(cat "$res/verdict")"
+    cd "$root"
+    say "installed stockade works as $user"
+}
+
+installed_run root
+id stockade-t >/dev/null 2>&1 || useradd -m stockade-t
+installed_run stockade-t
+
+say "man pages and completions"
+for page in stockade stockade-run stockade-confine stockade-classify stockade-probe \
+    stockade-explain stockade-runner; do
+    MANWIDTH=80 man -P cat "$page" 2>"$work/man.err" >"$work/man.out" || fail "man $page"
+    [ -s "$work/man.out" ] && [ ! -s "$work/man.err" ] \
+        || fail "man $page: $(cat "$work/man.err")"
+done
+MANWIDTH=80 man -P cat stockade | grep -q 'stockade explain' || fail "man stockade lacks the walkthrough"
+bash -c '
+    source /usr/share/bash-completion/bash_completion
+    _comp_load stockade 2>/dev/null || __load_completion stockade
+    complete -p stockade >/dev/null
+    COMP_WORDS=(stockade ex); COMP_CWORD=1; COMP_LINE="stockade ex"; COMP_POINT=11
+    $(complete -p stockade | sed -n "s/.*-F \([^ ]*\).*/\1/p") stockade ex stockade
+    [ "${COMPREPLY[*]}" = explain ]
+' || fail "the bash completion does not load or does not complete 'stockade ex'"
+
+say "purging"
+dpkg --purge stockade >/dev/null
+left=()
+while IFS= read -r path; do
+    # Directories other packages share (/usr, /usr/share/man/man1, ...) stay.
+    [ -e "$path" ] && [ ! -d "$path" ] && left+=("$path")
+    case $path in
+    /usr/libexec/stockade | /usr/share/doc/stockade) [ -e "$path" ] && left+=("$path") ;;
+    esac
+done <"$work/installed"
+[ ${#left[@]} -eq 0 ] || fail "left after purge: ${left[*]}"
+dpkg-query -W stockade >/dev/null 2>&1 && fail "dpkg still knows the package after purge"
+
+say "building the RPM"
+rpms=$(packaging/build-rpm.sh "$work/src")
+rpm=$(grep -v -- '-debug' <<<"$rpms" | head -n 1)
+rpm -qlp "$rpm" >"$work/rpm-files"
+for f in /usr/bin/stockade /usr/libexec/stockade/stockade-runner \
+    /usr/share/licenses/stockade/LICENSE /usr/share/doc/stockade/README.md \
+    /usr/share/doc/stockade/provider-contract.md /usr/share/zsh/site-functions/_stockade; do
+    grep -qx "$f" "$work/rpm-files" || fail "the RPM lacks $f"
+done
+grep -q '^/usr/share/man/man1/stockade.1' "$work/rpm-files" || fail "the RPM lacks stockade.1"
+rpm -qp --changelog "$rpm" | grep -q . || fail "the RPM has no changelog"
+
+say "passed in $(($(date +%s) - start)) s ($deb, $rpm)"

@@ -1,0 +1,83 @@
+//! What the packages ship is generated from, or checked against, the binaries' own help:
+//! man pages and completions cannot drift from `--help`.
+
+mod support;
+use std::path::Path;
+use support::*;
+
+/// The long options (`--name`) a help text lists at the start of a line.
+fn long_options(help: &str) -> Vec<String> {
+    let mut found: Vec<String> = help
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with("--") || l.starts_with("-h, --"))
+        .filter_map(|l| {
+            let l = l.trim_start_matches("-h, ").trim_start_matches("-V, ");
+            l.split(|c: char| c.is_whitespace() || c == '=' || c == ',' || c == '[')
+                .next()
+                .map(str::to_string)
+        })
+        .filter(|o| o.len() > 2)
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn the_runner_man_page_names_every_option_of_its_help() {
+    let out = std::process::Command::new(runner_bin())
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let options = long_options(&text(&out.stdout));
+    assert!(options.contains(&"--request".to_string()), "{options:?}");
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/man/stockade-runner.1");
+    let page = std::fs::read_to_string(page).unwrap();
+    for option in options {
+        let roff = option.replace('-', "\\-");
+        assert!(
+            page.contains(&roff),
+            "stockade-runner.1 does not mention {option}"
+        );
+    }
+}
+
+#[test]
+fn generated_man_pages_and_completions_cover_every_subcommand_and_option() {
+    let fx = Fixture::new();
+    let out = fx.outside.join("generated");
+    let status = std::process::Command::new(bin("stockade-docgen"))
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let bash = std::fs::read_to_string(out.join("completions/stockade.bash")).unwrap();
+    let fish = std::fs::read_to_string(out.join("completions/stockade.fish")).unwrap();
+    let zsh = std::fs::read_to_string(out.join("completions/_stockade")).unwrap();
+    let top = std::fs::read_to_string(out.join("man/stockade.1")).unwrap();
+    for sub in ["run", "confine", "classify", "probe", "explain"] {
+        let help = fx.stockade([sub, "--help"]).output().unwrap();
+        assert_code(&help, 0);
+        let page = std::fs::read_to_string(out.join(format!("man/stockade-{sub}.1")))
+            .unwrap_or_else(|e| panic!("stockade-{sub}.1: {e}"));
+        assert!(
+            top.contains(&format!("stockade\\-{sub}")),
+            "stockade.1 lacks {sub}"
+        );
+        for option in long_options(&text(&help.stdout)) {
+            let roff = option.replace('-', "\\-");
+            assert!(page.contains(&roff), "stockade-{sub}.1 lacks {option}");
+            assert!(
+                bash.contains(&option),
+                "bash completion lacks {sub} {option}"
+            );
+            let bare = option.trim_start_matches('-');
+            assert!(zsh.contains(&option), "zsh completion lacks {sub} {option}");
+            assert!(fish.contains(bare), "fish completion lacks {sub} {option}");
+        }
+    }
+    // A flag the launcher does not have is not in the pages (the check can fail).
+    assert!(!top.contains("\\-\\-no\\-such\\-flag"));
+}
