@@ -729,3 +729,42 @@ fn runner_failures_are_still_reported_after_the_filter_is_installed() {
         .unwrap();
     assert_eq!(answer(&ok), "ok");
 }
+
+#[test]
+fn keep_fd_keeps_only_the_descriptors_it_names() {
+    let fx = Fixture::new();
+    let open = |name: &str| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(fx.outside.join(name))
+            .unwrap()
+    };
+    // Descriptors on both sides of the kept one, and a gap (7) between them.
+    let fds = |mode: &str, flags: &[&str]| {
+        let mut cmd = attack_cmd(&fx, mode, flags, &["fds"]);
+        for fd in [4, 5, 6, 8] {
+            with_fd(&mut cmd, open(&format!("f{fd}")), fd);
+        }
+        answer(&cmd.output().unwrap())
+    };
+    for mode in [RO, WS] {
+        assert_eq!(fds(mode, &["--keep-fd", "5"]), "fds [5]", "{mode}");
+        assert_eq!(
+            fds(mode, &["--keep-fd", "6", "--keep-fd", "4"]),
+            "fds [4,6]",
+            "{mode}"
+        );
+    }
+    // Control: unconfined, every one of them arrives (with whatever else the test
+    // runner left open to its children).
+    let all = fds(DANGER, &[]);
+    let listed: Vec<&str> = all
+        .trim_start_matches("fds [")
+        .trim_end_matches(']')
+        .split(',')
+        .collect();
+    for fd in ["4", "5", "6", "8"] {
+        assert!(listed.contains(&fd), "{fd} missing unconfined: {all}");
+    }
+}
