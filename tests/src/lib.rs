@@ -30,8 +30,10 @@ pub fn exec_without(helper: &str, syscalls: &[i64]) -> ! {
     std::process::exit(127);
 }
 
-/// Whether the tests run as root (some need to: files only root can read, for example).
+/// Whether the tests run as root. Tests that need root start with
+/// `if !stockade_tests::is_root() { eprintln!("SKIPPED (needs root): NAME"); return; }`,
+/// so the unprivileged CI run can count and name what it skipped.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
+    // SAFETY: geteuid(2) takes no arguments and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }

@@ -456,6 +456,10 @@ fn on_tty(fx: &Fixture, mode: &str, args: &[&str]) -> String {
 
 #[test]
 fn tiocsti_on_a_terminal_is_refused() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): tiocsti_on_a_terminal_is_refused");
+        return;
+    }
     let fx = Fixture::new();
     for mode in [RO, WS] {
         assert_eq!(on_tty(&fx, mode, &["tiocsti"]), "errno EPERM", "{mode}");
@@ -513,12 +517,20 @@ fn clone_with_a_new_user_namespace_but_plain_fork_works() {
 
 #[test]
 fn setns() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): setns");
+        return;
+    }
     let fx = Fixture::new();
     denied_everywhere_but_danger(&fx, &[], &["setns-uts"], "EPERM");
 }
 
 #[test]
 fn mount() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): mount");
+        return;
+    }
     let fx = Fixture::new();
     let dir = fx.ws.clone();
     denied_everywhere_but_danger(&fx, &[], &["mount", s(&dir)], "EPERM");
@@ -532,6 +544,10 @@ fn keyctl() {
 
 #[test]
 fn bpf() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): bpf");
+        return;
+    }
     let fx = Fixture::new();
     denied_everywhere_but_danger(&fx, &[], &["bpf"], "EPERM");
 }
@@ -544,6 +560,10 @@ fn perf_event_open() {
 
 #[test]
 fn userfaultfd() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): userfaultfd");
+        return;
+    }
     let fx = Fixture::new();
     denied_everywhere_but_danger(&fx, &[], &["userfaultfd"], "EPERM");
 }
@@ -567,6 +587,10 @@ fn clone3_answers_enosys_so_libc_falls_back() {
 
 #[test]
 fn open_by_handle_at() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): open_by_handle_at");
+        return;
+    }
     let fx = Fixture::new();
     denied_everywhere_but_danger(&fx, &[], &["open-by-handle", "/etc/passwd"], "EPERM");
 }
@@ -684,6 +708,10 @@ fn field<'a>(status: &'a [(String, String)], name: &str) -> &'a str {
 
 #[test]
 fn a_confined_process_started_as_root_holds_no_capabilities() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): a_confined_process_started_as_root_holds_no_capabilities");
+        return;
+    }
     let fx = Fixture::new();
     for mode in [RO, WS] {
         let st = status_of(&fx, mode);
@@ -1014,4 +1042,43 @@ fn tcp_fast_open_and_listen_cannot_pass_the_port_rules() {
     assert_eq!(attack(&fx, WS, &allow, &["tfo-connect", &other]), "ok");
     assert_eq!(attack(&fx, WS, &allow, &["tcp-listen"]), "ok");
     assert_eq!(attack(&fx, DANGER, &[], &["tfo-sendto", &other]), "ok");
+}
+
+#[test]
+fn keep_fd_keeps_only_the_descriptors_it_names() {
+    let fx = Fixture::new();
+    let open = |name: &str| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(fx.outside.join(name))
+            .unwrap()
+    };
+    // Descriptors on both sides of the kept one, and a gap (7) between them.
+    let fds = |mode: &str, flags: &[&str]| {
+        let mut cmd = attack_cmd(&fx, mode, flags, &["fds"]);
+        for fd in [4, 5, 6, 8] {
+            with_fd(&mut cmd, open(&format!("f{fd}")), fd);
+        }
+        answer(&cmd.output().unwrap())
+    };
+    for mode in [RO, WS] {
+        assert_eq!(fds(mode, &["--keep-fd", "5"]), "fds [5]", "{mode}");
+        assert_eq!(
+            fds(mode, &["--keep-fd", "6", "--keep-fd", "4"]),
+            "fds [4,6]",
+            "{mode}"
+        );
+    }
+    // Control: unconfined, every one of them arrives (with whatever else the test
+    // runner left open to its children).
+    let all = fds(DANGER, &[]);
+    let listed: Vec<&str> = all
+        .trim_start_matches("fds [")
+        .trim_end_matches(']')
+        .split(',')
+        .collect();
+    for fd in ["4", "5", "6", "8"] {
+        assert!(listed.contains(&fd), "{fd} missing unconfined: {all}");
+    }
 }

@@ -141,21 +141,11 @@ fn output_past_max_spill_keeps_only_the_tail_and_no_file() {
     assert_eq!(fx.leftover_requests(), Vec::<std::path::PathBuf>::new());
 }
 
-/// The largest resident set of any child this test process has waited for, in KiB.
-fn children_max_rss_kib() -> i64 {
-    // SAFETY: getrusage fills the zeroed struct we pass; no other memory is touched.
-    unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
-        usage.ru_maxrss
-    }
-}
-
 #[test]
 fn memory_stays_bounded_whatever_the_command_prints() {
     let fx = Fixture::new();
     // 256 MiB on stdout (past the 64 MiB default spill cap) and 16 MiB on stderr.
-    let (out, json) = run_json(&mut fx.stockade([
+    let (out, rss) = output_with_rusage(&mut fx.stockade([
         "run",
         "--json",
         "--",
@@ -164,6 +154,7 @@ fn memory_stays_bounded_whatever_the_command_prints() {
         "head -c 268435456 /dev/zero; head -c 16777216 /dev/zero >&2; echo end",
     ]));
     assert_code(&out, 0);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["stdout"]["truncated"], true);
     assert_eq!(spill_of(&json, "stdout"), None, "past --max-spill");
     let tail = json["stdout"]["text"].as_str().unwrap();
@@ -171,10 +162,9 @@ fn memory_stays_bounded_whatever_the_command_prints() {
     assert!(tail.ends_with("\0end\n"));
     let spill = spill_of(&json, "stderr").expect("stderr spilled");
     assert_eq!(std::fs::metadata(&spill).unwrap().len(), 16 * 1024 * 1024);
-    // Every child of this test binary, stockade included, stayed far below what it
-    // printed (the tests in this file print at most a few MiB otherwise).
-    let rss = children_max_rss_kib();
-    assert!(rss < 32 * 1024, "a child grew to {rss} KiB");
+    // The launcher (and what it waited for) stayed far below what the command printed:
+    // measured for that one process, whatever other tests in this file do.
+    assert!(rss < 32 * 1024, "stockade run grew to {rss} KiB");
 }
 
 #[test]

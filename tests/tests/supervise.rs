@@ -8,6 +8,17 @@ use support::*;
 
 const CONTAINMENTS: [&str; 2] = ["cgroup", "subreaper"];
 
+/// The containments this run can test: creating a cgroup needs root here (no
+/// delegation), so an ordinary user tests the subreaper only and says so.
+fn containments(test: &str) -> Vec<&'static str> {
+    if stockade_tests::is_root() {
+        CONTAINMENTS.to_vec()
+    } else {
+        eprintln!("SKIPPED (needs root): {test} (cgroup containment)");
+        vec!["subreaper"]
+    }
+}
+
 /// A command that leaves every kind of descendant behind: a background job, a `setsid`
 /// daemon, a double-forked orphan, and a process that ignores SIGTERM. Each is a
 /// `sleep` or loop that would outlive any test.
@@ -28,7 +39,8 @@ fn tagged_run(fx: &Fixture, tag: &str, args: &[&str], script: &str) -> Command {
 
 #[test]
 fn a_timeout_ends_every_kind_of_descendant_in_both_containments() {
-    for containment in CONTAINMENTS {
+    for containment in containments("a_timeout_ends_every_kind_of_descendant_in_both_containments")
+    {
         let fx = Fixture::new();
         let tag = unique_tag("timeout");
         let (out, json) = json_within(&mut tagged_run(
@@ -56,7 +68,9 @@ fn a_timeout_ends_every_kind_of_descendant_in_both_containments() {
 
 #[test]
 fn without_a_timeout_background_processes_are_reported_then_ended() {
-    for containment in CONTAINMENTS {
+    for containment in
+        containments("without_a_timeout_background_processes_are_reported_then_ended")
+    {
         let fx = Fixture::new();
         let tag = unique_tag("left");
         let (out, json) = json_within(&mut tagged_run(
@@ -237,6 +251,10 @@ fn a_runner_failure_exits_125_and_is_reported_as_such() {
 
 #[test]
 fn auto_containment_uses_a_cgroup_here_and_cleans_it_up() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): auto_containment_uses_a_cgroup_here_and_cleans_it_up");
+        return;
+    }
     let fx = Fixture::new();
     let (out, json) =
         json_within(&mut fx.stockade(["run", "--json", "--", "cat", "/proc/self/cgroup"]));
@@ -403,6 +421,10 @@ fn a_stopped_command_is_continued_so_it_sees_sigterm() {
 
 #[test]
 fn a_confined_command_cannot_leave_its_cgroup() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): a_confined_command_cannot_leave_its_cgroup");
+        return;
+    }
     let fx = Fixture::new();
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
     let own = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
@@ -468,6 +490,12 @@ fn a_confined_command_dies_by_sigpipe_like_an_unconfined_one() {
 /// timeout ends every kind of descendant.
 #[test]
 fn without_clone3_the_command_still_starts_inside_its_cgroup() {
+    if !stockade_tests::is_root() {
+        eprintln!(
+            "SKIPPED (needs root): without_clone3_the_command_still_starts_inside_its_cgroup"
+        );
+        return;
+    }
     // The mask works: clone3 is missing under it, and present (refusing its empty
     // arguments) without it.
     let clone3 = |cmd: &mut Command| text(&cmd.arg("clone3").output_within().stdout);

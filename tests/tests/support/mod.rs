@@ -23,7 +23,58 @@ pub fn bin(name: &str) -> PathBuf {
         "{} is not built; run the suite with `cargo test --workspace`",
         path.display()
     );
+    if name == "stockade" || name == "stockade-runner" {
+        assert_not_stale(&path);
+    }
     path
+}
+
+/// The test package cannot depend on the binaries it runs, so `cargo test -p
+/// stockade-tests` alone would run whatever was built last. Refuse, loudly, a binary
+/// older than any source it is built from (policy and its own crate, and their manifests;
+/// not Cargo.lock, which changes with other crates' dependencies too).
+#[track_caller]
+pub fn assert_not_stale(binary: &Path) {
+    let built = std::fs::metadata(binary)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|e| panic!("{}: {e}", binary.display()));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
+    let mut consider = |p: PathBuf| {
+        if let Ok(t) = std::fs::metadata(&p).and_then(|m| m.modified()) {
+            if newest.as_ref().is_none_or(|(n, _)| t > *n) {
+                newest = Some((t, p));
+            }
+        }
+    };
+    fn walk(dir: &Path, f: &mut dyn FnMut(PathBuf)) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                walk(&p, f);
+            } else {
+                f(p);
+            }
+        }
+    }
+    // Each binary is built from policy and its own crate only.
+    let own = match binary.file_name().and_then(|n| n.to_str()) {
+        Some("stockade-runner") => "runner",
+        _ => "launcher",
+    };
+    for krate in ["policy", own] {
+        consider(root.join(krate).join("Cargo.toml"));
+        walk(&root.join(krate).join("src"), &mut consider);
+    }
+    if let Some((changed, source)) = newest {
+        assert!(
+            changed <= built,
+            "stale binary: {} is older than {}; build the workspace first \
+             (`cargo build --workspace`, or run `cargo test --workspace`)",
+            binary.display(),
+            source.display()
+        );
+    }
 }
 
 pub fn stockade_bin() -> PathBuf {
@@ -48,13 +99,140 @@ pub struct Fixture {
     /// mounts would otherwise mask (EROFS comes before Landlock's EACCES). The stage's
     /// own tests (`tests/stage.rs`) use [`Fixture::staged`].
     pub stage: bool,
+    /// Set in the environment of everything this fixture starts (see [`FIXTURE_TAG`]).
+    pub tag: String,
+    watchdog: Option<Watchdog>,
 }
 
-/// Where fixtures live: cargo's target tmp dir, unless the checkout itself lies beneath a
+/// The environment variable that marks every process a fixture starts (the launcher,
+/// and through the environment it passes on, the command and its descendants), so a
+/// deadline or a failed test can find and end them.
+pub const FIXTURE_TAG: &str = "STOCKADE_E2E_FIXTURE";
+
+/// Seconds a test may run before its fixture's processes are ended and the test fails;
+/// `STOCKADE_TEST_DEADLINE` overrides it. Generous: it is a backstop against hangs (a
+/// broken kill path), not a timing assertion.
+pub fn test_deadline() -> std::time::Duration {
+    let secs = std::env::var("STOCKADE_TEST_DEADLINE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    std::time::Duration::from_secs(secs)
+}
+
+/// Ends a fixture's processes when its deadline passes; dropping it disarms it.
+struct Watchdog {
+    disarm: std::sync::mpsc::Sender<()>,
+    fired: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    fn arm(tag: String) -> Watchdog {
+        let (disarm, wait) = std::sync::mpsc::channel::<()>();
+        let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = fired.clone();
+        let deadline = test_deadline();
+        let thread = std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(deadline) {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                let left = fixture_processes(&tag);
+                eprintln!(
+                    "DEADLINE: the test ran past {deadline:?}; ending its processes: {left:?}"
+                );
+                end_fixture_processes(&tag);
+            }
+        });
+        Watchdog {
+            disarm,
+            fired,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Fixture {
+    /// Ends whatever the test left running (a failed assertion unwinds through here),
+    /// and fails the test if its deadline had to end it.
+    fn drop(&mut self) {
+        if let Some(mut w) = self.watchdog.take() {
+            let _ = w.disarm.send(());
+            if let Some(t) = w.thread.take() {
+                let _ = t.join();
+            }
+            end_fixture_processes(&self.tag);
+            if w.fired.load(std::sync::atomic::Ordering::SeqCst) && !std::thread::panicking() {
+                panic!("the test ran past its deadline ({:?})", test_deadline());
+            }
+        }
+    }
+}
+
+/// Live processes whose environment carries `FIXTURE_TAG=tag` exactly.
+pub fn fixture_processes(tag: &str) -> Vec<(i32, String)> {
+    let needle = format!("{FIXTURE_TAG}={tag}\0").into_bytes();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if environ
+            .windows(needle.len())
+            .any(|w| w == needle.as_slice())
+        {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push((pid, text(&cmdline).replace('\0', " ")));
+        }
+    }
+    found
+}
+
+/// SIGTERM to every process of the fixture (a launcher then ends its own range), a
+/// short wait, then SIGKILL to whatever is left.
+pub fn end_fixture_processes(tag: &str) {
+    let signal_all = |sig| {
+        let procs = fixture_processes(tag);
+        for (pid, _) in &procs {
+            // SAFETY: kill(2) with a pid and a signal number; no memory is involved.
+            unsafe {
+                libc::kill(*pid, sig);
+            }
+        }
+        !procs.is_empty()
+    };
+    if !signal_all(libc::SIGTERM) {
+        return;
+    }
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if fixture_processes(tag).is_empty() {
+            return;
+        }
+    }
+    for _ in 0..20 {
+        if !signal_all(libc::SIGKILL) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Where fixtures live: `$STOCKADE_E2E_SCRATCH` when set, else cargo's target tmp dir, unless the checkout itself lies beneath a
 /// root that workspace-write grants (`/tmp`, the temp dir), where "outside every writable
 /// root" would not be outside at all; then `/var/tmp/stockade-e2e`.
 pub fn fixture_base() -> PathBuf {
     let canonical = |p: PathBuf| p.canonicalize().unwrap_or(p);
+    // The unprivileged CI run cannot write beneath root's target directory: it names a
+    // scratch directory of its own (outside /tmp).
+    if let Some(dir) = std::env::var_os("STOCKADE_E2E_SCRATCH") {
+        std::fs::create_dir_all(&dir).unwrap();
+        return canonical(PathBuf::from(dir));
+    }
     let granted = [
         canonical(PathBuf::from("/tmp")),
         canonical(std::env::temp_dir()),
@@ -94,6 +272,7 @@ impl Fixture {
         }
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let tag = unique_tag("fx");
         Fixture {
             _root: root,
             root: path,
@@ -101,16 +280,17 @@ impl Fixture {
             outside,
             runtime,
             stage: false,
+            watchdog: Some(Watchdog::arm(tag.clone())),
+            tag,
         }
     }
 
     /// A fixture whose `run` and `confine` use stockade's defaults, namespace stage
     /// included.
     pub fn staged() -> Fixture {
-        Fixture {
-            stage: true,
-            ..Fixture::new()
-        }
+        let mut fx = Fixture::new();
+        fx.stage = true;
+        fx
     }
 
     /// `stockade ARGS` with a controlled environment: the runner named explicitly,
@@ -148,6 +328,7 @@ impl Fixture {
             .current_dir(&self.ws)
             .env("STOCKADE_RUNNER", runner_bin())
             .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env(FIXTURE_TAG, &self.tag)
             .env_remove("TMPDIR")
             .stdin(Stdio::null());
         cmd
@@ -409,4 +590,45 @@ pub fn launcher_failure_line(out: &Output) -> String {
     assert_eq!(lines.len(), 1, "expected one stderr line, got: {err:?}");
     assert!(lines[0].starts_with("stockade: "), "{err:?}");
     lines[0].to_string()
+}
+
+/// Runs `cmd` to completion like `Command::output`, and also returns the largest
+/// resident set (KiB) of that one child as `wait4` reports it (the child and the
+/// descendants it waited for), so a measurement is not mixed with other tests' children.
+pub fn output_with_rusage(cmd: &mut Command) -> (Output, i64) {
+    use std::io::Read;
+    // Reaped below with wait4 rather than Child::wait, to get its rusage.
+    #[allow(clippy::zombie_processes)]
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out_pipe = child.stdout.take().unwrap();
+    let mut err_pipe = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        err_pipe.read_to_end(&mut buf).unwrap();
+        buf
+    });
+    let mut stdout = Vec::new();
+    out_pipe.read_to_end(&mut stdout).unwrap();
+    let stderr = err_reader.join().unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: wait4 fills the status int and the zeroed rusage we pass; the child is ours
+    // and has not been waited for (std's Child does not reap on drop).
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let r = libc::wait4(pid, &mut status, 0, &mut usage);
+        assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+        usage
+    };
+    use std::os::unix::process::ExitStatusExt;
+    let out = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout,
+        stderr,
+    };
+    (out, usage.ru_maxrss)
 }
