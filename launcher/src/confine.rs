@@ -122,7 +122,13 @@ pub fn confine_inheriting(
             root: root.clone(),
         });
     }
-    let not_granted: Vec<String> = resolved.tmpdir_refused.iter().cloned().collect();
+    let mut not_granted: Vec<String> = resolved.tmpdir_refused.iter().cloned().collect();
+    not_granted.extend(resolved.protect_links.iter().map(|p| {
+        format!(
+            "protected path {} is a symbolic link (planted by an earlier command?): not protected",
+            p.display()
+        )
+    }));
     let dir = PrivateDir::create(&base)?;
     let status_path = dir.status_path();
     let env = if inherit.env.is_some() {
@@ -165,6 +171,23 @@ pub fn confine_inheriting(
         tag.clone(),
     ];
     let staged = asks.wants_stage() && facts.namespaces;
+    if !staged {
+        // A hidden path inside a writable root can be renamed out of hiding (Landlock
+        // lets a command move what it cannot read), and the next command would read it
+        // under its new name. Only the stage's read-only bind stops that.
+        let writable = grants::writable_roots(&request.policy);
+        if let Some(hidden) = request
+            .policy
+            .hidden
+            .iter()
+            .find(|h| writable.iter().any(|r| h.starts_with(r)))
+        {
+            dir.remove();
+            return Err(LauncherError::HiddenInWritableRoot {
+                path: hidden.clone(),
+            });
+        }
+    }
     let argv = if staged {
         // The stage runs first where it has work and the machine allows it; the control
         // directory stays writable in it, for the runner's status record.

@@ -57,6 +57,10 @@ pub enum LauncherError {
     CurrentDir(io::Error),
     /// No random bytes for the runner failure tag.
     FailureTag(io::Error),
+    /// A hidden path lies inside a writable root and the namespace stage cannot run.
+    HiddenInWritableRoot {
+        path: PathBuf,
+    },
     /// The launcher's own path (for the namespace stage's argv) cannot be determined.
     LauncherPath(io::Error),
     /// An input of `classify` cannot be read.
@@ -103,6 +107,11 @@ impl fmt::Display for LauncherError {
                 }
                 f.write_str("; the command was not run")
             }
+            LauncherError::HiddenInWritableRoot { path } => write!(
+                f,
+                "{SANDBOX_UNAVAILABLE}: hidden path {} lies inside a writable root, and without the namespace stage (unavailable here, or --no-stage) a command could rename it out of hiding for the next command to read; drop that writable root, or pass --no-default-hide (or drop the --hide)",
+                path.display()
+            ),
             LauncherError::LauncherPath(e) => write!(
                 f,
                 "cannot determine this executable's path for the namespace stage: {e}"

@@ -261,6 +261,53 @@ fn set_readonly(path: &Path, readonly: bool) -> Result<(), StageError> {
     })
 }
 
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+
+/// A detached copy of the mount tree at `path` (`open_tree(OPEN_TREE_CLONE)`, Linux 5.2),
+/// every mount keeping its flags.
+fn clone_tree(path: &Path) -> Result<std::os::fd::OwnedFd, StageError> {
+    use std::os::fd::FromRawFd;
+    let c = cstr(path)?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call; the kernel returns a
+    // new descriptor or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE,
+        )
+    };
+    check(fd, || {
+        format!("cannot copy the mounts of writable root {}", path.display())
+    })?;
+    // SAFETY: `fd` is a descriptor the kernel just returned to us alone.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// Puts a detached tree from [`clone_tree`] on top of `path` (`move_mount`).
+fn attach(tree: &std::os::fd::OwnedFd, path: &Path) -> Result<(), StageError> {
+    use std::os::fd::AsRawFd;
+    let c = cstr(path)?;
+    // SAFETY: an open tree descriptor, an empty path and a NUL-terminated target path,
+    // all valid for the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    check(r, || {
+        format!("cannot put writable root {} back", path.display())
+    })
+}
+
 fn mount(
     source: Option<&Path>,
     target: &Path,
@@ -291,6 +338,10 @@ fn mount(
 /// read-only again, `/tmp` and `/proc` fresh when asked.
 fn mounts(spec: &MountPlan) -> Result<(), StageError> {
     let root = Path::new("/");
+    // The working directory the stage was spawned in (the runner inherits it with
+    // `--inherit-cwd`) is a directory of the old mounts: entered again by path below,
+    // so that it is the one on the new mounts (a writable root bound back, or /tmp).
+    let cwd = std::env::current_dir().ok();
     // Nothing done here may propagate back to the caller's mount namespace.
     mount(
         None,
@@ -300,24 +351,23 @@ fn mounts(spec: &MountPlan) -> Result<(), StageError> {
         None,
         "cannot make mounts private at",
     )?;
-    set_readonly(root, true)?;
+    // Each writable root is cloned as it stands (its submounts with their own flags,
+    // read-only ones included) before the whole tree is made read-only, and the clone is
+    // put back on top: the roots are writable exactly where they were, and a mount the
+    // machine made read-only stays so. Clearing the flag afterwards instead would make
+    // such mounts writable (or fail on mounts locked by a user namespace).
+    let mut clones = Vec::new();
     for dir in &spec.rw {
         // A root gone since confine: the runner refuses it with its own failure kind
         // and record, so the stage leaves that to it.
         if dir.symlink_metadata().is_err() {
             continue;
         }
-        // A bind mount of the directory onto itself is a mount of its own, whose
-        // read-only attribute can be cleared without touching the rest of the tree.
-        mount(
-            Some(dir),
-            dir,
-            None,
-            libc::MS_BIND | libc::MS_REC,
-            None,
-            "cannot bind writable root",
-        )?;
-        set_readonly(dir, false)?;
+        clones.push((dir, clone_tree(dir)?));
+    }
+    set_readonly(root, true)?;
+    for (dir, clone) in &clones {
+        attach(clone, dir)?;
     }
     if spec.private_tmp {
         mount(
@@ -369,22 +419,24 @@ fn mounts(spec: &MountPlan) -> Result<(), StageError> {
             "cannot mount a fresh /proc on",
         )?;
     }
+    if let Some(cwd) = cwd {
+        // Gone or hidden under a new mount: the runner enters (or refuses) its own.
+        let _ = std::env::set_current_dir(cwd);
+    }
     Ok(())
 }
 
-/// Whether a protected path (or a directory above one) vanished since `confine` looked:
-/// then there is nothing to bind. A symbolic link is refused: a bind follows it, so the
-/// mount would land on its target while the link itself, an entry in a writable
-/// directory, could still be replaced; protection would be claimed and not held.
+/// Whether a protected path (or a directory above one) vanished since `confine` looked,
+/// or became a symbolic link: then there is nothing to bind. A link is never a reason to
+/// fail: one planted by an earlier command would otherwise make every later run a runner
+/// failure. `confine` leaves links out and reports them in `notGranted`.
 fn skip_missing(path: &Path) -> Result<bool, StageError> {
-    match path.symlink_metadata() {
-        Err(_) => Ok(true),
-        Ok(m) if m.file_type().is_symlink() => Err(fail(format!(
-            "protected path {} is a symbolic link, which cannot be protected; remove it or pass --no-default-protect",
-            path.display()
-        ))),
-        Ok(_) => Ok(false),
-    }
+    // A link made since confine (which leaves links out and reports them) is skipped the
+    // same way: a bind would land on its target, not on the link.
+    Ok(match path.symlink_metadata() {
+        Err(_) => true,
+        Ok(m) => m.file_type().is_symlink(),
+    })
 }
 
 /// Clears every capability set this process holds (the runner clears them again, and

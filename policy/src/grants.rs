@@ -166,6 +166,7 @@ mod tests {
             tmpdir_refused: None,
             hidden: Vec::new(),
             protected: Vec::new(),
+            protect_links: Vec::new(),
             protect_explicit: false,
             default_protect: false,
             tmp: Default::default(),

@@ -7,7 +7,7 @@
 use crate::hidden;
 use crate::mode::Mode;
 use crate::roots::{self, ALLOW_BROAD_ROOT_FLAG, Invoker, RootId};
-use crate::stage::{self, PidMode, Protected, TmpMode};
+use crate::stage::{self, PathKind, PidMode, Protected, ProtectedSet, TmpMode};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
@@ -147,6 +147,10 @@ pub struct Policy {
     pub hidden: Vec<PathBuf>,
     /// The protected paths that existed at resolution time (see [`stage`]).
     pub protected: Vec<Protected>,
+    /// Protected names that were symbolic links at resolution time: not protected (a
+    /// bind would land on the target), reported in ConfinedArgv's `notGranted`.
+    #[serde(with = "crate::raw")]
+    pub protect_links: Vec<PathBuf>,
     /// Whether the caller named protected paths itself: then the stage is required.
     pub protect_explicit: bool,
     /// Whether the default protected names were asked for (the stage is desired).
@@ -203,6 +207,10 @@ pub enum PolicyError {
     },
     /// A flag that only the namespace stage can honour, with `--no-stage`.
     NeedsStage { flag: &'static str },
+    /// `--protect PATH` names nothing.
+    ProtectMissing { path: PathBuf },
+    /// `--tmp private` with a writable root beneath `/tmp`, which the private tmpfs hides.
+    RootUnderPrivateTmp { path: PathBuf },
 }
 
 impl fmt::Display for PolicyError {
@@ -235,6 +243,16 @@ impl fmt::Display for PolicyError {
             PolicyError::TcpPortZero => {
                 f.write_str("--allow-tcp-connect 0: port 0 cannot be connected to")
             }
+            PolicyError::ProtectMissing { path } => write!(
+                f,
+                "--protect {}: no such file or directory; protect a path that exists (stockade does not create it)",
+                path.display()
+            ),
+            PolicyError::RootUnderPrivateTmp { path } => write!(
+                f,
+                "--tmp private would hide the writable root {}, which lies beneath /tmp; use --tmp shared or a root elsewhere",
+                path.display()
+            ),
             PolicyError::NeedsStage { flag } => write!(
                 f,
                 "{flag} needs the namespace stage, which --no-stage turns off; drop one of them"
@@ -448,13 +466,33 @@ impl PolicyRequest {
             Vec::new()
         };
         let explicit: Vec<PathBuf> = self.protect.iter().map(|p| cwd.join(p)).collect();
-        let protected = if self.mode.is_confined() {
-            stage::protected_paths(&protect_roots, &explicit, self.default_protect, &|p| {
-                p.metadata().is_ok()
-            })
-        } else {
-            Vec::new()
+        let kind = |p: &Path| match p.symlink_metadata() {
+            Err(_) => PathKind::Missing,
+            Ok(m) if m.file_type().is_symlink() => PathKind::Link,
+            Ok(m) if m.is_dir() => PathKind::Directory,
+            Ok(_) => PathKind::File,
         };
+        if self.mode.is_confined()
+            && let Some(path) = explicit.iter().find(|p| kind(p) == PathKind::Missing)
+        {
+            // Protecting nothing while reporting it protected would be a lie; creating
+            // it in the user's tree is not ours to do.
+            return Err(PolicyError::ProtectMissing { path: path.clone() });
+        }
+        let found = if self.mode.is_confined() {
+            stage::protected_paths(&protect_roots, &explicit, self.default_protect, &kind)
+        } else {
+            ProtectedSet::default()
+        };
+        let protected = found.paths;
+        let protect_links = found.links;
+        if self.tmp == Some(TmpMode::Private)
+            && let Some(root) = protect_roots.iter().find(|r| r.starts_with(SHARED_TMP))
+        {
+            // The private tmpfs is mounted on /tmp after the roots are bound back: it
+            // would hide this one.
+            return Err(PolicyError::RootUnderPrivateTmp { path: root.clone() });
+        }
         if self.no_stage {
             let conflict = if !self.protect.is_empty() {
                 Some("--protect")
@@ -483,6 +521,7 @@ impl PolicyRequest {
             tmpdir_refused,
             hidden: Vec::new(),
             protected: if stage { protected } else { Vec::new() },
+            protect_links: if stage { protect_links } else { Vec::new() },
             protect_explicit: stage && !self.protect.is_empty(),
             default_protect: stage && self.default_protect,
             tmp: self.tmp.unwrap_or_default(),

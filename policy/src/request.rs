@@ -440,6 +440,7 @@ mod tests {
                 tmpdir_refused: Some("$TMPDIR / is not granted".into()),
                 hidden: vec!["/home/u/.ssh".into()],
                 protected: Vec::new(),
+                protect_links: Vec::new(),
                 protect_explicit: false,
                 default_protect: false,
                 tmp: Default::default(),

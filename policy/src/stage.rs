@@ -20,9 +20,17 @@ use std::str::FromStr;
 /// Paths protected by default inside each workspace and `--writable` root: each can make
 /// code run outside the sandbox later (git hooks and `core.hooksPath`/`core.fsmonitor`
 /// in the config, direnv's `.envrc`, shell start-up files).
-pub const DEFAULT_PROTECTED: [&str; 8] = [
+pub const DEFAULT_PROTECTED: [&str; 13] = [
     ".git/hooks",
     ".git/config",
+    // Where git looks for its directory, config and hooks besides the two above: a
+    // `commondir` or `config.worktree` file, linked worktrees and submodules (each with
+    // its own hooks and config), and `info` (attributes that name filters).
+    ".git/commondir",
+    ".git/config.worktree",
+    ".git/worktrees",
+    ".git/modules",
+    ".git/info",
     ".envrc",
     ".bashrc",
     ".bash_profile",
@@ -77,6 +85,23 @@ pub enum PidMode {
     Share,
 }
 
+/// Paths protected only when they are regular files: a `.git` *file* (a linked worktree
+/// or a submodule) names the git directory with its `gitdir:` line. A `.git` directory
+/// stays writable (commits write objects, refs and the index there) but for
+/// [`DEFAULT_PROTECTED`].
+pub const DEFAULT_PROTECTED_FILES: [&str; 1] = [".git"];
+
+/// What a candidate protected path is, as the caller sees it (no system call here).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum PathKind {
+    Missing,
+    File,
+    Directory,
+    /// A symbolic link: a bind would land on its target, not on the link, which a
+    /// command could still replace; such a path is reported, not protected.
+    Link,
+}
+
 /// One protected path: a path inside a writable root that the stage binds read-only.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Protected {
@@ -97,21 +122,29 @@ pub fn protected_paths(
     roots: &[PathBuf],
     explicit: &[PathBuf],
     default_protect: bool,
-    exists: &dyn Fn(&Path) -> bool,
-) -> Vec<Protected> {
-    let mut out: Vec<Protected> = Vec::new();
-    let mut add = |path: PathBuf, root: &Path| {
-        if exists(&path) && !out.iter().any(|p| p.path == path) {
-            out.push(Protected {
-                path,
-                root: root.to_path_buf(),
-            });
+    kind: &dyn Fn(&Path) -> PathKind,
+) -> ProtectedSet {
+    let mut set = ProtectedSet::default();
+    let mut add = |path: PathBuf, root: &Path, files_only: bool| match kind(&path) {
+        PathKind::Missing => {}
+        PathKind::Directory if files_only => {}
+        PathKind::Link => set.links.push(path),
+        PathKind::File | PathKind::Directory => {
+            if !set.paths.iter().any(|p| p.path == path) {
+                set.paths.push(Protected {
+                    path,
+                    root: root.to_path_buf(),
+                });
+            }
         }
     };
     for root in roots {
         if default_protect {
             for name in DEFAULT_PROTECTED {
-                add(root.join(name), root);
+                add(root.join(name), root, false);
+            }
+            for name in DEFAULT_PROTECTED_FILES {
+                add(root.join(name), root, true);
             }
         }
     }
@@ -122,10 +155,17 @@ pub fn protected_paths(
             .filter(|r| path.starts_with(r) && path != *r)
             .max_by_key(|r| r.components().count())
         {
-            add(path.clone(), root);
+            add(path.clone(), root, false);
         }
     }
-    out
+    set
+}
+
+/// The protected paths found, and the links found where one was expected.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProtectedSet {
+    pub paths: Vec<Protected>,
+    pub links: Vec<PathBuf>,
 }
 
 /// The mounts the stage makes, in order.
@@ -161,8 +201,25 @@ pub fn plan(
     {
         rw.push(control.to_path_buf());
     }
+    // Protected paths, and hidden paths inside a writable root: Landlock keeps the
+    // command from reading the latter, but only a mount keeps it from renaming one out
+    // of hiding, where the next command could read it.
+    let mut bound: Vec<Protected> = policy.protected.clone();
+    for hidden in &policy.hidden {
+        if let Some(root) = writable
+            .iter()
+            .filter(|r| hidden.starts_with(r) && hidden != *r)
+            .max_by_key(|r| r.components().count())
+            && !bound.iter().any(|b| &b.path == hidden)
+        {
+            bound.push(Protected {
+                path: hidden.clone(),
+                root: root.clone(),
+            });
+        }
+    }
     let mut pin = Vec::new();
-    for p in &policy.protected {
+    for p in &bound {
         let mut ancestors: Vec<&Path> = p
             .path
             .ancestors()
@@ -179,7 +236,7 @@ pub fn plan(
     MountPlan {
         rw,
         pin,
-        ro: policy.protected.iter().map(|p| p.path.clone()).collect(),
+        ro: bound.into_iter().map(|p| p.path).collect(),
         private_tmp: policy.tmp == TmpMode::Private,
         pids,
     }
@@ -192,45 +249,50 @@ mod tests {
     #[test]
     fn defaults_are_protected_in_each_root_when_they_exist() {
         let roots = vec![PathBuf::from("/w"), PathBuf::from("/x")];
-        let exists = |p: &Path| {
-            [
-                "/w/.git/hooks",
-                "/w/.git/config",
-                "/x/.bashrc",
-                "/w/src/keep",
-            ]
-            .iter()
-            .any(|e| p == Path::new(e))
+        let kind = |p: &Path| match p.to_str().unwrap() {
+            "/w/.git/hooks" | "/w/.git" => PathKind::Directory,
+            "/w/.git/config" | "/x/.bashrc" | "/w/src/keep" | "/x/.git" => PathKind::File,
+            "/x/.envrc" => PathKind::Link,
+            _ => PathKind::Missing,
         };
         let got = protected_paths(
             &roots,
             &["/w/src/keep".into(), "/etc/x".into()],
             true,
-            &exists,
+            &kind,
         );
-        let paths: Vec<_> = got.iter().map(|p| p.path.to_str().unwrap()).collect();
+        let paths: Vec<_> = got.paths.iter().map(|p| p.path.to_str().unwrap()).collect();
+        // A `.git` directory is not protected as a whole; a `.git` file is.
         assert_eq!(
             paths,
             [
                 "/w/.git/hooks",
                 "/w/.git/config",
                 "/x/.bashrc",
+                "/x/.git",
                 "/w/src/keep"
             ]
         );
+        assert_eq!(got.links, vec![PathBuf::from("/x/.envrc")]);
         // --no-default-protect keeps only the explicit ones.
-        let got = protected_paths(&roots, &["/w/src/keep".into()], false, &exists);
-        assert_eq!(got.len(), 1);
+        let got = protected_paths(&roots, &["/w/src/keep".into()], false, &kind);
+        assert_eq!(got.paths.len(), 1);
         // Nothing exists: nothing to bind.
-        assert!(protected_paths(&roots, &[], true, &|_| false).is_empty());
+        let none = protected_paths(&roots, &[], true, &|_| PathKind::Missing);
+        assert!(none.paths.is_empty() && none.links.is_empty());
     }
 
     #[test]
     fn an_explicit_path_belongs_to_its_innermost_root() {
         let roots = vec![PathBuf::from("/w"), PathBuf::from("/w/sub")];
-        let got = protected_paths(&roots, &["/w/sub/a/b".into()], false, &|_| true);
-        assert_eq!(got[0].root, PathBuf::from("/w/sub"));
+        let file = |_: &Path| PathKind::File;
+        let got = protected_paths(&roots, &["/w/sub/a/b".into()], false, &file);
+        assert_eq!(got.paths[0].root, PathBuf::from("/w/sub"));
         // A root itself is not a protected path.
-        assert!(protected_paths(&roots, &["/w".into()], false, &|_| true).is_empty());
+        assert!(
+            protected_paths(&roots, &["/w".into()], false, &file)
+                .paths
+                .is_empty()
+        );
     }
 }

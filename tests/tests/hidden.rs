@@ -191,8 +191,12 @@ fn a_hidden_read_is_a_denial_with_the_marker_and_names_stay_listable() {
 }
 
 #[test]
-fn a_hidden_path_in_the_workspace_cannot_be_read_but_can_be_replaced() {
-    let fx = Fixture::new();
+fn a_hidden_path_in_the_workspace_cannot_be_read_nor_moved_out_of_hiding() {
+    // Landlock lets a command rename what it cannot read; renamed, the file would be
+    // readable by the next command. Under the namespace stage the hidden path is a
+    // read-only mount point (rename and removal: EBUSY); without it, such a policy is
+    // refused.
+    let fx = Fixture::staged();
     std::fs::write(fx.ws.join(".env"), b"TOKEN=t").unwrap();
     std::fs::create_dir(fx.ws.join("src")).unwrap();
     std::fs::write(fx.ws.join("src/main.c"), b"int main;").unwrap();
@@ -202,7 +206,8 @@ fn a_hidden_path_in_the_workspace_cannot_be_read_but_can_be_replaced() {
         echo more >> README && cat README >/dev/null && echo RW-README;\
         echo new > src/new && cat src/new >/dev/null && echo RW-SRC-NEW;\
         echo x > fresh && echo WROTE-FRESH; cat fresh >/dev/null 2>&1 && echo READ-FRESH;\
-        rm .env && echo REMOVED-ENV";
+        mv .env leaked 2>/dev/null && echo MOVED-ENV;\
+        rm -f .env 2>/dev/null && echo REMOVED-ENV; true";
     let out = fx
         .stockade(["run", "--mode", "workspace-write", "--hide", ".env"])
         .args(["--", "sh", "-c", script])
@@ -215,19 +220,33 @@ fn a_hidden_path_in_the_workspace_cannot_be_read_but_can_be_replaced() {
             "READ-SRC",
             "RW-README",
             "RW-SRC-NEW",
-            "WROTE-FRESH",
             // A file created directly in a carved-out directory after confinement has
             // no rule of its own: the documented limit.
-            "REMOVED-ENV"
+            "WROTE-FRESH"
         ],
         "{}",
         text(&out.stderr)
     );
-    // Positive control: not hidden, it reads.
-    std::fs::write(fx.ws.join(".env"), b"TOKEN=t").unwrap();
-    let out = fx.run_sh("workspace-write", "cat .env");
+    assert!(fx.ws.join(".env").exists() && !fx.ws.join("leaked").exists());
+    // Without the stage the same policy is refused, and nothing runs.
+    let unstaged = Fixture::new();
+    std::fs::write(unstaged.ws.join(".env"), b"TOKEN=t").unwrap();
+    let out = unstaged
+        .stockade(["run", "--hide", ".env", "--", "touch", "ran"])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("SANDBOX_UNAVAILABLE") && err.contains(".env"),
+        "{err}"
+    );
+    assert!(!unstaged.ws.join("ran").exists());
+    // Positive control: not hidden, it reads and it moves.
+    let out = fx.run_sh("workspace-write", "cat .env && mv .env moved");
     assert_code(&out, 0);
     assert_eq!(text(&out.stdout), "TOKEN=t");
+    assert!(fx.ws.join("moved").exists());
 }
 
 #[test]

@@ -267,6 +267,7 @@ fn policy(network: Network, ports: &[u16], unix: bool) -> Policy {
         tmpdir_refused: None,
         hidden: Vec::new(),
         protected: Vec::new(),
+        protect_links: Vec::new(),
         protect_explicit: false,
         default_protect: false,
         tmp: Default::default(),

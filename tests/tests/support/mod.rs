@@ -514,6 +514,7 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
             tmpdir_refused: None,
             hidden: Vec::new(),
             protected: Vec::new(),
+            protect_links: Vec::new(),
             protect_explicit: false,
             default_protect: false,
             tmp: Default::default(),
