@@ -32,6 +32,10 @@ pub struct Confinement {
     pub private_dir: Option<PrivateDir>,
     /// Whether `confined.argv` starts `stockade-runner` (it does in every confined mode).
     pub starts_runner: bool,
+    /// Default protected names that did not exist when confined (see
+    /// `stockade_policy::stage::unprotected_names`): `stockade run` reports those that
+    /// appear.
+    pub unprotected: Vec<std::path::PathBuf>,
 }
 
 fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError> {
@@ -81,6 +85,7 @@ pub fn confine_inheriting(
             },
             private_dir: None,
             starts_runner: false,
+            unprotected: Vec::new(),
         });
     }
 
@@ -171,6 +176,11 @@ pub fn confine_inheriting(
         tag.clone(),
     ];
     let staged = asks.wants_stage() && facts.namespaces;
+    let unprotected = if staged {
+        stage::unprotected_names(&request.policy, &|p| p.symlink_metadata().is_ok())
+    } else {
+        Vec::new()
+    };
     if !staged {
         // A hidden path inside a writable root can be renamed out of hiding (Landlock
         // lets a command move what it cannot read), and the next command would read it
@@ -218,6 +228,7 @@ pub fn confine_inheriting(
         },
         private_dir: Some(dir),
         starts_runner: true,
+        unprotected,
     })
 }
 

@@ -25,6 +25,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         confined,
         private_dir,
         starts_runner,
+        unprotected,
     } = confine::confine(
         &args.policy.to_request(),
         &args.command.command,
@@ -65,13 +66,24 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     supervise::release_stop_signals();
     let (settled, verdict) = outcome?;
     let code = exit_code(&settled, &verdict);
+    // Protected names the command created: no mount could stop that, so say it. The
+    // next run protects them (they exist then).
+    let appeared: Vec<String> = unprotected
+        .iter()
+        .filter(|p| p.symlink_metadata().is_ok())
+        .map(|p| p.display().to_string())
+        .collect();
     if s.json {
-        let result = RunResult::new(&settled, &verdict, &confined, &built.removed, s.timeout);
+        let mut result = RunResult::new(&settled, &verdict, &confined, &built.removed, s.timeout);
+        result.protected_appeared = appeared;
         let json = serde_json::to_string(&result).map_err(LauncherError::Json)?;
         stdout::write(&format!("{json}\n"))?;
     } else {
         // Never blocks past a bound: the command may have stopped our terminal's output.
-        let text: String = markers(&settled, &verdict, confined.mode, s.timeout)
+        let text: String = appeared
+            .iter()
+            .map(|p| format!("[sandbox: protected path appeared: {p}]"))
+            .chain(markers(&settled, &verdict, confined.mode, s.timeout))
             .into_iter()
             .map(|m| m + "\n")
             .collect();
@@ -218,6 +230,9 @@ struct RunResult {
     containment: &'static str,
     env_removed: Vec<String>,
     left_behind: Vec<ProcessResult>,
+    /// Default protected names (`.git/hooks`, `.envrc`, ...) that did not exist when the
+    /// command started and do now: created by the command, so not protected.
+    protected_appeared: Vec<String>,
 }
 
 impl RunResult {
@@ -262,6 +277,7 @@ impl RunResult {
                     command: m.command.clone(),
                 })
                 .collect(),
+            protected_appeared: Vec::new(),
         }
     }
 }

@@ -168,6 +168,26 @@ pub struct ProtectedSet {
     pub links: Vec<PathBuf>,
 }
 
+/// The default protected names that do not exist yet in the writable roots of `policy`
+/// (`exists` says which do): a command can create one (a mount needs something to sit
+/// on, and stockade does not create files in the user's tree), so `stockade run` checks
+/// them after the run and reports each that appeared.
+pub fn unprotected_names(policy: &Policy, exists: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
+    if !policy.default_protect || policy.mode != crate::Mode::WorkspaceWrite {
+        return Vec::new();
+    }
+    std::iter::once(&policy.workspace)
+        .chain(&policy.writable_roots)
+        .flat_map(|root| {
+            DEFAULT_PROTECTED
+                .iter()
+                .chain(&DEFAULT_PROTECTED_FILES)
+                .map(move |name| root.join(name))
+        })
+        .filter(|p| !exists(p))
+        .collect()
+}
+
 /// The mounts the stage makes, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MountPlan {

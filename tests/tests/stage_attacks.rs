@@ -141,3 +141,51 @@ fn protecting_nothing_and_hiding_roots_under_a_private_tmp_are_refused() {
     );
     assert!(!in_tmp.path().join("ran").exists());
 }
+
+#[test]
+fn a_protected_name_the_command_creates_is_reported() {
+    // git reads `.git/commondir` (and the rest of its redirections) only when it exists;
+    // a mount needs something to sit on and stockade creates nothing in the user's
+    // tree, so a command can create one. `stockade run` says so, in both outputs.
+    let fx = Fixture::staged();
+    if !staged_here(&fx) {
+        eprintln!("SKIPPED (needs namespaces): a_protected_name_the_command_creates");
+        return;
+    }
+    std::fs::create_dir_all(fx.ws.join(".git/hooks")).unwrap();
+    let plant = "echo /elsewhere > .git/commondir";
+    let out = fx
+        .stockade(["run", "--", "sh", "-c", plant])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let commondir = fx.ws.join(".git/commondir");
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "[sandbox: protected path appeared: {}]",
+            commondir.display()
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    // Now it exists, so the next run protects it, and --json names nothing new.
+    let out = fx
+        .stockade(["run", "--json", "--", "sh", "-c", "echo x > .git/commondir"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["exitCode"], 2, "{v}");
+    assert_eq!(v["sandbox"]["denied"], true, "{v}");
+    assert_eq!(v["protectedAppeared"], serde_json::json!([]));
+    assert_eq!(std::fs::read_to_string(&commondir).unwrap(), "/elsewhere\n");
+    // Control: a name that appears is named in --json too.
+    let out = fx
+        .stockade(["run", "--json", "--", "sh", "-c", "touch .envrc"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["protectedAppeared"],
+        serde_json::json!([fx.ws.join(".envrc").display().to_string()])
+    );
+}
