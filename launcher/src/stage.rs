@@ -292,6 +292,11 @@ fn mount(
 /// read-only again, `/tmp` and `/proc` fresh when asked.
 fn mounts(spec: &MountPlan) -> Result<(), StageError> {
     let root = Path::new("/");
+    // The working directory still refers to the mount it was entered on, which is now
+    // read-only (and, for a private /tmp, the host's /tmp): re-entered by name below,
+    // so it resolves through the new layout. One without a name is left to the runner,
+    // which refuses it.
+    let cwd = std::env::current_dir().ok();
     // Nothing done here may propagate back to the caller's mount namespace.
     mount(
         None,
@@ -369,6 +374,15 @@ fn mounts(spec: &MountPlan) -> Result<(), StageError> {
             None,
             "cannot mount a fresh /proc on",
         )?;
+    }
+    if let Some(cwd) = cwd {
+        std::env::set_current_dir(&cwd).map_err(|e| StageError {
+            what: format!(
+                "cannot re-enter the working directory {} inside the sandbox's mounts",
+                cwd.display()
+            ),
+            source: Some(e),
+        })?;
     }
     Ok(())
 }
