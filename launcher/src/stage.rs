@@ -175,7 +175,6 @@ fn report(err: &StageError) {
     let _ = io::stderr().write_all(line.as_bytes());
 }
 
-
 /// The flags of `unshare` for `spec`, as the caller `uid`.
 fn namespace_flags(spec: &MountPlan, uid: u32) -> libc::c_int {
     let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC;

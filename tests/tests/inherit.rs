@@ -203,7 +203,15 @@ fn a_staged_inherited_cwd_under_a_private_tmp_is_a_runner_failure() {
         .unwrap();
     std::fs::write(host_tmp.path().join("host-only"), "host\n").unwrap();
     let script = "cat host-only";
-    let c = fx.confine(&["--inherit-cwd", "--tmp", "private", "--", "sh", "-c", script]);
+    let c = fx.confine(&[
+        "--inherit-cwd",
+        "--tmp",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
     let out = spawn_in(&c, host_tmp.path(), SPAWN_ENV);
     assert_code(&out, 125);
     assert!(
