@@ -338,9 +338,10 @@ fn mount(
 /// read-only again, `/tmp` and `/proc` fresh when asked.
 fn mounts(spec: &MountPlan) -> Result<(), StageError> {
     let root = Path::new("/");
-    // The working directory the stage was spawned in (the runner inherits it with
-    // `--inherit-cwd`) is a directory of the old mounts: entered again by path below,
-    // so that it is the one on the new mounts (a writable root bound back, or /tmp).
+    // The working directory still refers to the mount it was entered on, which is now
+    // read-only (and, for a private /tmp, the host's /tmp): re-entered by name below,
+    // so it resolves through the new layout. One without a name is left to the runner,
+    // which refuses it.
     let cwd = std::env::current_dir().ok();
     // Nothing done here may propagate back to the caller's mount namespace.
     mount(
@@ -420,8 +421,13 @@ fn mounts(spec: &MountPlan) -> Result<(), StageError> {
         )?;
     }
     if let Some(cwd) = cwd {
-        // Gone or hidden under a new mount: the runner enters (or refuses) its own.
-        let _ = std::env::set_current_dir(cwd);
+        std::env::set_current_dir(&cwd).map_err(|e| StageError {
+            what: format!(
+                "cannot re-enter the working directory {} inside the sandbox's mounts",
+                cwd.display()
+            ),
+            source: Some(e),
+        })?;
     }
     Ok(())
 }

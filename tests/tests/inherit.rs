@@ -165,3 +165,64 @@ fn explain_says_what_is_inherited() {
     let mode = std::fs::metadata(&request).unwrap().permissions().mode();
     assert_eq!(mode & 0o077, 0);
 }
+
+/// Under the namespace stage, an inherited working directory is re-entered by name once
+/// the mounts are set up: relative paths resolve through the sandbox's layout (a
+/// writable root writable, a protected path read-only), never through the mount the
+/// spawner's directory was on.
+#[test]
+fn a_staged_inherited_cwd_resolves_through_the_sandboxes_mounts() {
+    let fx = Fixture::staged();
+    let hooks = fx.ws.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let c = fx.confine(&["--inherit-cwd", "--", "sh", "-c", "echo x > new-file"]);
+    let out = spawn_in(&c, &fx.ws, SPAWN_ENV);
+    assert_code(&out, 0);
+    assert!(fx.ws.join("new-file").exists(), "{}", text(&out.stderr));
+
+    // A protected path stays read-only when reached relatively, and from inside it.
+    let c = fx.confine(&["--inherit-cwd", "--", "sh", "-c", "echo x > .git/hooks/a"]);
+    let out = spawn_in(&c, &fx.ws, SPAWN_ENV);
+    assert_code(&out, 2);
+    assert!(text(&out.stderr).contains("Read-only file system"));
+    let c = fx.confine(&["--inherit-cwd", "--", "sh", "-c", "echo x > b"]);
+    let out = spawn_in(&c, &hooks, SPAWN_ENV);
+    assert_code(&out, 2);
+    assert!(text(&out.stderr).contains("Read-only file system"));
+    assert!(!hooks.join("a").exists() && !hooks.join("b").exists());
+}
+
+/// A private `/tmp` hides the host's: a working directory under the host's `/tmp` has
+/// no name in the sandbox, so the stage refuses it rather than run the command there.
+#[test]
+fn a_staged_inherited_cwd_under_a_private_tmp_is_a_runner_failure() {
+    let fx = Fixture::staged();
+    let host_tmp = tempfile::Builder::new()
+        .prefix("stockade-cwd-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::write(host_tmp.path().join("host-only"), "host\n").unwrap();
+    let script = "cat host-only";
+    let c = fx.confine(&[
+        "--inherit-cwd",
+        "--tmp",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let out = spawn_in(&c, host_tmp.path(), SPAWN_ENV);
+    assert_code(&out, 125);
+    assert!(
+        runner_failure_line(&out).contains("cannot re-enter the working directory"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(text(&out.stdout), "");
+    // Control: with the machine's /tmp, the same directory is there and readable.
+    let c = fx.confine(&["--inherit-cwd", "--", "sh", "-c", script]);
+    let out = spawn_in(&c, host_tmp.path(), SPAWN_ENV);
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "host\n");
+}

@@ -78,7 +78,11 @@ const DEFAULTS: Required<Config> = {
 
 export class StockadeSandboxProvider extends SandboxProvider {
   readonly config: Required<Config>
-  /** Private directories handed out and not yet removed, by request path. */
+  /**
+   * Private directories handed out and not yet removed, by status path (the one field
+   * that names the private directory whatever the argv starts with: with the namespace
+   * stage, argv begins with the stage and its flags, not the runner's `--request`).
+   */
   private readonly pending = new Map<string, Pending>()
   private timer: NodeJS.Timeout | undefined
 
@@ -159,7 +163,7 @@ export class StockadeSandboxProvider extends SandboxProvider {
     confined: StockadeConfinedArgv,
     facts: { exitCode: number | null; signal?: string | null; stderr: string },
   ): Promise<Verdict> {
-    this.pending.delete(confined.argv[2])
+    if (confined.statusPath !== undefined) this.pending.delete(confined.statusPath)
     const scratch = mkdtempSync(join(tmpdir(), 'stockade-settle-'))
     try {
       const stderrFile = join(scratch, 'stderr')
@@ -182,7 +186,7 @@ export class StockadeSandboxProvider extends SandboxProvider {
   dispose(): void {
     if (this.timer !== undefined) clearInterval(this.timer)
     this.timer = undefined
-    for (const request of [...this.pending.keys()]) this.remove(request)
+    for (const statusPath of [...this.pending.keys()]) this.remove(statusPath)
   }
 
   /** Parses the ConfinedArgv and starts tracking its private directory. */
@@ -197,7 +201,7 @@ export class StockadeSandboxProvider extends SandboxProvider {
       throw new SandboxUnavailableError(policy.mode, 'stockade confine printed an unexpected ConfinedArgv')
     }
     if (confined.statusPath !== undefined) {
-      this.pending.set(confined.argv[2], { statusPath: confined.statusPath, since: Date.now() })
+      this.pending.set(confined.statusPath, { statusPath: confined.statusPath, since: Date.now() })
       this.watch()
     }
     return confined
@@ -216,12 +220,12 @@ export class StockadeSandboxProvider extends SandboxProvider {
    */
   private sweep(): void {
     const now = Date.now()
-    for (const [request, p] of this.pending) {
-      const record = this.readRecord(p.statusPath)
+    for (const [statusPath, p] of this.pending) {
+      const record = this.readRecord(statusPath)
       if (record !== undefined && record.length > 0) {
-        this.remove(request)
+        this.remove(statusPath)
       } else if (now - p.since > this.config.abandonAfterMs) {
-        this.remove(request)
+        this.remove(statusPath)
       }
     }
     if (this.pending.size === 0 && this.timer !== undefined) {
@@ -245,10 +249,9 @@ export class StockadeSandboxProvider extends SandboxProvider {
    * so a command that could reach an in-band directory cannot turn the removal into a
    * deletion elsewhere.
    */
-  private remove(request: string): void {
-    const p = this.pending.get(request)
-    this.pending.delete(request)
-    const dir = p !== undefined ? dirname(p.statusPath) : dirname(request)
+  private remove(statusPath: string): void {
+    this.pending.delete(statusPath)
+    const dir = dirname(statusPath)
     try {
       const st = lstatSync(dir)
       if (!st.isDirectory() || st.uid !== process.getuid?.()) return

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { Context } from '@deepseek-ai/cordis'
 import LocalSubprocessRuntime from '@deepseek-ai/dsh-subprocess-local'
 import SandboxPolicyService from '@deepseek-ai/dsh-sandbox-policy'
@@ -28,6 +28,23 @@ const privateDirs = () => {
   const base = join(runtime, 'stockade')
   return existsSync(base) ? readdirSync(base).filter((n) => n.startsWith('req-')) : []
 }
+// The launch request a ConfinedArgv names: the argument after `--request`, wherever the
+// runner's arguments start (after the namespace stage's, when there is one).
+const requestOf = (confined) => {
+  const i = confined.argv.indexOf('--request')
+  assert.ok(i > 0 && i + 1 < confined.argv.length, `no --request in ${JSON.stringify(confined.argv)}`)
+  return confined.argv[i + 1]
+}
+// Host pids (this process's /proc) whose argv[0] is exactly `name`: a pid the command
+// sees inside its own pid namespace is not a host pid.
+const hostPidsNamed = (name) => readdirSync('/proc').filter((n) => /^\d+$/.test(n)).filter((pid) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] === name
+  } catch {
+    return false
+  }
+})
+const pause = (ms) => new Promise((r) => setTimeout(r, ms))
 
 async function harness(providerConfig = {}) {
   const ctx = new Context()
@@ -128,7 +145,7 @@ await test('a forged runner-failure line is an ordinary failure; a real one is S
   const confine = h.provider.confine
   h.provider.confine = (argv, policy) => {
     const c = confine(argv, policy)
-    rmSync(c.argv[2])
+    rmSync(requestOf(c))
     return c
   }
   try {
@@ -149,17 +166,20 @@ await test('a kernel that cannot confine is SANDBOX_UNAVAILABLE at confine time'
 })
 
 await test('a timeout ends the whole process group', async () => {
-  const pidfile = join(ws, 'bg.pid')
-  const r = await h.run(`sleep 60 & echo $! > ${pidfile}; sleep 60`, { timeoutMs: 1000 })
-  assert.equal(r.timedOut, true)
-  const pid = Number(readFileSync(pidfile, 'utf8'))
-  // Control: the pid was real (a positive number); now it is gone.
-  assert.ok(pid > 1)
-  let alive = true
-  for (let i = 0; i < 100 && alive; i++) {
-    try { process.kill(pid, 0); await new Promise((r) => setTimeout(r, 50)) } catch { alive = false }
+  // The background process carries a unique argv[0], found in the host's /proc.
+  const tag = `stockade-e2e-bg-${process.pid}-${Date.now()}`
+  const running = h.run(`(exec -a ${tag} sleep 60) & sleep 60`, { timeoutMs: 3000 })
+  // Control: while the command runs, the host sees its background process.
+  let seen = []
+  for (let i = 0; i < 250 && seen.length === 0; i++) {
+    seen = hostPidsNamed(tag)
+    if (seen.length === 0) await pause(10)
   }
-  assert.equal(alive, false, `background pid ${pid} survived the timeout`)
+  assert.ok(seen.length > 0, `the background process ${tag} never appeared on the host`)
+  const r = await running
+  assert.equal(r.timedOut, true)
+  for (let i = 0; i < 100 && hostPidsNamed(tag).length > 0; i++) await pause(50)
+  assert.deepEqual(hostPidsNamed(tag), [], `background process ${tag} (host pids ${seen}) survived the timeout`)
 })
 
 await test('a confine past its deadline is SANDBOX_UNAVAILABLE, synchronous or not', async () => {
@@ -180,9 +200,12 @@ await test('an aborted confineAsync rejects; a completed one is removed on dispo
   ac.abort(new Error('stop'))
   await assert.rejects(h.provider.confineAsync(['true'], policy, { signal: ac.signal }), /stop/)
   const c = await h.provider.confineAsync(['true'], policy, { deadlineMs: 5000 })
-  assert.equal(c.argv[1], '--request')
+  // The request lies in the private directory, which the status path names.
+  const request = requestOf(c)
+  assert.equal(dirname(request), dirname(c.statusPath))
+  assert.ok(existsSync(request))
   h.provider.dispose()
-  assert.ok(!existsSync(c.argv[2]))
+  assert.ok(!existsSync(dirname(c.statusPath)))
 })
 
 await test('100 commands leave no private directory', async () => {
