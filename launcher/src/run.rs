@@ -84,7 +84,6 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
             .iter()
             .map(|p| format!("[sandbox: protected path appeared: {p}]"))
             .chain(markers(&settled, &verdict, confined.mode, s.timeout))
-            .into_iter()
             .map(|m| m + "\n")
             .collect();
         output::write_stderr_until(&text, Instant::now() + supervise::FINAL_WRITE_WAIT);
