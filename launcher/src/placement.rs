@@ -214,9 +214,12 @@ mod tests {
 
     /// A scratch directory outside /tmp and /var/tmp (which are refused as a whole).
     fn scratch(name: &str) -> PathBuf {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../target")
-            .join(format!("placement-test-{}-{name}", std::process::id()));
+        // The target directory: outside every shared temp dir even for a checkout in
+        // one (CI then points CARGO_TARGET_DIR elsewhere), as the rules under test need.
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        let dir = target.join(format!("placement-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("ws")).unwrap();
         std::fs::create_dir_all(dir.join("bin")).unwrap();
