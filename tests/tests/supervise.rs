@@ -709,7 +709,7 @@ fn a_leader_that_exits_while_a_thread_runs_is_not_gone() {
     // ended (a cgroup stays populated: the launcher would wait for ever; a subreaper
     // would take it as gone and leave it running).
     let escape = bin("escape");
-    for containment in CONTAINMENTS {
+    for containment in containments("a_leader_that_exits_while_a_thread_runs_is_not_gone") {
         let fx = Fixture::new();
         let script = format!(
             "{} zombie-leader ready & echo $! > pid; \
@@ -746,7 +746,7 @@ fn a_leader_that_exits_while_a_thread_runs_is_not_gone() {
         );
     }
     // The direct child itself as such a leader: the timeout still ends it.
-    for containment in CONTAINMENTS {
+    for containment in containments("a_leader_that_exits_while_a_thread_runs_is_not_gone") {
         let fx = Fixture::new();
         let script = format!(
             "echo $$ > pid; exec {} zombie-leader ready",
@@ -785,7 +785,8 @@ fn a_process_that_forks_and_starts_a_session_in_a_loop_is_ended() {
     // Each generation forks, starts a new session and exits; none lives long, none stays
     // in the command's process group, and each ignores SIGTERM.
     let escape = bin("escape");
-    for containment in CONTAINMENTS {
+    for containment in containments("a_process_that_forks_and_starts_a_session_in_a_loop_is_ended")
+    {
         let fx = Fixture::new();
         let tag = unique_tag("fork-loop");
         let (out, json) = json_within(&mut tagged_run(
@@ -948,7 +949,9 @@ fn a_launcher_whose_open_file_limit_is_lowered_from_inside_still_ends_everything
     // daemon behind: the launcher must still find and end it, remove its cgroup and its
     // private directory. Unconfined, the command may do this; confined, it may be
     // refused, and then the run is an ordinary one.
-    for containment in CONTAINMENTS {
+    for containment in containments(
+        "a_launcher_whose_open_file_limit_is_lowered_from_inside_still_ends_everything",
+    ) {
         for mode in ["danger-full-access", "workspace-write"] {
             for limit in ["3", "6"] {
                 let fx = Fixture::new();
