@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stockade_policy::classify::{Settled, Status, classify, is_denied};
+use stockade_policy::classify::{ExitFacts, StatusEvidence, classify, is_denied};
 use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::status::StatusRecord;
 
@@ -21,14 +21,14 @@ fuzz_target!(|data: &[u8]| {
     let Ok(confined) = serde_json::from_slice::<ConfinedArgv>(json) else {
         return;
     };
-    let settled = Settled {
+    let settled = ExitFacts {
         exit_code: (code != 255).then_some(i32::from(code)),
         signal: (code == 255).then_some("SIGKILL"),
         stderr: &stderr,
     };
     let status = match status {
-        None => Status::Unavailable,
-        Some(bytes) => Status::OutOfBand(StatusRecord::decode(bytes)),
+        None => StatusEvidence::Unavailable,
+        Some(bytes) => StatusEvidence::OutOfBand(StatusRecord::decode(bytes)),
     };
     let verdict = classify(&confined, &settled, &status);
     let v = serde_json::to_value(&verdict).expect("a verdict serializes");
