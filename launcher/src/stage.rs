@@ -622,6 +622,7 @@ fn init(spec: &MountPlan, runner: &[OsString], report_fd: libc::c_int) -> Result
         unsafe { libc::_exit(exit::RUNNER_FAILURE) };
     }
     drop_capabilities()?;
+    release_stdio();
     forward_signals_to(child);
     // Reap every process of the namespace until the runner's own status arrives.
     let status = loop {
@@ -656,6 +657,29 @@ fn init(spec: &MountPlan, runner: &[OsString], report_fd: libc::c_int) -> Result
         if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             // ECHILD: the namespace is empty.
             return Ok(0);
+        }
+    }
+}
+
+/// Points init's standard descriptors at `/dev/null` once the runner has its own copies.
+/// Init outlives the command while anything it left behind runs (`--keep-background`):
+/// holding the command's stdout and stderr open would keep every reader of them (the
+/// executor, `stockade run`'s capture) waiting for an end of file that never comes, where
+/// without the stage a background process that redirected its output releases them.
+fn release_stdio() {
+    // SAFETY: open of a NUL-terminated literal; dup2 and close on descriptors this
+    // process owns.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        for fd in 0..3 {
+            if null >= 0 {
+                libc::dup2(null, fd);
+            } else {
+                libc::close(fd);
+            }
+        }
+        if null > 2 {
+            libc::close(null);
         }
     }
 }
