@@ -36,7 +36,9 @@ if [ ${#need[@]} -gt 0 ]; then
         "${need[@]}" >/dev/null
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/stockade-check.XXXXXX")
+# Not beneath /tmp: stockade refuses a control directory (and binaries) where confined
+# commands may write.
+work=$(mktemp -d /var/lib/stockade-check.XXXXXX)
 chmod 0755 "$work"
 cleanup() {
     dpkg-query -W stockade >/dev/null 2>&1 && dpkg --purge stockade >/dev/null 2>&1
