@@ -104,15 +104,20 @@ installed_run() {
         || fail "no denial marker as $user: $(cat "$res/err")"
     # The provider path: confine, explain, spawn the argv, classify.
     as "$user" stockade confine --mode read-only -- sh -c 'echo x > note.txt' >"$res/c.json"
-    local runner request
-    runner=$(sed -n 's/.*"argv":\["\([^"]*\)".*/\1/p' "$res/c.json")
-    request=$(sed -n 's/.*"argv":\["[^"]*","--request","\([^"]*\)".*/\1/p' "$res/c.json")
-    [ "$runner" = /usr/libexec/stockade/stockade-runner ] \
-        || fail "ConfinedArgv as $user names runner '$runner'"
+    local argv request
+    # The whole argv (the namespace stage first, where it runs; then the runner,
+    # --request, --sha256, --failure-tag): paths and hex digits, no spaces.
+    argv=$(sed -n 's/.*"argv":\[\([^]]*\)\].*/\1/p' "$res/c.json" | tr -d '"' | tr ',' ' ')
+    request=$(printf '%s\n' $argv | sed -n '/^--request$/{n;p;}')
+    case " $argv " in
+    *" /usr/libexec/stockade/stockade-runner --request "*) ;;
+    *) fail "ConfinedArgv as $user does not start the installed runner: $argv" ;;
+    esac
     as "$user" stockade explain "$request" | grep -q 'the runner would accept this request' \
         || fail "stockade explain as $user"
     code=0
-    as "$user" "$runner" --request "$request" 2>"$res/err2" || code=$?
+    # shellcheck disable=SC2086 # the argv's words, split on purpose
+    as "$user" $argv 2>"$res/err2" || code=$?
     as "$user" stockade classify --confined "$res/c.json" --exit-code "$code" \
         --stderr "$res/err2" >"$res/verdict"
     grep -q '"outcome":"denied"' "$res/verdict" \
