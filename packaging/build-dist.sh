@@ -66,6 +66,9 @@ install -D -m 0644 "$generated/completions/stockade.fish" \
     "$dest/usr/share/fish/vendor_completions.d/stockade.fish"
 install -D -m 0644 README.md "$dest/usr/share/doc/stockade/README.md"
 install -D -m 0644 docs/provider-contract.md "$dest/usr/share/doc/stockade/provider-contract.md"
+# Lets an ordinary user's stockade create the namespace stage's user namespace where
+# AppArmor restricts them (Ubuntu 23.10 and later); the packages load it on install.
+install -D -m 0644 packaging/apparmor/stockade "$dest/etc/apparmor.d/stockade"
 
 # Refuse to stage a binary that is not static after all (e.g. a toolchain that ignored
 # the flag): it would work, but slower, and nobody would notice.

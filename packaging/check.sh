@@ -24,7 +24,7 @@ if dpkg-query -W -f '${Status}' stockade 2>/dev/null | grep -q 'installed'; then
 fi
 
 need=()
-for tool in dpkg-buildpackage:dpkg-dev dh:debhelper lintian:lintian rpmbuild:rpm \
+for tool in dpkg-buildpackage:dpkg-dev dh:debhelper dh_apparmor:dh-apparmor lintian:lintian rpmbuild:rpm \
     man:man-db file:file; do
     command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
 done
@@ -54,6 +54,9 @@ deb=$(packaging/build-deb.sh "$work/src" | tail -n 1)
 say "lintian $deb"
 lintian --fail-on error,warning --tag-display-limit 0 "$deb" \
     || fail "lintian reports errors or warnings"
+# The profile is loaded on install where AppArmor is enabled (dh_apparmor's snippet).
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./postinst 2>/dev/null | grep -q 'apparmor_parser' \
+    || fail "the .deb's postinst does not load the AppArmor profile"
 
 say "installing"
 dpkg -i "$deb" >/dev/null
@@ -63,7 +66,8 @@ expected=(/usr/bin/stockade /usr/libexec/stockade/stockade-runner
     /usr/share/zsh/vendor-completions/_stockade
     /usr/share/fish/vendor_completions.d/stockade.fish
     /usr/share/doc/stockade/README.md.gz /usr/share/doc/stockade/provider-contract.md.gz
-    /usr/share/doc/stockade/copyright /usr/share/doc/stockade/changelog.gz)
+    /usr/share/doc/stockade/copyright /usr/share/doc/stockade/changelog.gz
+    /etc/apparmor.d/stockade)
 for f in "${expected[@]}"; do
     [ -e "$f" ] || fail "the package did not install $f"
 done
@@ -166,10 +170,13 @@ rpm=$(grep -v -- '-debug' <<<"$rpms" | head -n 1)
 rpm -qlp "$rpm" >"$work/rpm-files"
 for f in /usr/bin/stockade /usr/libexec/stockade/stockade-runner \
     /usr/share/licenses/stockade/LICENSE /usr/share/doc/stockade/README.md \
-    /usr/share/doc/stockade/provider-contract.md /usr/share/zsh/site-functions/_stockade; do
+    /usr/share/doc/stockade/provider-contract.md /usr/share/zsh/site-functions/_stockade \
+    /etc/apparmor.d/stockade; do
     grep -qx "$f" "$work/rpm-files" || fail "the RPM lacks $f"
 done
 grep -q '^/usr/share/man/man1/stockade.1' "$work/rpm-files" || fail "the RPM lacks stockade.1"
+rpm -qcp "$rpm" | grep -qx /etc/apparmor.d/stockade \
+    || fail "the RPM does not mark the AppArmor profile as a configuration file"
 rpm -qp --changelog "$rpm" | grep -q . || fail "the RPM has no changelog"
 
 say "passed in $(($(date +%s) - start)) s ($deb, $rpm)"
