@@ -127,8 +127,12 @@ pub fn confine_inheriting(
             root: root.clone(),
         });
     }
-    let mut not_granted: Vec<String> = resolved.tmpdir_refused.iter().cloned().collect();
-    not_granted.extend(resolved.protect_links.iter().map(|p| {
+    let mut not_granted: Vec<String> = resolved
+        .tmpdir_refused()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    not_granted.extend(resolved.protect_links().iter().map(|p| {
         format!(
             "protected path {} is a symbolic link (planted by an earlier command?): not protected",
             p.display()
@@ -188,7 +192,7 @@ pub fn confine_inheriting(
         let writable = grants::writable_roots(&request.policy);
         if let Some(hidden) = request
             .policy
-            .hidden
+            .hidden()
             .iter()
             .find(|h| writable.iter().any(|r| h.starts_with(r)))
         {
@@ -203,7 +207,7 @@ pub fn confine_inheriting(
         // directory stays writable in it, for the runner's status record.
         let control = Path::new(&status_path).parent();
         let writable = grants::writable_roots(&request.policy);
-        let pids = request.policy.pids != PidMode::Share;
+        let pids = request.policy.pids() != PidMode::Share;
         let plan = stage::plan(&request.policy, &writable, control, pids);
         let launcher = std::env::current_exe()
             .and_then(|p| p.canonicalize())

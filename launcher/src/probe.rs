@@ -135,7 +135,7 @@ fn default_hidden() -> Vec<String> {
             &crate::placement::invoker(),
         )
         .map(|p| {
-            p.hidden
+            p.hidden()
                 .iter()
                 .map(|h| h.to_string_lossy().into_owned())
                 .collect()

@@ -146,33 +146,17 @@ mod tests {
     use super::*;
 
     fn policy(mode: Mode) -> Policy {
-        Policy {
-            mode,
-            workspace: "/work/ws".into(),
-            writable_roots: vec!["/srv/cache".into()],
-            tmpdir: Some("/var/tmp/me".into()),
-            network: crate::policy::Network::default_for(mode),
-            allow_tcp_connect: Vec::new(),
-            allow_unix_sockets: false,
-            keep_fds: Vec::new(),
-            root_ids: vec![crate::roots::RootId {
+        Policy::for_tests(mode, "/work/ws")
+            .with_writable_roots(vec!["/srv/cache".into()])
+            .with_root_ids(vec![crate::roots::RootId {
                 path: "/tmp".into(),
                 id: FileId {
                     dev: 1,
                     ino: 2,
                     birth: None,
                 },
-            }],
-            tmpdir_refused: None,
-            hidden: Vec::new(),
-            protected: Vec::new(),
-            protect_links: Vec::new(),
-            protect_explicit: false,
-            default_protect: false,
-            tmp: Default::default(),
-            pids: crate::stage::PidMode::Share,
-            stage: false,
-        }
+            }])
+            .with_tmpdir(Some("/var/tmp/me".into()))
     }
 
     #[test]

@@ -112,53 +112,199 @@ pub struct PolicyRequest {
 ///
 /// This struct *is* the policy part of the launch request's wire format (serde, see
 /// [`crate::request`]): a field added here travels to the runner with no other change.
+///
+/// Its fields are private to this crate: a `Policy` comes from
+/// [`PolicyRequest::resolve`] or from a decoded and validated request, never from a
+/// literal elsewhere, and is read through its accessors. Tests that need a policy
+/// `resolve` would not make (a forged root, a kernel-only scenario) build one with
+/// [`Policy::for_tests`] (feature `testing`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
-    pub mode: Mode,
+    pub(crate) mode: Mode,
     /// The canonical workspace root.
     #[serde(with = "crate::raw")]
-    pub workspace: PathBuf,
+    pub(crate) workspace: PathBuf,
     /// The canonical extra writable roots, in the order given.
     #[serde(with = "crate::raw")]
-    pub writable_roots: Vec<PathBuf>,
+    pub(crate) writable_roots: Vec<PathBuf>,
     /// The canonical `$TMPDIR` of the target's environment, when it names an existing
     /// directory (`workspace-write` grants it).
     #[serde(with = "crate::raw")]
-    pub tmpdir: Option<PathBuf>,
+    pub(crate) tmpdir: Option<PathBuf>,
     /// Whether the network is usable (always `Allow` in `danger-full-access`).
-    pub network: Network,
+    pub(crate) network: Network,
     /// TCP ports the target may connect to while the network is denied; sorted, unique.
-    pub allow_tcp_connect: Vec<u16>,
+    pub(crate) allow_tcp_connect: Vec<u16>,
     /// Whether `AF_UNIX` sockets may be created.
-    pub allow_unix_sockets: bool,
+    pub(crate) allow_unix_sockets: bool,
     /// Inherited descriptors (all above 2) passed to the target; sorted, unique. Every
     /// other descriptor above 2 is closed on exec.
-    pub keep_fds: Vec<i32>,
+    pub(crate) keep_fds: Vec<i32>,
     /// The identity of every writable root (workspace, `/tmp`, `$TMPDIR`, `--writable`)
     /// as it was resolved: the runner grants a root only while its path still leads to
     /// that directory. Empty when nothing is writable.
-    pub root_ids: Vec<RootId>,
+    pub(crate) root_ids: Vec<RootId>,
     /// Why `$TMPDIR` of the target's environment was not granted, when it was set and
     /// refused (the text names the path).
-    pub tmpdir_refused: Option<String>,
+    pub(crate) tmpdir_refused: Option<String>,
     /// Paths no confined command may read: canonical, existing at resolution time, none
     /// beneath another, sorted (see [`crate::hidden`]).
     #[serde(with = "crate::raw")]
-    pub hidden: Vec<PathBuf>,
+    pub(crate) hidden: Vec<PathBuf>,
     /// The protected paths that existed at resolution time (see [`stage`]).
-    pub protected: Vec<Protected>,
+    pub(crate) protected: Vec<Protected>,
     /// Protected names that were symbolic links at resolution time: not protected (a
     /// bind would land on the target), reported in ConfinedArgv's `notGranted`.
     #[serde(with = "crate::raw")]
-    pub protect_links: Vec<PathBuf>,
+    pub(crate) protect_links: Vec<PathBuf>,
     /// Whether the caller named protected paths itself: then the stage is required.
-    pub protect_explicit: bool,
+    pub(crate) protect_explicit: bool,
     /// Whether the default protected names were asked for (the stage is desired).
-    pub default_protect: bool,
-    pub tmp: TmpMode,
-    pub pids: PidMode,
+    pub(crate) default_protect: bool,
+    pub(crate) tmp: TmpMode,
+    pub(crate) pids: PidMode,
     /// Whether the namespace stage may run (`--no-stage` forbids it).
-    pub stage: bool,
+    pub(crate) stage: bool,
+}
+
+/// Read access to a resolved policy (see the fields for what each means).
+impl Policy {
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+    /// The canonical workspace root.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+    /// The canonical extra writable roots, in the order given.
+    pub fn writable_roots(&self) -> &[PathBuf] {
+        &self.writable_roots
+    }
+    /// The granted `$TMPDIR` of the target's environment, if any.
+    pub fn tmpdir(&self) -> Option<&Path> {
+        self.tmpdir.as_deref()
+    }
+    pub fn network(&self) -> Network {
+        self.network
+    }
+    /// TCP ports the target may connect to while the network is denied; sorted, unique.
+    pub fn allow_tcp_connect(&self) -> &[u16] {
+        &self.allow_tcp_connect
+    }
+    pub fn allow_unix_sockets(&self) -> bool {
+        self.allow_unix_sockets
+    }
+    /// Inherited descriptors above 2 passed to the target; sorted, unique.
+    pub fn keep_fds(&self) -> &[i32] {
+        &self.keep_fds
+    }
+    /// The identity each writable root had when the policy was resolved.
+    pub fn root_ids(&self) -> &[RootId] {
+        &self.root_ids
+    }
+    /// Why `$TMPDIR` was not granted, when it was set and refused.
+    pub fn tmpdir_refused(&self) -> Option<&str> {
+        self.tmpdir_refused.as_deref()
+    }
+    /// Paths no confined command may read.
+    pub fn hidden(&self) -> &[PathBuf] {
+        &self.hidden
+    }
+    /// The protected paths that existed at resolution time.
+    pub fn protected(&self) -> &[Protected] {
+        &self.protected
+    }
+    /// Protected names that were symbolic links at resolution time (not protected).
+    pub fn protect_links(&self) -> &[PathBuf] {
+        &self.protect_links
+    }
+    /// Whether the caller named protected paths itself (the stage is then required).
+    pub fn protect_explicit(&self) -> bool {
+        self.protect_explicit
+    }
+    /// Whether the default protected names were asked for.
+    pub fn default_protect(&self) -> bool {
+        self.default_protect
+    }
+    pub fn tmp(&self) -> TmpMode {
+        self.tmp
+    }
+    pub fn pids(&self) -> PidMode {
+        self.pids
+    }
+    /// Whether the namespace stage may run.
+    pub fn stage(&self) -> bool {
+        self.stage
+    }
+}
+
+/// Policies for tests: some need one `resolve` would not make (a root that was never
+/// resolved, a forged request, a seccomp filter for a chosen network policy). Outside
+/// this crate they are built only here, so the field list is written once more, not
+/// once per test.
+#[cfg(any(test, feature = "testing"))]
+impl Policy {
+    /// A `mode` policy for `workspace` granting nothing else: no extra roots, no
+    /// `$TMPDIR`, the mode's default network, no ports, descriptors, hidden or protected
+    /// paths, no root identities and no stage. Adjust it with the `with_` methods.
+    pub fn for_tests(mode: Mode, workspace: impl Into<PathBuf>) -> Policy {
+        Policy {
+            mode,
+            workspace: workspace.into(),
+            writable_roots: Vec::new(),
+            tmpdir: None,
+            network: Network::default_for(mode),
+            allow_tcp_connect: Vec::new(),
+            allow_unix_sockets: false,
+            keep_fds: Vec::new(),
+            root_ids: Vec::new(),
+            tmpdir_refused: None,
+            hidden: Vec::new(),
+            protected: Vec::new(),
+            protect_links: Vec::new(),
+            protect_explicit: false,
+            default_protect: false,
+            tmp: TmpMode::default(),
+            pids: PidMode::Share,
+            stage: false,
+        }
+    }
+    pub fn with_mode(self, mode: Mode) -> Policy {
+        Policy { mode, ..self }
+    }
+    pub fn with_workspace(self, workspace: impl Into<PathBuf>) -> Policy {
+        Policy {
+            workspace: workspace.into(),
+            ..self
+        }
+    }
+    pub fn with_writable_roots(self, writable_roots: Vec<PathBuf>) -> Policy {
+        Policy {
+            writable_roots,
+            ..self
+        }
+    }
+    pub fn with_tmpdir(self, tmpdir: Option<PathBuf>) -> Policy {
+        Policy { tmpdir, ..self }
+    }
+    pub fn with_network(self, network: Network) -> Policy {
+        Policy { network, ..self }
+    }
+    pub fn with_allow_tcp_connect(self, allow_tcp_connect: Vec<u16>) -> Policy {
+        Policy {
+            allow_tcp_connect,
+            ..self
+        }
+    }
+    pub fn with_allow_unix_sockets(self, allow_unix_sockets: bool) -> Policy {
+        Policy {
+            allow_unix_sockets,
+            ..self
+        }
+    }
+    pub fn with_root_ids(self, root_ids: Vec<RootId>) -> Policy {
+        Policy { root_ids, ..self }
+    }
 }
 
 /// Why a policy could not be resolved. Each names the path at fault.

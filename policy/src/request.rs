@@ -408,8 +408,6 @@ mod tests {
                 ("EMPTY".into(), "".into()),
             ],
             policy: Policy {
-                mode: Mode::WorkspaceWrite,
-                workspace: "/work/ws".into(),
                 writable_roots: vec![
                     "/srv/a".into(),
                     PathBuf::from(OsString::from_vec(b"/srv/\xfe".to_vec())),
@@ -439,13 +437,7 @@ mod tests {
                 .collect(),
                 tmpdir_refused: Some("$TMPDIR / is not granted".into()),
                 hidden: vec!["/home/u/.ssh".into()],
-                protected: Vec::new(),
-                protect_links: Vec::new(),
-                protect_explicit: false,
-                default_protect: false,
-                tmp: Default::default(),
-                pids: crate::stage::PidMode::Share,
-                stage: false,
+                ..Policy::for_tests(Mode::WorkspaceWrite, "/work/ws")
             },
             promised: KernelFacts {
                 landlock_abi: 7,

@@ -41,7 +41,7 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
             let _ = writeln!(w, "verdict:     the runner would refuse this request: {e}");
         }
     }
-    let _ = writeln!(w, "mode:        {}", request.policy.mode);
+    let _ = writeln!(w, "mode:        {}", request.policy.mode());
     let asks = Asks::of(&request.policy);
     match guarantees::verdict(&asks, &request.promised) {
         ModeVerdict::Confined(e) => {
@@ -129,10 +129,10 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
         let _ = writeln!(w, "  {}={:?}", k.to_string_lossy(), v);
     }
     let _ = writeln!(w, "hidden (never readable):");
-    if request.policy.hidden.is_empty() {
+    if request.policy.hidden().is_empty() {
         let _ = writeln!(w, "  none");
     }
-    for h in &request.policy.hidden {
+    for h in request.policy.hidden() {
         let _ = writeln!(w, "  {}", h.display());
     }
     let _ = writeln!(w, "grants:");
@@ -162,7 +162,7 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
             g.reason.describe()
         );
     }
-    if let Some(why) = &request.policy.tmpdir_refused {
+    if let Some(why) = request.policy.tmpdir_refused() {
         let _ = writeln!(w, "  not granted: {why}");
     }
     for g in grants::grants(&request.policy) {
@@ -180,11 +180,11 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     }
     let _ = writeln!(w, "everything else: denied");
     let p = &request.policy;
-    let network = match (p.network, p.allow_tcp_connect.is_empty()) {
+    let network = match (p.network(), p.allow_tcp_connect().is_empty()) {
         (Network::Allow, _) => "allowed".to_string(),
         (Network::Deny, true) => "denied (no socket but AF_UNIX)".to_string(),
         (Network::Deny, false) => {
-            let ports: Vec<String> = p.allow_tcp_connect.iter().map(u16::to_string).collect();
+            let ports: Vec<String> = p.allow_tcp_connect().iter().map(u16::to_string).collect();
             format!("denied, except outgoing TCP to port {}", ports.join(", "))
         }
     };
@@ -192,13 +192,13 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     let _ = writeln!(
         w,
         "unix:        {}",
-        if p.allow_unix_sockets {
+        if p.allow_unix_sockets() {
             "sockets allowed"
         } else {
             "sockets denied (socketpair allowed)"
         }
     );
-    let kept: Vec<String> = p.keep_fds.iter().map(i32::to_string).collect();
+    let kept: Vec<String> = p.keep_fds().iter().map(i32::to_string).collect();
     let _ = writeln!(
         w,
         "fds:         0, 1, 2{}{}; every other descriptor is closed on exec",

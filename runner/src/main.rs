@@ -163,7 +163,7 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, Runne
 /// this process and its descendants do is confined, with the returned enforcement.
 fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     let policy = &request.policy;
-    if !policy.mode.is_confined() {
+    if !policy.mode().is_confined() {
         return Err(RunnerError::Unconfined);
     }
     let filter = seccomp::program(policy)?;
@@ -172,7 +172,7 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
     let landlock_abi = ruleset::restrict(policy)?;
     caps::drop_all()?;
-    fds::restrict(&policy.keep_fds)?;
+    fds::restrict(policy.keep_fds())?;
     seccomp::install(&filter)?;
     // Judge what the kernel actually gave, with the same rules the launcher used to
     // report enforcement to the executor. Reaching here means the filter is installed.
@@ -335,26 +335,8 @@ mod tests {
             argv: vec!["true".into()],
             cwd: "/".into(),
             env: Vec::new(),
-            policy: stockade_policy::Policy {
-                mode: Mode::ReadOnly,
-                workspace: "/".into(),
-                writable_roots: Vec::new(),
-                tmpdir: None,
-                network: Network::Deny,
-                allow_tcp_connect: Vec::new(),
-                allow_unix_sockets: false,
-                keep_fds: Vec::new(),
-                root_ids: Vec::new(),
-                tmpdir_refused: None,
-                hidden: Vec::new(),
-                protected: Vec::new(),
-                protect_links: Vec::new(),
-                protect_explicit: false,
-                default_protect: false,
-                tmp: Default::default(),
-                pids: stockade_policy::stage::PidMode::Share,
-                stage: false,
-            },
+            policy: stockade_policy::Policy::for_tests(Mode::ReadOnly, "/")
+                .with_network(Network::Deny),
             promised: achieved(promised),
             status_path: None,
             inherit: Default::default(),
@@ -392,7 +374,7 @@ mod tests {
     #[test]
     fn tcp_ports_without_landlock_network_rules_are_unavailable() {
         let mut r = request(3);
-        r.policy.allow_tcp_connect = vec![443];
+        r.policy = r.policy.with_allow_tcp_connect(vec![443]);
         let asks = Asks::of(&r.policy);
         let err = judge(&asks, &achieved(3), &r).unwrap_err();
         assert!(matches!(err, RunnerError::Unavailable { .. }), "{err}");

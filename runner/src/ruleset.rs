@@ -86,7 +86,7 @@ fn check_carve_size(carved: &[Grant]) -> Result<(), RunnerError> {
 /// runner and `--explain` use. Lists the filesystem around the hidden paths (see
 /// carve.rs for why here).
 pub fn carved_grants(policy: &Policy, tree: &mut Tree) -> Vec<Grant> {
-    hidden::carve(&grants::grants(policy), &policy.hidden, |p| tree.list(p))
+    hidden::carve(&grants::grants(policy), policy.hidden(), |p| tree.list(p))
 }
 
 /// Opens a granted path as an `O_PATH` descriptor, checking that directory grants name
@@ -150,7 +150,7 @@ pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(HANDLED_ABI))
         .map_err(ll)?;
-    if policy.network == Network::Deny {
+    if policy.network() == Network::Deny {
         // Handled even without allowed ports: a second lock behind the socket filter.
         ruleset = ruleset
             .handle_access(AccessNet::from_all(HANDLED_NET_ABI))
@@ -161,8 +161,8 @@ pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
         .map_err(ll)?
         .create()
         .map_err(ll)?;
-    if policy.network == Network::Deny {
-        for &port in &policy.allow_tcp_connect {
+    if policy.network() == Network::Deny {
+        for &port in policy.allow_tcp_connect() {
             created = created
                 .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
                 .map_err(ll)?;

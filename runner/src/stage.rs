@@ -18,6 +18,6 @@ pub fn achieved(policy: &Policy) -> bool {
     let ok = unsafe { libc::statvfs(c"/".as_ptr(), fs.as_mut_ptr()) } == 0;
     // SAFETY: initialised by the successful call above.
     let root_read_only = ok && unsafe { fs.assume_init() }.f_flag & libc::ST_RDONLY != 0;
-    let pids_ok = policy.pids == PidMode::Share || std::process::id() == 2;
+    let pids_ok = policy.pids() == PidMode::Share || std::process::id() == 2;
     root_read_only && pids_ok
 }

@@ -100,7 +100,7 @@ fn a_request_changed_after_confine_is_refused_and_runs_nothing() {
     // Rewritten in place (same inode, same owner and mode) into a request that would
     // write outside the workspace: what a command that could reach the file would do.
     let mut forged = request_for(&fx, &format!("touch {}", escaped.display()));
-    forged.policy.writable_roots = vec![fx.outside.clone()];
+    forged.policy = forged.policy.with_writable_roots(vec![fx.outside.clone()]);
     std::fs::write(&path, forged.encode().unwrap()).unwrap();
     assert_eq!(std::fs::metadata(&path).unwrap().ino(), ino);
     let out = spawn_argv(&v);

@@ -118,7 +118,9 @@ fn danger_full_access_requests_are_refused_by_the_runner() {
     let fx = Fixture::new();
     let marker = fx.outside.join("unconfined");
     let mut req = request_for(&fx, &format!("touch {}", marker.display()));
-    req.policy.mode = stockade_policy::Mode::DangerFullAccess;
+    req.policy = req
+        .policy
+        .with_mode(stockade_policy::Mode::DangerFullAccess);
     let path = write_request_bytes(&fx, "req", &req.encode().unwrap());
     let out = run_request(&path);
     assert_code(&out, 125);
@@ -133,8 +135,9 @@ fn a_workspace_deleted_before_the_run_is_a_runner_failure() {
     std::fs::create_dir(&ws).unwrap();
     let marker = fx.outside.join("ran");
     let mut req = request_for(&fx, &format!("touch {}", marker.display()));
-    req.policy.workspace = ws.clone();
-    req.policy.root_ids[0] = stockade_policy::roots::RootId::of(&ws).unwrap();
+    let mut ids = req.policy.root_ids().to_vec();
+    ids[0] = stockade_policy::roots::RootId::of(&ws).unwrap();
+    req.policy = req.policy.with_workspace(ws.clone()).with_root_ids(ids);
     std::fs::remove_dir(&ws).unwrap();
     let path = write_request_bytes(&fx, "req", &req.encode().unwrap());
     let out = run_request(&path);

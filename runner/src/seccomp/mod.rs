@@ -334,7 +334,7 @@ fn rules(policy: &Policy) -> Vec<(i64, To<Label>)> {
     ]);
     rules.extend(XATTR_WRITES.iter().map(|&nr| (nr, EOPNOTSUPP)));
     let setid = |&(nr, arg): &(i64, u32)| (nr, To::Label(SetidMode(arg)));
-    if policy.mode == Mode::ReadOnly {
+    if policy.mode() == Mode::ReadOnly {
         rules.extend(MODE_SETTERS.iter().map(|&(nr, _)| (nr, EPERM)));
         rules.extend(eperm(OTHER_METADATA));
     } else {
@@ -353,10 +353,10 @@ fn rules(policy: &Policy) -> Vec<(i64, To<Label>)> {
     ]);
     rules.extend(eperm(OTHER_PROCESSES));
     rules.extend(eperm(IPC));
-    if policy.network == Network::Deny || !policy.allow_unix_sockets {
+    if policy.network() == Network::Deny || !policy.allow_unix_sockets() {
         rules.push((libc::SYS_socket, To::Label(Socket)));
     }
-    if policy.network == Network::Deny {
+    if policy.network() == Network::Deny {
         rules.push((libc::SYS_socketpair, To::Label(Socketpair)));
         // TCP Fast Open connects (sends a SYN with data) from `sendto`/`sendmsg`
         // without passing the connect hook Landlock's port rules sit on.
@@ -366,7 +366,7 @@ fn rules(policy: &Policy) -> Vec<(i64, To<Label>)> {
             (libc::SYS_sendmmsg, To::Label(FastOpen(3))),
             (libc::SYS_setsockopt, To::Label(Setsockopt)),
         ]);
-        if !policy.allow_tcp_connect.is_empty() {
+        if !policy.allow_tcp_connect().is_empty() {
             // listen() on an unbound TCP socket binds it to a free port without the bind
             // hook Landlock's rules sit on, and then accepts connections. listen cannot
             // tell a TCP socket from a unix one, so with TCP sockets creatable it is
@@ -417,7 +417,7 @@ fn blocks(
     );
     // The ioctl command is an unsigned int in the kernel.
     let mut ioctl = vec![load_arg(1), (JEQ_K, TIOCSTI, EPERM, To::Next)];
-    if policy.mode == Mode::ReadOnly {
+    if policy.mode() == Mode::ReadOnly {
         ioctl.extend(SETATTR_IOCTLS.map(|cmd| (JEQ_K, cmd, EPERM, To::Next)));
     }
     ioctl.push((JEQ_K, TIOCLINUX, EPERM, ALLOW));
@@ -425,12 +425,12 @@ fn blocks(
     let unix = libc::AF_UNIX as u32;
     // socket(family, type, protocol): the family is an int.
     let mut socket = vec![load_arg(0)];
-    if !policy.allow_unix_sockets {
+    if !policy.allow_unix_sockets() {
         socket.push((JEQ_K, unix, EACCES, To::Next));
     }
-    match policy.network {
+    match policy.network() {
         Network::Allow => socket.push(ret(RET_ALLOW)),
-        Network::Deny if policy.allow_tcp_connect.is_empty() => {
+        Network::Deny if policy.allow_tcp_connect().is_empty() => {
             socket.push((JEQ_K, unix, ALLOW, EACCES));
         }
         Network::Deny => {
@@ -445,11 +445,11 @@ fn blocks(
             ]);
         }
     }
-    let deny = policy.network == Network::Deny;
-    if deny || !policy.allow_unix_sockets {
+    let deny = policy.network() == Network::Deny;
+    if deny || !policy.allow_unix_sockets() {
         block(Socket, &socket);
     }
-    if deny && !policy.allow_tcp_connect.is_empty() {
+    if deny && !policy.allow_tcp_connect().is_empty() {
         block(
             InetSocket,
             &[

@@ -99,13 +99,13 @@ fn socket_rules(policy: &Policy) -> Result<Rules, RunnerError> {
     let unix = libc::AF_UNIX as u64;
     let mut socket: Vec<SeccompRule> = Vec::new();
     let mut socketpair: Vec<SeccompRule> = Vec::new();
-    if !policy.allow_unix_sockets {
+    if !policy.allow_unix_sockets() {
         socket.push(rule(vec![cond(0, Len::Dword, Op::Eq, unix)?])?);
     }
-    if policy.network == Network::Deny {
+    if policy.network() == Network::Deny {
         // socketpair only ever connects a process to itself: AF_UNIX stays allowed.
         socketpair.push(rule(vec![cond(0, Len::Dword, Op::Ne, unix)?])?);
-        if policy.allow_tcp_connect.is_empty() {
+        if policy.allow_tcp_connect().is_empty() {
             socket.push(rule(vec![cond(0, Len::Dword, Op::Ne, unix)?])?);
         } else {
             // TCP stays creatable so that Landlock can allow the named ports (and deny
@@ -141,8 +141,6 @@ fn socket_rules(policy: &Policy) -> Result<Rules, RunnerError> {
     }
     Ok(rules)
 }
-
-use std::path::PathBuf;
 
 fn stmt(code: u16, k: u32) -> sock_filter {
     sock_filter {
@@ -254,26 +252,10 @@ const EACCES: u32 = RET_ERRNO | libc::EACCES as u32;
 const ENOSYS: u32 = RET_ERRNO | libc::ENOSYS as u32;
 
 fn policy(network: Network, ports: &[u16], unix: bool) -> Policy {
-    Policy {
-        mode: stockade_policy::Mode::WorkspaceWrite,
-        workspace: PathBuf::from("/w"),
-        writable_roots: Vec::new(),
-        tmpdir: None,
-        network,
-        allow_tcp_connect: ports.to_vec(),
-        allow_unix_sockets: unix,
-        keep_fds: Vec::new(),
-        root_ids: Vec::new(),
-        tmpdir_refused: None,
-        hidden: Vec::new(),
-        protected: Vec::new(),
-        protect_links: Vec::new(),
-        protect_explicit: false,
-        default_protect: false,
-        tmp: Default::default(),
-        pids: stockade_policy::stage::PidMode::Share,
-        stage: false,
-    }
+    Policy::for_tests(stockade_policy::Mode::WorkspaceWrite, "/w")
+        .with_network(network)
+        .with_allow_tcp_connect(ports.to_vec())
+        .with_allow_unix_sockets(unix)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -346,7 +328,7 @@ fn sealing_rules(policy: &Policy) -> Result<Rules, RunnerError> {
             .map(|bit| rule(vec![cond(arg as u8, Len::Dword, Op::MaskedEq(bit), bit)?]))
             .collect()
     };
-    if policy.mode == Mode::ReadOnly {
+    if policy.mode() == Mode::ReadOnly {
         for &(nr, _) in MODE_SETTERS {
             rules.insert(nr, Vec::new());
         }
@@ -383,7 +365,7 @@ fn sealing_rules(policy: &Policy) -> Result<Rules, RunnerError> {
         let who = rule(vec![cond(1, Len::Dword, Op::Ne, 0)?])?;
         rules.insert(nr, vec![which, who]);
     }
-    if policy.network == Network::Deny {
+    if policy.network() == Network::Deny {
         let fastopen = libc::MSG_FASTOPEN as u64;
         let fast = |arg: u8| -> Result<Vec<SeccompRule>, RunnerError> {
             Ok(vec![rule(vec![cond(
@@ -407,7 +389,7 @@ fn sealing_rules(policy: &Policy) -> Result<Rules, RunnerError> {
             libc::SYS_setsockopt,
             vec![opt(libc::TCP_FASTOPEN)?, opt(libc::TCP_FASTOPEN_CONNECT)?],
         );
-        if !policy.allow_tcp_connect.is_empty() {
+        if !policy.allow_tcp_connect().is_empty() {
             rules.insert(libc::SYS_listen, Vec::new());
         }
     }
@@ -530,10 +512,7 @@ fn the_one_filter_answers_as_the_separate_programs_did_for_every_policy() {
                 ]
             })
     {
-        let policy = Policy {
-            mode,
-            ..policy(network, ports, unix)
-        };
+        let policy = policy(network, ports, unix).with_mode(mode);
         let reference = reference(&policy);
         let program = program(&policy).unwrap();
         let mut check = |c: &Call| {
@@ -723,10 +702,7 @@ mod table {
     fn policies() -> [Policy; 5] {
         [
             policy(Network::Deny, &[], false),
-            Policy {
-                mode: Mode::ReadOnly,
-                ..policy(Network::Deny, &[], false)
-            },
+            policy(Network::Deny, &[], false).with_mode(Mode::ReadOnly),
             policy(Network::Deny, &[443], false),
             policy(Network::Deny, &[], true),
             policy(Network::Allow, &[], false),

@@ -498,29 +498,12 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
         argv: vec!["sh".into(), "-c".into(), script.into()],
         cwd: fx.ws.clone(),
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-        policy: Policy {
-            mode: Mode::WorkspaceWrite,
-            workspace: fx.ws.clone(),
-            writable_roots: Vec::new(),
-            tmpdir: None,
-            network: stockade_policy::Network::Deny,
-            allow_tcp_connect: Vec::new(),
-            allow_unix_sockets: false,
-            keep_fds: Vec::new(),
-            root_ids: [fx.ws.as_path(), Path::new("/tmp")]
+        policy: Policy::for_tests(Mode::WorkspaceWrite, fx.ws.clone()).with_root_ids(
+            [fx.ws.as_path(), Path::new("/tmp")]
                 .iter()
                 .map(|p| stockade_policy::roots::RootId::of(p).unwrap())
                 .collect(),
-            tmpdir_refused: None,
-            hidden: Vec::new(),
-            protected: Vec::new(),
-            protect_links: Vec::new(),
-            protect_explicit: false,
-            default_protect: false,
-            tmp: Default::default(),
-            pids: stockade_policy::stage::PidMode::Share,
-            stage: false,
-        },
+        ),
         // The least a confined run can rest on: any kernel that runs it covers this.
         promised: KernelFacts {
             landlock_abi: 1,
