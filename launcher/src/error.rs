@@ -52,8 +52,8 @@ pub enum LauncherError {
         program: String,
         source: io::Error,
     },
-    /// The supervisor cannot do its job (signals, polling).
-    Supervise(String),
+    /// The supervisor cannot do its job (signals, containment, starting the command).
+    Supervise(crate::supervise::SuperviseError),
     CurrentDir(io::Error),
     /// No random bytes for the runner failure tag.
     FailureTag(io::Error),
@@ -180,7 +180,26 @@ impl fmt::Display for LauncherError {
     }
 }
 
-impl std::error::Error for LauncherError {}
+impl std::error::Error for LauncherError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LauncherError::Policy(e) => Some(e),
+            LauncherError::Encode(e) => Some(e),
+            LauncherError::Invalid(e) => Some(e),
+            LauncherError::Supervise(e) => Some(e),
+            LauncherError::Json(e) => Some(e),
+            LauncherError::WriteRequest { source, .. }
+            | LauncherError::Spawn { source, .. }
+            | LauncherError::ReadInput { source, .. }
+            | LauncherError::ExecRunner { source, .. }
+            | LauncherError::CurrentDir(source)
+            | LauncherError::FailureTag(source)
+            | LauncherError::LauncherPath(source)
+            | LauncherError::WriteOutput(source) => Some(source),
+            _ => None,
+        }
+    }
+}
 
 impl LauncherError {
     /// The exit code `stockade` exits with: a program that could not be started follows

@@ -39,6 +39,46 @@ const PUMP_READS: usize = 16;
 /// The signals that make the launcher tear the range down.
 const STOP_SIGNALS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
+/// Why the supervisor cannot do its job (nothing ran, or the command was never started).
+#[derive(Debug)]
+pub enum SuperviseError {
+    /// The signals the loop reads could not be blocked and watched.
+    Signals(nix::Error),
+    /// The launcher could not become a subreaper.
+    Subreaper(nix::Error),
+    /// `--containment cgroup` was asked for and no cgroup can be made.
+    Cgroup(containment::CgroupError),
+    /// The launcher itself ran out of something (descriptors, memory, processes) or
+    /// could not put the command in its cgroup.
+    Start {
+        program: String,
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for SuperviseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SuperviseError::Signals(e) => write!(f, "cannot watch signals: {e}"),
+            SuperviseError::Subreaper(e) => write!(f, "cannot become a subreaper: {e}"),
+            SuperviseError::Cgroup(e) => write!(f, "cgroup containment is unavailable: {e}"),
+            SuperviseError::Start { program, source } => {
+                write!(f, "cannot start {program}: {source}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SuperviseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SuperviseError::Signals(e) | SuperviseError::Subreaper(e) => Some(e),
+            SuperviseError::Cgroup(e) => Some(e),
+            SuperviseError::Start { source, .. } => Some(source),
+        }
+    }
+}
+
 /// What to do with the command's output.
 #[derive(Clone, Copy, Debug)]
 pub enum Output {
@@ -136,7 +176,7 @@ fn watched_signals() -> SigSet {
 /// clean mask back before it executes (see `spawn`).
 fn signal_fd() -> Result<SignalFd, LauncherError> {
     let mask = watched_signals();
-    let err = |e: nix::Error| LauncherError::Supervise(format!("cannot watch signals: {e}"));
+    let err = |e: nix::Error| LauncherError::Supervise(SuperviseError::Signals(e));
     mask.thread_block().map_err(err)?;
     SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(err)
 }
@@ -590,14 +630,14 @@ pub fn release_stop_signals() {
 fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> {
     // Orphaned descendants re-parent to us, so they stay visible and get reaped.
     nix::sys::prctl::set_child_subreaper(true)
-        .map_err(|e| LauncherError::Supervise(format!("cannot become a subreaper: {e}")))?;
+        .map_err(|e| LauncherError::Supervise(SuperviseError::Subreaper(e)))?;
     let session = Session::choose(plan);
     let cgroup = match plan.containment {
         ContainmentChoice::Subreaper => None,
         ContainmentChoice::Auto => Cgroup::create().ok(),
-        ContainmentChoice::Cgroup => Some(Cgroup::create().map_err(|e| {
-            LauncherError::Supervise(format!("cgroup containment is unavailable: {e}"))
-        })?),
+        ContainmentChoice::Cgroup => Some(
+            Cgroup::create().map_err(|e| LauncherError::Supervise(SuperviseError::Cgroup(e)))?,
+        ),
     };
     let (child, cgroup) = match spawn(plan, cgroup.as_ref(), session) {
         Ok(child) => (child, cgroup),
@@ -685,7 +725,7 @@ fn spawn_error(plan: &Plan, e: SpawnError) -> LauncherError {
     let (SpawnError::Join(source) | SpawnError::Start(source)) = e;
     let program = plan.argv.first().cloned().unwrap_or_default();
     if launcher_failed {
-        return LauncherError::Supervise(format!("cannot start {program}: {source}"));
+        return LauncherError::Supervise(SuperviseError::Start { program, source });
     }
     LauncherError::Spawn { program, source }
 }

@@ -448,7 +448,17 @@ impl fmt::Display for PolicyError {
     }
 }
 
-impl std::error::Error for PolicyError {}
+impl std::error::Error for PolicyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PolicyError::CurrentDir(source)
+            | PolicyError::Workspace { source, .. }
+            | PolicyError::WritableRoot { source, .. }
+            | PolicyError::RootIdentity { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
 
 impl PolicyRequest {
     /// A request for `mode` with every other choice left to its default.

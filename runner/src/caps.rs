@@ -94,8 +94,68 @@ fn prctl(option: libc::c_int, arg2: u32, arg3: u32) -> Result<libc::c_int, std::
     Ok(rc)
 }
 
-fn error(set: &str, e: impl std::fmt::Display) -> RunnerError {
-    RunnerError::Capabilities(format!("cannot clear the {set} set: {e}"))
+/// Why the capability sets could not be emptied.
+#[derive(Debug)]
+pub enum CapsError {
+    /// Clearing `set` failed (for the bounding set, at capability `cap`).
+    Clear {
+        set: &'static str,
+        cap: Option<u32>,
+        source: std::io::Error,
+    },
+    /// Reading back `set` failed (`None`: effective, permitted and inheritable at once).
+    Read {
+        set: Option<&'static str>,
+        source: std::io::Error,
+    },
+    /// `set` still holds the capabilities in `mask` after it was cleared.
+    StillHolds { set: &'static str, mask: u64 },
+}
+
+impl std::fmt::Display for CapsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CapsError::Clear {
+                set,
+                cap: None,
+                source,
+            } => write!(f, "cannot clear the {set} set: {source}"),
+            CapsError::Clear {
+                set,
+                cap: Some(cap),
+                source,
+            } => write!(f, "cannot clear the {set} set: capability {cap}: {source}"),
+            CapsError::Read { set: None, source } => {
+                write!(f, "cannot read the capability sets: {source}")
+            }
+            CapsError::Read {
+                set: Some(set),
+                source,
+            } => write!(f, "cannot read the {set} set: {source}"),
+            CapsError::StillHolds { set, mask } => write!(
+                f,
+                "the {set} set still holds {} after clearing it",
+                names(*mask)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CapsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CapsError::Clear { source, .. } | CapsError::Read { source, .. } => Some(source),
+            CapsError::StillHolds { .. } => None,
+        }
+    }
+}
+
+fn error(set: &'static str, source: std::io::Error) -> RunnerError {
+    RunnerError::Capabilities(CapsError::Clear {
+        set,
+        cap: None,
+        source,
+    })
 }
 
 /// The capabilities in `mask`, by name where `caps` knows them, sorted.
@@ -113,15 +173,12 @@ fn names(mask: u64) -> String {
     names.join(", ")
 }
 
-fn read_error(e: std::io::Error) -> RunnerError {
-    RunnerError::Capabilities(format!("cannot read the capability sets: {e}"))
+fn read_error(source: std::io::Error) -> RunnerError {
+    RunnerError::Capabilities(CapsError::Read { set: None, source })
 }
 
-fn still_holds(set: &str, mask: u64) -> RunnerError {
-    RunnerError::Capabilities(format!(
-        "the {set} set still holds {} after clearing it",
-        names(mask)
-    ))
+fn still_holds(set: &'static str, mask: u64) -> RunnerError {
+    RunnerError::Capabilities(CapsError::StillHolds { set, mask })
 }
 
 /// Drops every capability from the bounding set (needs CAP_SETPCAP in the effective
@@ -136,7 +193,13 @@ fn drop_bounding() -> Result<(), RunnerError> {
         match prctl(libc::PR_CAPBSET_DROP, cap, 0) {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) && cap > 0 => return Ok(()),
-            Err(e) => return Err(error("bounding", format!("capability {cap}: {e}"))),
+            Err(source) => {
+                return Err(RunnerError::Capabilities(CapsError::Clear {
+                    set: "bounding",
+                    cap: Some(cap),
+                    source,
+                }));
+            }
         }
     }
     Ok(())
@@ -147,7 +210,7 @@ fn drop_bounding() -> Result<(), RunnerError> {
 /// upwards until the kernel answers EINVAL, past its last capability. Reads commit no
 /// credentials, unlike drops: these are the cheap calls.
 fn read_back(
-    set: &str,
+    set: &'static str,
     query: impl Fn(u32) -> Result<libc::c_int, std::io::Error>,
 ) -> Result<u64, RunnerError> {
     let mut left = 0u64;
@@ -156,10 +219,11 @@ fn read_back(
             Ok(1) => left |= 1 << cap,
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) && cap > 0 => break,
-            Err(e) => {
-                return Err(RunnerError::Capabilities(format!(
-                    "cannot read the {set} set: {e}"
-                )));
+            Err(source) => {
+                return Err(RunnerError::Capabilities(CapsError::Read {
+                    set: Some(set),
+                    source,
+                }));
             }
         }
     }

@@ -1,6 +1,10 @@
 //! Everything that can stop the runner before the target starts, with the exit code of
 //! each (see `stockade_policy::exit`) and a message a user can act on.
 
+use crate::caps::CapsError;
+use crate::fds::FdError;
+use crate::ruleset::LandlockError;
+use crate::seccomp::SeccompError;
 use std::ffi::OsString;
 use std::fmt;
 use std::io;
@@ -103,13 +107,13 @@ pub enum RunnerError {
         missing: Vec<Guarantee>,
     },
     /// Landlock refused the ruleset.
-    Landlock(String),
+    Landlock(LandlockError),
     /// The seccomp filter could not be built or installed.
-    Seccomp(String),
+    Seccomp(SeccompError),
     /// A capability set could not be emptied.
-    Capabilities(String),
+    Capabilities(CapsError),
     /// Inherited descriptors could not be kept from the target.
-    Fds(String),
+    Fds(FdError),
     /// A descriptor the request keeps is not open.
     KeepFdNotOpen {
         fd: i32,
@@ -320,6 +324,29 @@ impl fmt::Display for RunnerError {
     }
 }
 
+impl std::error::Error for RunnerError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RunnerError::RequestIo { source, .. }
+            | RunnerError::RequestUnlink { source, .. }
+            | RunnerError::Chdir { source, .. }
+            | RunnerError::GrantPath { source, .. }
+            | RunnerError::CannotExecute { source, .. }
+            | RunnerError::NoNewPrivs(source)
+            | RunnerError::InheritedCwd(source)
+            | RunnerError::Setsid(source)
+            | RunnerError::Stdout(source) => Some(source),
+            RunnerError::Decode(e) => Some(e),
+            RunnerError::Invalid(e) => Some(e),
+            RunnerError::Landlock(e) => Some(e),
+            RunnerError::Seccomp(e) => Some(e),
+            RunnerError::Capabilities(e) => Some(e),
+            RunnerError::Fds(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,6 +387,7 @@ mod tests {
                 source: io(),
             },
             RunnerError::NoNewPrivs(io()),
+            RunnerError::InheritedCwd(io()),
             RunnerError::GrantPath {
                 what: "workspace root",
                 path: p(),
@@ -388,7 +416,18 @@ mod tests {
                 },
                 missing: vec![],
             },
-            RunnerError::Landlock(String::new()),
+            RunnerError::Landlock(LandlockError::NotEnforced),
+            RunnerError::Seccomp(SeccompError::Duplicate),
+            RunnerError::Capabilities(CapsError::StillHolds {
+                set: "ambient",
+                mask: 1,
+            }),
+            RunnerError::Fds(FdError {
+                fd: 3,
+                source: io(),
+            }),
+            RunnerError::KeepFdNotOpen { fd: 3 },
+            RunnerError::Setsid(io()),
             RunnerError::Status {
                 path: p(),
                 reason: String::new(),

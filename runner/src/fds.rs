@@ -13,8 +13,27 @@ use std::io;
 /// `CLOSE_RANGE_CLOEXEC` (linux/close_range.h, Linux 5.11).
 const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 
-fn fd_error(fd: i32, e: io::Error) -> RunnerError {
-    RunnerError::Fds(format!("descriptor {fd}: {e}"))
+/// A descriptor whose close-on-exec flag could not be read or set.
+#[derive(Debug)]
+pub struct FdError {
+    pub fd: i32,
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for FdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "descriptor {}: {}", self.fd, self.source)
+    }
+}
+
+impl std::error::Error for FdError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+fn fd_error(fd: i32, source: io::Error) -> RunnerError {
+    RunnerError::Fds(FdError { fd, source })
 }
 
 fn flags(fd: i32) -> io::Result<libc::c_int> {

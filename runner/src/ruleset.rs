@@ -58,6 +58,54 @@ fn file_rights(access: BitFlags<AccessFs>) -> BitFlags<AccessFs> {
 /// slow to start or exhaust kernel memory. Past it, the runner fails rather than start.
 pub const MAX_CARVED_ENTRIES: usize = 65_536;
 
+/// Why Landlock could not confine the runner.
+#[derive(Debug)]
+pub enum LandlockError {
+    /// A step of building or applying the ruleset failed.
+    Ruleset(landlock::RulesetError),
+    /// The kernel accepted the ruleset but enforces none of it.
+    NotEnforced,
+    /// Hiding the policy's paths needs more rules than [`MAX_CARVED_ENTRIES`]; `fullest`
+    /// is the directory holding the most of them, and `in_fullest` their number there.
+    TooManyCarved {
+        entries: usize,
+        fullest: Option<std::path::PathBuf>,
+        in_fullest: usize,
+    },
+}
+
+impl std::fmt::Display for LandlockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LandlockError::Ruleset(e) => e.fmt(f),
+            LandlockError::NotEnforced => f.write_str(
+                "the kernel did not enforce the ruleset (Landlock unsupported or disabled)",
+            ),
+            LandlockError::TooManyCarved {
+                entries,
+                fullest,
+                in_fullest,
+            } => write!(
+                f,
+                "hiding paths needs a rule for each of {entries} entries beside them (the limit is {MAX_CARVED_ENTRIES}; {} holds {in_fullest}): hide a path in a smaller directory",
+                fullest
+                    .as_ref()
+                    .map(|d| d.display().to_string())
+                    .unwrap_or_default()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LandlockError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LandlockError::Ruleset(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Refuses a carve-out larger than [`MAX_CARVED_ENTRIES`], naming the fullest directory.
 fn check_carve_size(carved: &[Grant]) -> Result<(), RunnerError> {
     let beside: Vec<&Grant> = carved
@@ -75,11 +123,11 @@ fn check_carve_size(carved: &[Grant]) -> Result<(), RunnerError> {
         .into_iter()
         .max_by_key(|(_, n)| *n)
         .unwrap_or((None, 0));
-    Err(RunnerError::Landlock(format!(
-        "hiding paths needs a rule for each of {} entries beside them (the limit is {MAX_CARVED_ENTRIES}; {} holds {n}): hide a path in a smaller directory",
-        beside.len(),
-        dir.map(|d| d.display().to_string()).unwrap_or_default()
-    )))
+    Err(RunnerError::Landlock(LandlockError::TooManyCarved {
+        entries: beside.len(),
+        fullest: dir.map(std::path::Path::to_path_buf),
+        in_fullest: n,
+    }))
 }
 
 /// The policy's grants with its hidden paths carved out: the one rule set both the
@@ -145,7 +193,7 @@ fn abi_number(status: &LandlockStatus) -> u32 {
 /// the ABI it reports (`guarantees::verdict`), which refuses to run when a required
 /// guarantee is missing. A ruleset the kernel did not enforce at all is refused here.
 pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
-    let ll = |e: landlock::RulesetError| RunnerError::Landlock(e.to_string());
+    let ll = |e: landlock::RulesetError| RunnerError::Landlock(LandlockError::Ruleset(e));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(HANDLED_ABI))
@@ -196,9 +244,7 @@ pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
     }
     let status = created.restrict_self().map_err(ll)?;
     if status.ruleset == RulesetStatus::NotEnforced {
-        return Err(RunnerError::Landlock(
-            "the kernel did not enforce the ruleset (Landlock unsupported or disabled)".into(),
-        ));
+        return Err(RunnerError::Landlock(LandlockError::NotEnforced));
     }
     Ok(abi_number(&status.landlock))
 }

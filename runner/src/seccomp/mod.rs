@@ -534,7 +534,7 @@ pub fn program(policy: &Policy) -> Result<BpfProgram, RunnerError> {
         .collect();
     keys.sort_unstable_by_key(|&(nr, _)| nr);
     if keys.windows(2).any(|w| w[0].0 == w[1].0) {
-        return Err(seccomp_error("a system call is listed twice in the filter"));
+        return Err(RunnerError::Seccomp(SeccompError::Duplicate));
     }
     let mut code = Asm::new();
     guard(&mut code);
@@ -549,14 +549,40 @@ pub fn program(policy: &Policy) -> Result<BpfProgram, RunnerError> {
         .collect();
     let mut labels = Vec::new();
     blocks(policy, &mut code, &mut labels, &mut used);
-    bpf::assemble(&code, &labels).ok_or_else(|| seccomp_error("the filter's jumps do not fit"))
+    bpf::assemble(&code, &labels).ok_or(RunnerError::Seccomp(SeccompError::JumpTooFar))
 }
 
-fn seccomp_error(e: impl std::fmt::Display) -> RunnerError {
-    RunnerError::Seccomp(e.to_string())
+/// Why the seccomp filter could not be built or installed.
+#[derive(Debug)]
+pub enum SeccompError {
+    /// The policy's rules name a system call twice (a bug in [`rules`]).
+    Duplicate,
+    /// A jump in the assembled program is longer than BPF can encode.
+    JumpTooFar,
+    /// The kernel refused the program.
+    Install(seccompiler::Error),
+}
+
+impl std::fmt::Display for SeccompError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SeccompError::Duplicate => f.write_str("a system call is listed twice in the filter"),
+            SeccompError::JumpTooFar => f.write_str("the filter's jumps do not fit"),
+            SeccompError::Install(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SeccompError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SeccompError::Install(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 /// Installs `program` on the calling (single) thread. no_new_privs must be set.
 pub fn install(program: &BpfProgram) -> Result<(), RunnerError> {
-    seccompiler::apply_filter(program).map_err(seccomp_error)
+    seccompiler::apply_filter(program).map_err(|e| RunnerError::Seccomp(SeccompError::Install(e)))
 }

@@ -25,6 +25,11 @@ const PERSONALITY_QUERY: u64 = super::PERSONALITY_QUERY as u64;
 const BPF_RET_K: u16 = RET_K;
 const RET_ERRNO: u32 = libc::SECCOMP_RET_ERRNO;
 
+/// seccompiler's refusal to build the reference program, as a runner error.
+fn seccomp_error(e: impl Into<seccompiler::Error>) -> RunnerError {
+    RunnerError::Seccomp(SeccompError::Install(e.into()))
+}
+
 fn cond(arg: u8, len: Len, op: Op, value: u64) -> Result<SeccompCondition, RunnerError> {
     SeccompCondition::new(arg, len, op, value).map_err(seccomp_error)
 }
