@@ -21,8 +21,29 @@ use stockade_policy::failure_tag;
 use stockade_policy::grants;
 use stockade_policy::guarantees::{self, Asks, ModeVerdict};
 use stockade_policy::inherit::{EnvFilter, Inherit, InheritEnv};
+use stockade_policy::session::RunnerSession;
 use stockade_policy::stage::{self, PidMode};
-use stockade_policy::{LaunchRequest, PolicyRequest};
+use stockade_policy::{LaunchRequest, Mode, PolicyRequest};
+
+/// What a ConfinedArgv's argv starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// `stockade-runner` (possibly behind the namespace stage).
+    Runner,
+    /// The program itself (nothing is confined).
+    Program,
+}
+
+impl Start {
+    /// The rule [`confine_inheriting`] follows: every confined mode starts the runner.
+    pub fn of(mode: Mode) -> Start {
+        if mode.is_confined() {
+            Start::Runner
+        } else {
+            Start::Program
+        }
+    }
+}
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
 #[derive(Debug)]
@@ -30,8 +51,6 @@ pub struct Confinement {
     pub confined: ConfinedArgv,
     /// The private directory holding the request; `None` when there is no request.
     pub private_dir: Option<PrivateDir>,
-    /// Whether `confined.argv` starts `stockade-runner` (it does in every confined mode).
-    pub starts_runner: bool,
     /// Default protected names that did not exist when confined (see
     /// `stockade_policy::stage::unprotected_names`): `stockade run` reports those that
     /// appear.
@@ -44,13 +63,15 @@ fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError
         .ok_or(LauncherError::NotUtf8 { what })
 }
 
-/// Prepares `command` to run under `policy` with environment `env`.
+/// Prepares `command` to run under `policy` with environment `env`; the runner does
+/// about its session what `session` says.
 pub fn confine(
     policy: &PolicyRequest,
     command: &[OsString],
     env: Vec<(OsString, OsString)>,
+    session: RunnerSession,
 ) -> Result<Confinement, LauncherError> {
-    confine_inheriting(policy, command, env, Inherit::default())
+    confine_inheriting(policy, command, env, Inherit::default(), session)
 }
 
 /// [`confine`], with the working directory and environment taken at spawn time as
@@ -62,9 +83,10 @@ pub fn confine_inheriting(
     command: &[OsString],
     env: Vec<(OsString, OsString)>,
     inherit: Inherit,
+    session: RunnerSession,
 ) -> Result<Confinement, LauncherError> {
     let mode = policy.mode;
-    if !mode.is_confined() {
+    if Start::of(mode) == Start::Program {
         // Nothing to enforce, so nothing to write: the executor runs the raw argv.
         let argv = command
             .iter()
@@ -84,7 +106,6 @@ pub fn confine_inheriting(
                 not_granted: Vec::new(),
             },
             private_dir: None,
-            starts_runner: false,
             unprotected: Vec::new(),
         });
     }
@@ -153,6 +174,7 @@ pub fn confine_inheriting(
         promised: facts,
         status_path: Some(status_path.clone()),
         inherit,
+        session,
     };
     let write = || -> Result<(String, String, String), LauncherError> {
         request.validate().map_err(LauncherError::Invalid)?;
@@ -231,7 +253,6 @@ pub fn confine_inheriting(
             not_granted,
         },
         private_dir: Some(dir),
-        starts_runner: true,
         unprotected,
     })
 }
@@ -282,6 +303,8 @@ pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
         &args.command.command,
         env::target_env(&args.env).vars,
         inherit(args),
+        // The executor spawns the runner: only then are its stdin and group known.
+        RunnerSession::WhenTerminal,
     )?;
     let written = serde_json::to_string(&confinement.confined)
         .map_err(LauncherError::Json)

@@ -4,13 +4,13 @@
 
 use crate::classify;
 use crate::cli::RunArgs;
-use crate::confine::{self, Confinement};
+use crate::confine::{self, Confinement, Start};
 use crate::env;
 use crate::error::LauncherError;
 use crate::output;
 use crate::output::Captured;
 use crate::stdout;
-use crate::supervise::{self, Output, Plan, Settled, Start};
+use crate::supervise::{self, Output, Plan, Session, Settled};
 use serde::Serialize;
 use std::time::Instant;
 use stockade_policy::Mode;
@@ -21,15 +21,17 @@ use stockade_policy::guarantees::Enforcement;
 /// Runs the command and returns the exit code `stockade run` should exit with.
 pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     let built = env::target_env(&args.env);
+    let request = args.policy.to_request();
+    let session = Session::choose(Start::of(request.mode));
     let Confinement {
         confined,
         private_dir,
-        starts_runner,
         unprotected,
     } = confine::confine(
-        &args.policy.to_request(),
+        &request,
         &args.command.command,
         built.vars.clone(),
+        session.runner(),
     )?;
     let s = &args.supervise;
     let plan = Plan {
@@ -48,11 +50,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
             Output::PassThrough
         },
         denial_signatures: &confined.denial_signatures,
-        start: if starts_runner {
-            Start::Runner
-        } else {
-            Start::Program
-        },
+        session,
     };
     // The verdict reads the runner's status record, so it comes before the private
     // directory is removed.

@@ -7,6 +7,7 @@
 //! simple and no thread can block the teardown.
 
 use crate::cli::ContainmentChoice;
+use crate::confine::Start;
 use crate::containment::{self, Cgroup, Member, Range};
 use crate::error::LauncherError;
 use crate::output::{Capture, Captured, SpillDir};
@@ -24,6 +25,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use stockade_policy::session::RunnerSession;
 
 /// How much of stderr is kept for classification when it is passed through. The
 /// runner's failure line is the only thing it prints, so it is always inside this tail.
@@ -88,39 +90,40 @@ pub enum Output {
     Capture { max_output: usize, max_spill: u64 },
 }
 
-/// What the argv starts, as the launcher built it (never guessed from other fields).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Start {
-    /// `stockade-runner`, which starts a new session when its stdin is a terminal and it
-    /// does not already lead a process group.
-    Runner,
-    /// The program itself (nothing is confined).
-    Program,
-}
-
 /// Where the command stands towards the launcher's session and terminal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Session {
+pub enum Session {
     /// Its own process group in the launcher's session.
     OwnGroup,
     /// Its own process group, given the foreground of the terminal the launcher owns
     /// (an unconfined command on a terminal: job control as in a shell).
     OwnGroupForeground,
-    /// Left in the launcher's group so that the runner, seeing a terminal on stdin and
-    /// not being a group leader, starts a new session: a confined command never has the
-    /// caller's terminal as its controlling terminal (it can still read and write it).
+    /// Left in the launcher's group (a leader cannot start a session), and the runner
+    /// told to start a new one: a confined command never has the caller's terminal as
+    /// its controlling terminal (it can still read and write it).
     RunnerDetaches,
 }
 
 impl Session {
-    fn choose(plan: &Plan) -> Session {
+    /// The one decision on the command's session for `stockade run`, made before the
+    /// request is written: the runner's half of it travels there ([`Session::runner`]).
+    pub fn choose(start: Start) -> Session {
         let tty = nix::unistd::isatty(std::io::stdin()).unwrap_or(false);
-        if tty && plan.start == Start::Runner {
+        if tty && start == Start::Runner {
             Session::RunnerDetaches
         } else if terminal::owns_foreground() {
             Session::OwnGroupForeground
         } else {
             Session::OwnGroup
+        }
+    }
+
+    /// What the runner is told to do about its session (ignored when nothing is
+    /// confined: there is no runner).
+    pub fn runner(self) -> RunnerSession {
+        match self {
+            Session::RunnerDetaches => RunnerSession::New,
+            Session::OwnGroup | Session::OwnGroupForeground => RunnerSession::Keep,
         }
     }
 }
@@ -136,7 +139,8 @@ pub struct Plan<'a> {
     pub containment: ContainmentChoice,
     pub output: Output,
     pub denial_signatures: &'a [String],
-    pub start: Start,
+    /// Decided with [`Session::choose`] before the request was written.
+    pub session: Session,
 }
 
 /// The facts of a settled command.
@@ -193,8 +197,7 @@ fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, session: Session) -> Result<Spawn
         .envs(plan.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::inherit());
     if session != Session::RunnerDetaches {
-        // Signals for the range never hit the launcher, and the runner sees it is
-        // already a group leader.
+        // Signals for the range never hit the launcher.
         cmd.process_group(0);
     }
     let foreground = session == Session::OwnGroupForeground;
@@ -631,7 +634,7 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
     // Orphaned descendants re-parent to us, so they stay visible and get reaped.
     nix::sys::prctl::set_child_subreaper(true)
         .map_err(|e| LauncherError::Supervise(SuperviseError::Subreaper(e)))?;
-    let session = Session::choose(plan);
+    let session = plan.session;
     let cgroup = match plan.containment {
         ContainmentChoice::Subreaper => None,
         ContainmentChoice::Auto => Cgroup::create().ok(),

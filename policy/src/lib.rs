@@ -33,6 +33,7 @@
 //! - [`trust`]: the one rule for control files and directories only this user can reach.
 //! - [`failure_tag`]: the per-command tag that makes the runner's failure line unforgeable.
 //! - [`inherit`]: what the runner takes from the process that spawns it (cwd, env).
+//! - [`session`]: whether the runner starts a new session (decided by its spawner).
 
 pub mod classify;
 pub mod confined;
@@ -50,6 +51,7 @@ pub mod policy;
 pub mod raw;
 pub mod request;
 pub mod roots;
+pub mod session;
 pub mod stage;
 pub mod status;
 pub mod trust;

@@ -22,6 +22,7 @@ use crate::grants::{self, Access};
 use crate::guarantees::KernelFacts;
 use crate::inherit::Inherit;
 use crate::policy::{Policy, first_unkeepable_fd, has_port_zero};
+use crate::session::RunnerSession;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::fmt;
@@ -66,6 +67,8 @@ pub struct LaunchRequest {
     /// Whether the runner uses the working directory and environment it was spawned
     /// with instead of `cwd` and `env` (see [`crate::inherit`]).
     pub inherit: Inherit,
+    /// Whether the runner starts a new session (see [`crate::session`]).
+    pub session: RunnerSession,
 }
 
 /// Why request bytes could not be decoded.
@@ -454,6 +457,7 @@ mod tests {
                     set: vec![("TERM".into(), "dumb".into())],
                 }),
             },
+            session: RunnerSession::New,
         }
     }
 

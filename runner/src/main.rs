@@ -168,7 +168,7 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     }
     let filter = seccomp::program(policy)?;
     enter_cwd(request)?;
-    session::detach_from_terminal()?;
+    session::apply(request.session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
     let landlock_abi = ruleset::restrict(policy)?;
     caps::drop_all()?;
@@ -340,6 +340,7 @@ mod tests {
             promised: achieved(promised),
             status_path: None,
             inherit: Default::default(),
+            session: Default::default(),
         }
     }
 

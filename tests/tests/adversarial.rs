@@ -493,6 +493,39 @@ fn a_terminal_on_stdin_gets_a_new_session() {
     assert_eq!(session(false), "member");
 }
 
+#[test]
+fn a_confined_argv_spawned_on_a_terminal_gets_a_new_session_unless_it_leads_a_group() {
+    let fx = Fixture::new();
+    let attack = attack_bin();
+    let session = |tty: bool, own_group: bool| {
+        // `confine` writes one request per command: a fresh one for each spawn.
+        let v = fx.confine(&["--mode", WS, "--", attack.to_str().unwrap(), "session"]);
+        let argv = confined_argv(&v);
+        let (_master, slave) = pty();
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]).env_remove("TMPDIR");
+        if tty {
+            cmd.stdin(Stdio::from(slave));
+        } else {
+            cmd.stdin(Stdio::null());
+        }
+        if own_group {
+            cmd.process_group(0);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout).trim().to_string()
+    };
+    // The executor's spawn decides (the request says so): a terminal on stdin and no
+    // group of its own, and the runner starts a new session.
+    assert_eq!(session(true, false), "leader");
+    // A spawner that made it a group leader keeps it in its session (a leader cannot
+    // start one), and the command still runs.
+    assert_eq!(session(true, true), "member");
+    // Control: without a terminal it stays in its caller's session.
+    assert_eq!(session(false, false), "member");
+}
+
 // ---------------------------------------------------------------------------------------
 // Kernel attack surface.
 

@@ -512,6 +512,7 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
         },
         status_path: None,
         inherit: Default::default(),
+        session: Default::default(),
     }
 }
 
