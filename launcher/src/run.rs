@@ -108,11 +108,10 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
     let stderr = String::from_utf8_lossy(&settled.stderr.tail);
     let signal = settled.signal.map(signal_name);
     let v = classify::verdict(confined, settled.exit_code, signal.as_deref(), &stderr);
-    // The same rule as `classify::is_denied` (the same scanner), applied to the whole
-    // stream: a failed exit and a signature anywhere in stderr. Runner failure outranks
-    // denial.
-    let denied =
-        !v.runner_failed && !matches!(settled.exit_code, None | Some(0)) && settled.denial_seen;
+    // The policy's denial rule on the whole stream (the supervisor ran the same scanner
+    // over all of stderr). Runner failure outranks denial.
+    let denied = !v.runner_failed
+        && stockade_policy::classify::denied(settled.exit_code, || settled.denial_seen);
     SandboxVerdict {
         runner_failed: v.runner_failed,
         denied,

@@ -243,13 +243,19 @@ pub fn runner_failure_detail(
     None
 }
 
-/// Whether stderr carries one of the denial signatures of a failed process. A process
-/// that exited 0 or was killed by a signal was never denied.
+/// The denial rule: a process that failed (exited non-zero) and whose stderr carries a
+/// denial signature (`signature_seen`, asked only for a failed process). A process that
+/// exited 0 or was killed by a signal was never denied. `stockade classify` scans the
+/// stderr tail it is given ([`is_denied`]); `stockade run` the whole stream as it goes.
+pub fn denied(exit_code: Option<i32>, signature_seen: impl FnOnce() -> bool) -> bool {
+    matches!(exit_code, Some(code) if code != 0) && signature_seen()
+}
+
+/// Whether stderr carries one of the denial signatures of a failed process ([`denied`]).
 pub fn is_denied(exit_code: Option<i32>, stderr: &str, signatures: &[String]) -> bool {
-    match exit_code {
-        None | Some(0) => false,
-        Some(_) => crate::denial::DenialScanner::found_in(signatures, stderr),
-    }
+    denied(exit_code, || {
+        crate::denial::DenialScanner::found_in(signatures, stderr)
+    })
 }
 
 /// Splits on `\n` and `\r\n`, as the harness's `/\r?\n/` does.
