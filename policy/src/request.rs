@@ -387,6 +387,29 @@ impl LaunchRequest {
     pub fn env_var(&self, name: &str) -> Option<&OsString> {
         environment::lookup(&self.env, name)
     }
+
+    /// A request for tests (feature `testing`): `argv` in `cwd` under `policy`, judged
+    /// against `promised`, with an empty environment, no status channel, nothing
+    /// inherited and the runner's session left to the spawn. Tests set the public fields
+    /// they need; the field list is written here, not in each test.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn for_tests(
+        argv: Vec<OsString>,
+        cwd: impl Into<PathBuf>,
+        policy: Policy,
+        promised: KernelFacts,
+    ) -> LaunchRequest {
+        LaunchRequest {
+            argv,
+            cwd: cwd.into(),
+            env: Vec::new(),
+            policy,
+            promised,
+            status_path: None,
+            inherit: Inherit::default(),
+            session: RunnerSession::default(),
+        }
+    }
 }
 
 #[cfg(test)]

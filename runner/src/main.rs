@@ -331,17 +331,12 @@ mod tests {
     use stockade_policy::{Mode, Network};
 
     fn request(promised: u32) -> LaunchRequest {
-        LaunchRequest {
-            argv: vec!["true".into()],
-            cwd: "/".into(),
-            env: Vec::new(),
-            policy: stockade_policy::Policy::for_tests(Mode::ReadOnly, "/")
-                .with_network(Network::Deny),
-            promised: achieved(promised),
-            status_path: None,
-            inherit: Default::default(),
-            session: Default::default(),
-        }
+        LaunchRequest::for_tests(
+            vec!["true".into()],
+            "/",
+            stockade_policy::Policy::for_tests(Mode::ReadOnly, "/").with_network(Network::Deny),
+            achieved(promised),
+        )
     }
 
     fn achieved(abi: u32) -> KernelFacts {

@@ -489,31 +489,28 @@ pub fn run_json(cmd: &mut Command) -> (Output, serde_json::Value) {
     (out, json)
 }
 
-/// A valid read-only request running `sh -c SCRIPT` in the fixture's workspace, with a
+/// A valid workspace-write request running `sh -c SCRIPT` in the fixture's workspace, with a
 /// minimal environment.
 pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest {
     use stockade_policy::guarantees::KernelFacts;
     use stockade_policy::{Mode, Policy};
-    stockade_policy::LaunchRequest {
-        argv: vec!["sh".into(), "-c".into(), script.into()],
-        cwd: fx.ws.clone(),
-        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-        policy: Policy::for_tests(Mode::WorkspaceWrite, fx.ws.clone()).with_root_ids(
-            [fx.ws.as_path(), Path::new("/tmp")]
-                .iter()
-                .map(|p| stockade_policy::roots::RootId::of(p).unwrap())
-                .collect(),
-        ),
-        // The least a confined run can rest on: any kernel that runs it covers this.
-        promised: KernelFacts {
-            landlock_abi: 1,
-            seccomp: true,
-            namespaces: false,
-        },
-        status_path: None,
-        inherit: Default::default(),
-        session: Default::default(),
-    }
+    let policy = Policy::for_tests(Mode::WorkspaceWrite, fx.ws.clone()).with_root_ids(
+        [fx.ws.as_path(), Path::new("/tmp")]
+            .iter()
+            .map(|p| stockade_policy::roots::RootId::of(p).unwrap())
+            .collect(),
+    );
+    // The least a confined run can rest on: any kernel that runs it covers this.
+    let promised = KernelFacts {
+        landlock_abi: 1,
+        seccomp: true,
+        namespaces: false,
+    };
+    let argv = vec!["sh".into(), "-c".into(), script.into()];
+    let mut request =
+        stockade_policy::LaunchRequest::for_tests(argv, fx.ws.clone(), policy, promised);
+    request.env = vec![("PATH".into(), "/usr/bin:/bin".into())];
+    request
 }
 
 /// Writes raw request bytes as a private (0600) file in the fixture and returns its path.
