@@ -14,8 +14,9 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
-use stockade_policy::classify::{self, Classification, ExitFacts, StatusEvidence};
+use stockade_policy::classify::{self, Classification, ExitFacts, StageEvidence, StatusEvidence};
 use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv, StatusChannel};
+use stockade_policy::stage_report::{MAX_REPORT_BYTES, REPORT_FILE, StageReport};
 use stockade_policy::status::{MAX_RECORD_BYTES, STATUS_FILE, StatusRecord};
 use stockade_policy::trust::FileKind;
 
@@ -147,6 +148,38 @@ fn read_status(verified: &Verified) -> StatusEvidence {
     StatusEvidence::OutOfBand(StatusRecord::decode(&bytes))
 }
 
+/// What the namespace stage's report file in `verified`'s directory says (see
+/// `stockade_policy::stage_report`). No file: the stage had nothing to watch. A file not
+/// as `confine` made it is tampering, as for the status file.
+fn read_stage(verified: &Verified) -> StageEvidence {
+    let path = verified.dir.join(REPORT_FILE);
+    let tampered = |why: String| StageEvidence::Tampered(format!("{}: {why}", path.display()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(&path);
+    let file = match file {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return StageEvidence::None,
+        Err(e) => return tampered(format!("cannot open it: {e}")),
+    };
+    let meta = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return tampered(format!("cannot examine it: {e}")),
+    };
+    if let Err(u) = private_dir::trusted(&meta, FileKind::Regular) {
+        return tampered(u.to_string());
+    }
+    let mut bytes = Vec::new();
+    if let Err(e) = file
+        .take(MAX_REPORT_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+    {
+        return tampered(format!("cannot read it: {e}"));
+    }
+    StageEvidence::Report(StageReport::decode(&bytes))
+}
+
 /// The mode `confine` creates a status file with.
 const STATUS_MODE: u32 = 0o600;
 
@@ -160,7 +193,17 @@ pub fn status(confined: &ConfinedArgv) -> StatusEvidence {
     }
 }
 
-/// The verdict on a process spawned from `confined` that settled with these facts.
+/// What the namespace stage reported for `confined` (nothing when its status path does
+/// not verify: [`status`] names that tampering already).
+pub fn stage(confined: &ConfinedArgv) -> StageEvidence {
+    match verify(confined) {
+        Ok(Some(v)) => read_stage(&v),
+        _ => StageEvidence::None,
+    }
+}
+
+/// The verdict on a process spawned from `confined` that settled with these facts,
+/// with what the namespace stage reported.
 pub fn verdict(
     confined: &ConfinedArgv,
     exit_code: Option<i32>,
@@ -172,7 +215,10 @@ pub fn verdict(
         signal,
         stderr,
     };
-    classify::classify(confined, &settled, &status(confined))
+    classify::with_stage(
+        classify::classify(confined, &settled, &status(confined)),
+        &stage(confined),
+    )
 }
 
 /// Removes a verified private directory: only the files `confine` puts there, then the
@@ -285,7 +331,8 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
         signal: signal.as_deref(),
         stderr: &String::from_utf8_lossy(&stderr),
     };
-    let verdict = classify::classify(&confined, &settled, &status);
+    let stage = verified.as_ref().map_or(StageEvidence::None, read_stage);
+    let verdict = classify::with_stage(classify::classify(&confined, &settled, &status), &stage);
     let line = serde_json::to_string(&verdict).map_err(LauncherError::Json)?;
     crate::stdout::write(&format!("{line}\n"))?;
     if let Some(verified) = &verified {

@@ -23,6 +23,7 @@ use stockade_policy::guarantees::{self, Asks, ModeVerdict};
 use stockade_policy::inherit::{EnvFilter, Inherit, InheritEnv};
 use stockade_policy::session::RunnerSession;
 use stockade_policy::stage::{self, PidMode};
+use stockade_policy::stage_report::{self, DirMeta};
 use stockade_policy::{LaunchRequest, Mode, PolicyRequest};
 
 /// What a ConfinedArgv's argv starts.
@@ -55,6 +56,34 @@ pub struct Confinement {
     /// `stockade_policy::stage::unprotected_names`): `stockade run` reports those that
     /// appear.
     pub unprotected: Vec<std::path::PathBuf>,
+    /// The shared writable roots the caller owns, as they were when confined (see
+    /// `stockade_policy::stage_report`): `stockade run` checks them after the command
+    /// and puts back what changed, with or without the stage.
+    pub shared: Vec<(std::path::PathBuf, DirMeta)>,
+}
+
+/// The writable roots of `policy` that are shared directories the caller owns, with
+/// their metadata now.
+fn shared_roots(policy: &stockade_policy::Policy) -> Vec<(std::path::PathBuf, DirMeta)> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::getuid().as_raw();
+    let mut shared: Vec<(std::path::PathBuf, DirMeta)> = Vec::new();
+    for root in grants::writable_roots(policy) {
+        // A private /tmp is a fresh tmpfs: the machine's is out of the command's reach.
+        let private = policy.tmp() == stage::TmpMode::Private
+            && root == Path::new(stockade_policy::policy::SHARED_TMP);
+        if private || shared.iter().any(|(p, _)| *p == root) {
+            continue;
+        }
+        let Some(m) = root.symlink_metadata().ok().filter(|m| m.is_dir()) else {
+            continue;
+        };
+        let meta = DirMeta::new(m.mode(), m.uid(), m.gid());
+        if stage_report::is_shared(&meta, uid) {
+            shared.push((root, meta));
+        }
+    }
+    shared
 }
 
 fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError> {
@@ -107,6 +136,7 @@ pub fn confine_inheriting(
             },
             private_dir: None,
             unprotected: Vec::new(),
+            shared: Vec::new(),
         });
     }
 
@@ -224,6 +254,7 @@ pub fn confine_inheriting(
             });
         }
     }
+    let shared = shared_roots(&request.policy);
     let argv = if staged {
         // The stage runs first where it has work and the machine allows it; the control
         // directory stays writable in it, for the runner's status record.
@@ -231,11 +262,32 @@ pub fn confine_inheriting(
         let writable = grants::writable_roots(&request.policy);
         let pids = request.policy.pids() != PidMode::Share;
         let plan = stage::plan(&request.policy, &writable, control, pids);
+        let mut watch = crate::stage::Watch {
+            shared: shared.iter().map(|(p, _)| p.clone()).collect(),
+            missing: unprotected.clone(),
+            report: None,
+        };
+        if !watch.shared.is_empty() || !watch.missing.is_empty() {
+            match dir.create_report() {
+                Ok(path) => watch.report = Some(path),
+                Err(e) => {
+                    dir.remove();
+                    return Err(e);
+                }
+            }
+        }
         let launcher = std::env::current_exe()
             .and_then(|p| p.canonicalize())
-            .map_err(LauncherError::LauncherPath)?;
-        let launcher = utf8(launcher.as_os_str(), "the launcher path")?;
-        crate::stage::argv(&plan, &launcher, &runner_argv)
+            .map_err(LauncherError::LauncherPath)
+            .and_then(|p| utf8(p.as_os_str(), "the launcher path"));
+        match launcher {
+            Ok(launcher) => crate::stage::argv(&plan, &watch, &launcher, &runner_argv),
+            Err(e) => {
+                // Nobody will ever spawn this request.
+                dir.remove();
+                return Err(e);
+            }
+        }
     } else {
         runner_argv
     };
@@ -254,6 +306,7 @@ pub fn confine_inheriting(
         },
         private_dir: Some(dir),
         unprotected,
+        shared,
     })
 }
 

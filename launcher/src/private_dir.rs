@@ -48,6 +48,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use stockade_policy::LaunchRequest;
+use stockade_policy::stage_report::REPORT_FILE;
 use stockade_policy::status::STATUS_FILE;
 use stockade_policy::trust::{self, FileFacts, FileKind, Untrusted};
 
@@ -352,7 +353,7 @@ pub fn remove_private(dir: &Path) {
         let _ = std::fs::remove_dir_all(dir);
         return;
     }
-    for name in [REQUEST_FILE, STATUS_FILE] {
+    for name in [REQUEST_FILE, STATUS_FILE, REPORT_FILE] {
         let _ = std::fs::remove_file(dir.join(name));
     }
     let _ = std::fs::remove_dir(dir);
@@ -449,6 +450,12 @@ impl PrivateDir {
     /// Where the status file is.
     pub fn status_path(&self) -> PathBuf {
         self.path.join(STATUS_FILE)
+    }
+
+    /// Creates the namespace stage's report file, empty (see
+    /// `stockade_policy::stage_report`).
+    pub fn create_report(&self) -> Result<PathBuf, LauncherError> {
+        self.create_file(REPORT_FILE, &[])
     }
 
     /// Creates `name` as a new 0600 file holding `bytes`; fails if it exists.

@@ -14,9 +14,11 @@ use crate::supervise::{self, Output, Plan, Session, Settled};
 use serde::Serialize;
 use std::time::Instant;
 use stockade_policy::Mode;
+use stockade_policy::classify::Outcome;
 use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
+use stockade_policy::stage_report::RootChange;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
 pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
@@ -27,6 +29,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         confined,
         private_dir,
         unprotected,
+        shared,
     } = confine::confine(
         &request,
         &args.command.command,
@@ -55,7 +58,15 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     // The verdict reads the runner's status record, so it comes before the private
     // directory is removed.
     let outcome = supervise::run(&plan).map(|settled| {
-        let verdict = judge(&settled, &confined);
+        let mut verdict = judge(&settled, &confined);
+        // The last look at the shared roots, with or without the stage (which put back
+        // what it saw while the command ran): what changed since is put back here.
+        for (path, was) in &shared {
+            if let Some(change) = crate::stage::check_shared(path, *was) {
+                verdict.tampered = true;
+                verdict.shared_roots_changed.push(change);
+            }
+        }
         (settled, verdict)
     });
     if let Some(dir) = private_dir {
@@ -74,13 +85,20 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     if s.json {
         let mut result = RunResult::new(&settled, &verdict, &confined, &built.removed, s.timeout);
         result.protected_appeared = appeared;
+        result.shared_roots_changed = verdict.shared_roots_changed.clone();
         let json = serde_json::to_string(&result).map_err(LauncherError::Json)?;
         stdout::write(&format!("{json}\n"))?;
     } else {
         // Never blocks past a bound: the command may have stopped our terminal's output.
-        let text: String = appeared
+        let text: String = verdict
+            .shared_roots_changed
             .iter()
-            .map(|p| format!("[sandbox: protected path appeared: {p}]"))
+            .map(|c| format!("[sandbox: {c}]"))
+            .chain(
+                appeared
+                    .iter()
+                    .map(|p| format!("[sandbox: protected path appeared: {p}]")),
+            )
             .chain(markers(&settled, &verdict, confined.mode, s.timeout))
             .map(|m| m + "\n")
             .collect();
@@ -99,6 +117,11 @@ pub struct SandboxVerdict {
     /// The enforcement in force while the command ran (from the runner's status record
     /// when there is one); `None` when nothing was confined.
     pub enforcement: Option<Enforcement>,
+    /// The status record, the stage's report, or a shared root was tampered with.
+    pub tampered: bool,
+    /// Shared writable roots whose own mode or owner changed (see
+    /// `stockade_policy::stage_report`).
+    pub shared_roots_changed: Vec<RootChange>,
 }
 
 /// The one place that decides runner failure and denial for `stockade run`: the same
@@ -116,6 +139,8 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         runner_failed: v.runner_failed,
         denied,
         enforcement: v.enforcement,
+        tampered: v.outcome == Outcome::Tampered,
+        shared_roots_changed: v.shared_roots_changed,
     }
 }
 
@@ -198,6 +223,10 @@ struct SandboxResult {
     denied: bool,
     enforcement: Option<Enforcement>,
     runner_failed: bool,
+    /// Someone changed what the sandbox relies on: the runner's status record or the
+    /// stage's report, or a shared writable root's own mode or owner (listed in
+    /// `sharedRootsChanged`). Not a clean run, whatever the exit code.
+    tampered: bool,
 }
 
 #[derive(Serialize)]
@@ -229,6 +258,9 @@ struct RunResult {
     /// Default protected names (`.git/hooks`, `.envrc`, ...) that did not exist when the
     /// command started and do now: created by the command, so not protected.
     protected_appeared: Vec<String>,
+    /// Shared writable roots (`/tmp` as root, ...) whose own mode or owner changed during
+    /// the run, and whether each was put back.
+    shared_roots_changed: Vec<RootChange>,
 }
 
 impl RunResult {
@@ -259,6 +291,7 @@ impl RunResult {
                 denied: verdict.denied,
                 enforcement: verdict.enforcement,
                 runner_failed: verdict.runner_failed,
+                tampered: verdict.tampered,
             },
             containment: settled.containment.name(),
             env_removed: env_removed
@@ -274,6 +307,7 @@ impl RunResult {
                 })
                 .collect(),
             protected_appeared: Vec::new(),
+            shared_roots_changed: Vec::new(),
         }
     }
 }

@@ -14,7 +14,12 @@
 //!    pipe), the outer process replays that status (exit code, or the same signal), so
 //!    supervision and the exit-code contract are unchanged;
 //! 4. drops every capability it holds and `execve`s the runner, which applies Landlock
-//!    and seccomp as without the stage.
+//!    and seccomp as without the stage;
+//! 5. while the command runs, watches the shared writable roots the caller owns (`/tmp`
+//!    as root) and puts their mode and owner back the moment they change, and after it
+//!    checks the protected names that did not exist; it appends what it found to the
+//!    report file (`stockade_policy::stage_report`). Without a pid namespace it forks for
+//!    this only when there is something to watch, and waits for the runner as its parent.
 //!
 //! Every failure prints one `stockade-runner: namespace stage: ...` line and exits 125:
 //! to the executor the stage is part of the runner, and nothing runs unconfined.
@@ -31,18 +36,53 @@ use std::path::{Path, PathBuf};
 use stockade_policy::exit;
 use stockade_policy::failure_tag;
 use stockade_policy::stage::MountPlan;
+use stockade_policy::stage_report::{DirMeta, MAX_RECORDS, RootChange, StageRecord};
+use stockade_policy::trust::FileKind;
 
 /// The hidden subcommand that starts the stage. Not a documented user command.
 pub const SUBCOMMAND: &str = "__stage";
 
-/// The stage's command line for `plan`: `LAUNCHER __stage FLAGS -- RUNNER ARGS...`.
-pub fn argv(plan: &MountPlan, launcher: &str, runner_argv: &[String]) -> Vec<String> {
+/// What the stage watches besides mounting (see `stockade_policy::stage_report`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Watch {
+    /// Shared writable roots the caller owns: their mode and owner are put back.
+    pub shared: Vec<PathBuf>,
+    /// Protected names that did not exist when confined: reported if they appear.
+    pub missing: Vec<PathBuf>,
+    /// The report file `confine` created (empty, 0600) for what the stage finds.
+    pub report: Option<PathBuf>,
+}
+
+impl Watch {
+    fn is_empty(&self) -> bool {
+        self.shared.is_empty() && self.missing.is_empty()
+    }
+}
+
+/// The stage's command line for `plan` and `watch`: `LAUNCHER __stage FLAGS -- RUNNER
+/// ARGS...`.
+pub fn argv(
+    plan: &MountPlan,
+    watch: &Watch,
+    launcher: &str,
+    runner_argv: &[String],
+) -> Vec<String> {
     let mut argv = vec![launcher.to_string(), SUBCOMMAND.to_string()];
-    for (flag, paths) in [("--rw", &plan.rw), ("--pin", &plan.pin), ("--ro", &plan.ro)] {
+    for (flag, paths) in [
+        ("--rw", &plan.rw),
+        ("--pin", &plan.pin),
+        ("--ro", &plan.ro),
+        ("--shared", &watch.shared),
+        ("--missing", &watch.missing),
+    ] {
         for p in paths {
             argv.push(flag.into());
             argv.push(p.to_string_lossy().into_owned());
         }
+    }
+    if let Some(report) = &watch.report {
+        argv.push("--report".into());
+        argv.push(report.to_string_lossy().into_owned());
     }
     if plan.private_tmp {
         argv.push("--private-tmp".into());
@@ -56,8 +96,9 @@ pub fn argv(plan: &MountPlan, launcher: &str, runner_argv: &[String]) -> Vec<Str
 }
 
 /// Parses the stage's own flags (written by [`argv`]); the rest is the runner's argv.
-fn parse(args: &[OsString]) -> Result<(MountPlan, Vec<OsString>), String> {
+fn parse(args: &[OsString]) -> Result<(MountPlan, Watch, Vec<OsString>), String> {
     let mut plan = MountPlan::default();
+    let mut watch = Watch::default();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut path = |flag: &str| -> Result<PathBuf, String> {
@@ -71,6 +112,9 @@ fn parse(args: &[OsString]) -> Result<(MountPlan, Vec<OsString>), String> {
             Some("--rw") => plan.rw.push(path("--rw")?),
             Some("--pin") => plan.pin.push(path("--pin")?),
             Some("--ro") => plan.ro.push(path("--ro")?),
+            Some("--shared") => watch.shared.push(path("--shared")?),
+            Some("--missing") => watch.missing.push(path("--missing")?),
+            Some("--report") => watch.report = Some(path("--report")?),
             Some("--private-tmp") => plan.private_tmp = true,
             Some("--pids") => plan.pids = true,
             Some("--") => {
@@ -78,7 +122,10 @@ fn parse(args: &[OsString]) -> Result<(MountPlan, Vec<OsString>), String> {
                 if rest.is_empty() {
                     return Err("no runner command after --".into());
                 }
-                return Ok((plan, rest));
+                if !watch.is_empty() && watch.report.is_none() {
+                    return Err("--shared and --missing need a --report file".into());
+                }
+                return Ok((plan, watch, rest));
             }
             _ => return Err(format!("unknown argument {:?}", arg.to_string_lossy())),
         }
@@ -139,7 +186,7 @@ fn cstr(p: &Path) -> Result<CString, StageError> {
 /// outer process replays the command's wait status).
 pub fn main(args: &[OsString]) -> i32 {
     let err = match parse(args) {
-        Ok((spec, runner)) => {
+        Ok((spec, watch, runner)) => {
             // Failure lines carry the runner's failure tag, as the runner's own do: to
             // the executor the stage is part of the runner.
             let tag = runner
@@ -150,7 +197,7 @@ pub fn main(args: &[OsString]) -> i32 {
                 .filter(|t| failure_tag::is_valid(t))
                 .map(str::to_string);
             let _ = TAG.set(tag);
-            match enter(&spec, &runner) {
+            match enter(&spec, &watch, &runner) {
                 Ok(code) => return code,
                 Err(e) => e,
             }
@@ -187,9 +234,12 @@ fn namespace_flags(spec: &MountPlan, uid: u32) -> libc::c_int {
     flags
 }
 
-fn enter(spec: &MountPlan, runner: &[OsString]) -> Result<i32, StageError> {
+fn enter(spec: &MountPlan, watch: &Watch, runner: &[OsString]) -> Result<i32, StageError> {
     // SAFETY: getuid/getgid cannot fail and touch no memory.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // Before anything else: the snapshot of each shared root is taken before the
+    // command exists, and the report file is opened while it is still ours alone.
+    let watcher = Watcher::open(watch)?;
     let flags = namespace_flags(spec, uid);
     // SAFETY: unshare takes flags only; on success this (single-threaded) process is in
     // the new namespaces (the pid namespace applies to its children).
@@ -201,10 +251,13 @@ fn enter(spec: &MountPlan, runner: &[OsString]) -> Result<i32, StageError> {
         map_ids(uid, gid)?;
     }
     if spec.pids {
-        return outer(spec, runner);
+        return outer(spec, runner, watcher);
     }
     mounts(spec)?;
-    exec_runner(runner)
+    if watcher.is_idle() {
+        return exec_runner(runner);
+    }
+    parent_of_runner(runner, watcher)
 }
 
 /// Maps the caller's uid and gid to themselves in the new user namespace.
@@ -553,7 +606,7 @@ fn replay(status: libc::c_int) -> i32 {
 /// The process outside the pid namespace: forks its init, forwards signals to it, and
 /// replays the command's wait status, which init sends through a pipe (init's own exit
 /// status cannot carry a signal: nothing can kill a namespace's init from inside).
-fn outer(spec: &MountPlan, runner: &[OsString]) -> Result<i32, StageError> {
+fn outer(spec: &MountPlan, runner: &[OsString], watcher: Watcher) -> Result<i32, StageError> {
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two descriptors into the array.
     let r = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
@@ -567,7 +620,7 @@ fn outer(spec: &MountPlan, runner: &[OsString]) -> Result<i32, StageError> {
     if pid == 0 {
         // SAFETY: closing this process's copy of the read end.
         unsafe { libc::close(read_end) };
-        let code = match init(spec, runner, write_end) {
+        let code = match init(spec, runner, write_end, watcher) {
             Ok(code) => code,
             Err(e) => {
                 report(&e);
@@ -577,6 +630,8 @@ fn outer(spec: &MountPlan, runner: &[OsString]) -> Result<i32, StageError> {
         // SAFETY: ends the init process without running the outer process's exit code.
         unsafe { libc::_exit(code) };
     }
+    // The outer process watches nothing: init holds the snapshots (and outlives it).
+    drop(watcher);
     // SAFETY: closing the outer copy of the write end, so EOF means init is gone.
     unsafe { libc::close(write_end) };
     forward_signals_to(pid);
@@ -597,45 +652,50 @@ fn outer(spec: &MountPlan, runner: &[OsString]) -> Result<i32, StageError> {
     Ok(replay(wait_for(pid)?))
 }
 
+/// Whether the process holding the read end of `write_end`'s pipe is gone: the kernel
+/// flags the write end of a pipe whose every reader closed it (`POLLERR`). Init's
+/// parent is outside the pid namespace, where `getppid` answers 0 whether it lives or
+/// not, so this pipe (whose read end only the outer process holds) is how init asks.
+fn parent_gone(write_end: libc::c_int) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: write_end,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: poll on one pollfd in a local, without waiting.
+    let r = unsafe { libc::poll(&mut pfd, 1, 0) };
+    r > 0 && pfd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
 /// The pid namespace's init: sets up the mounts, starts the runner, reaps everything,
 /// and reports the runner's (the command's) wait status.
-fn init(spec: &MountPlan, runner: &[OsString], report_fd: libc::c_int) -> Result<i32, StageError> {
+fn init(
+    spec: &MountPlan,
+    runner: &[OsString],
+    report_fd: libc::c_int,
+    mut watcher: Watcher,
+) -> Result<i32, StageError> {
     // If the outer process dies (SIGKILL), so does the namespace: init's death kills
     // every process in it.
     // SAFETY: prctl with an integer argument.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
-    mounts(spec)?;
-    // SAFETY: single-threaded; the child only execs.
-    let child = unsafe { libc::fork() };
-    if child < 0 {
-        return Err(os_fail("cannot fork the runner"));
-    }
-    if child == 0 {
-        // SAFETY: the child's copy of the report pipe is not its business.
-        unsafe { libc::close(report_fd) };
-        let e = match exec_runner(runner) {
-            Err(e) => e,
-            Ok(_) => fail("the runner returned"),
-        };
-        report(&e);
-        // SAFETY: ends the failed child at once.
+    // The outer process may have died before the line above: then no signal will come,
+    // and nothing must start.
+    if parent_gone(report_fd) {
+        // SAFETY: ends this process at once; nobody is left to tell.
         unsafe { libc::_exit(exit::RUNNER_FAILURE) };
     }
+    mounts(spec)?;
+    let child = fork_runner(runner, &[report_fd])?;
     drop_capabilities()?;
     release_stdio();
     forward_signals_to(child);
     // Reap every process of the namespace until the runner's own status arrives.
-    let status = loop {
-        let mut status = 0;
-        // SAFETY: waitpid writes the status into a local.
-        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if r == child {
-            break status;
-        }
-        if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return Err(os_fail("cannot wait for the runner"));
-        }
-    };
+    let mut reaping = Reaper::new();
+    let status = reaping.wait(-1, child, &mut watcher)?;
+    // The command is done: the last look at what it could have changed, written down
+    // before its status goes out, so whoever reads the status finds the report complete.
+    watcher.finish();
     // The outer process may now end with the command's status; init stays to reap
     // what the command left behind (supervision ends or keeps those, as without the
     // stage), so it must not die with the outer process any more. A signal to init now
@@ -650,14 +710,352 @@ fn init(spec: &MountPlan, runner: &[OsString], report_fd: libc::c_int) -> Result
         libc::write(report_fd, bytes.as_ptr().cast(), bytes.len());
         libc::close(report_fd);
     }
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid writes the status into a local.
-        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            // ECHILD: the namespace is empty.
-            return Ok(0);
+    // What the command left behind can still change a shared root: it is put back
+    // (and reported, while the report file is there) until the namespace is empty.
+    reaping.wait(-1, 0, &mut watcher)?;
+    Ok(0)
+}
+
+/// Without a pid namespace, when there is something to watch: the runner runs as this
+/// process's child, and this process puts shared roots back while it waits, then ends
+/// the way the command ended (as the outer process does with a pid namespace).
+fn parent_of_runner(runner: &[OsString], mut watcher: Watcher) -> Result<i32, StageError> {
+    let child = fork_runner(runner, &[])?;
+    drop_capabilities()?;
+    forward_signals_to(child);
+    let status = Reaper::new().wait(child, child, &mut watcher)?;
+    watcher.finish();
+    Ok(replay(status))
+}
+
+/// Forks the child that execs the runner, closing `close` in it first.
+fn fork_runner(runner: &[OsString], close: &[libc::c_int]) -> Result<libc::pid_t, StageError> {
+    // SAFETY: single-threaded; the child only closes descriptors and execs.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(os_fail("cannot fork the runner"));
+    }
+    if child == 0 {
+        for &fd in close {
+            // SAFETY: the child's copy of a descriptor that is not its business.
+            unsafe { libc::close(fd) };
         }
+        let e = match exec_runner(runner) {
+            Err(e) => e,
+            Ok(_) => fail("the runner returned"),
+        };
+        report(&e);
+        // SAFETY: ends the failed child at once.
+        unsafe { libc::_exit(exit::RUNNER_FAILURE) };
+    }
+    Ok(child)
+}
+
+extern "C" fn on_child(_: libc::c_int) {}
+
+/// Waits for children while the watcher puts shared roots back. SIGCHLD stays blocked
+/// except inside `ppoll`, which unblocks it atomically: a child that ends between a
+/// `waitpid` and the sleep still wakes it (the signal stays pending until then).
+struct Reaper {
+    /// The signal mask to sleep with: the one before SIGCHLD was blocked.
+    sleep_mask: libc::sigset_t,
+}
+
+impl Reaper {
+    /// Blocks SIGCHLD (after the runner was forked: it must not inherit the block) and
+    /// gives it a handler, so that it interrupts `ppoll` rather than being ignored.
+    fn new() -> Reaper {
+        // SAFETY: installs a handler that does nothing; sigset operations on locals;
+        // sigprocmask on this single-threaded process.
+        unsafe {
+            libc::signal(libc::SIGCHLD, on_child as *const () as libc::sighandler_t);
+            let mut block: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut block);
+            libc::sigaddset(&mut block, libc::SIGCHLD);
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigprocmask(libc::SIG_BLOCK, &block, &mut old);
+            libc::sigdelset(&mut old, libc::SIGCHLD);
+            Reaper { sleep_mask: old }
+        }
+    }
+
+    /// Reaps children of `which` (`-1`: any, as init) until `target` ends, and returns
+    /// its wait status; with `target` 0, until no child is left (returns 0).
+    fn wait(
+        &mut self,
+        which: libc::pid_t,
+        target: libc::pid_t,
+        watcher: &mut Watcher,
+    ) -> Result<libc::c_int, StageError> {
+        loop {
+            loop {
+                let mut status = 0;
+                // SAFETY: waitpid writes the status into a local.
+                let r = unsafe { libc::waitpid(which, &mut status, libc::WNOHANG) };
+                if r > 0 && r == target {
+                    return Ok(status);
+                }
+                if r > 0 {
+                    continue;
+                }
+                if r == 0 {
+                    break;
+                }
+                match io::Error::last_os_error().raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::ECHILD) if target == 0 => return Ok(0),
+                    _ => return Err(os_fail("cannot wait for the runner")),
+                }
+            }
+            watcher.check_roots();
+            watcher.sleep(&self.sleep_mask);
+        }
+    }
+}
+
+/// One shared writable root under watch: a descriptor of the directory itself (the
+/// command cannot swap the inode behind it), and its metadata before the command.
+struct Guarded {
+    path: PathBuf,
+    dir: std::fs::File,
+    was: DirMeta,
+    /// A state that could not be put back, reported once.
+    left: Option<DirMeta>,
+}
+
+/// What the stage watches while the command runs, and where it reports.
+struct Watcher {
+    roots: Vec<Guarded>,
+    missing: Vec<PathBuf>,
+    report: Option<std::fs::File>,
+    written: usize,
+    /// An inotify instance watching the roots for attribute changes; `None` where one
+    /// cannot be had (the user's instance or watch limit), and then the roots are
+    /// looked at every [`POLL_INTERVAL_MS`] instead.
+    inotify: Option<std::os::fd::OwnedFd>,
+}
+
+/// How often the roots are looked at without inotify.
+const POLL_INTERVAL_MS: i64 = 100;
+
+fn dir_meta(file: &std::fs::File) -> Option<DirMeta> {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata()
+        .ok()
+        .map(|m| DirMeta::new(m.mode(), m.uid(), m.gid()))
+}
+
+impl Watcher {
+    /// Opens the report file (it must be as `confine` made it: a regular 0600 file of
+    /// this user, empty) and each shared root, and takes each root's snapshot.
+    fn open(watch: &Watch) -> Result<Watcher, StageError> {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let report = match &watch.report {
+            None => None,
+            Some(path) => {
+                let bad = |why: String| fail(format!("report file {}: {why}", path.display()));
+                let file = std::fs::OpenOptions::new()
+                    .append(true)
+                    .custom_flags(
+                        libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY,
+                    )
+                    .open(path)
+                    .map_err(|e| bad(e.to_string()))?;
+                let meta = file.metadata().map_err(|e| bad(e.to_string()))?;
+                crate::private_dir::trusted(&meta, FileKind::Regular)
+                    .map_err(|u| bad(u.to_string()))?;
+                if meta.len() != 0 {
+                    return Err(bad("it is not empty (a report file is used once)".into()));
+                }
+                Some(file)
+            }
+        };
+        let mut roots = Vec::new();
+        for path in &watch.shared {
+            // A root gone (or turned into a link) since confine: the runner refuses it.
+            let Ok(dir) = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(path)
+            else {
+                continue;
+            };
+            let Some(was) = dir_meta(&dir) else {
+                continue;
+            };
+            roots.push(Guarded {
+                path: path.clone(),
+                dir,
+                was,
+                left: None,
+            });
+        }
+        let inotify = if roots.is_empty() {
+            None
+        } else {
+            // SAFETY: inotify_init1 takes flags only and returns a new descriptor or -1.
+            let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
+            // SAFETY: a descriptor the kernel just returned to us alone.
+            let fd = (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+            fd.filter(|fd| roots.iter().all(|g| add_watch(fd, &g.dir)))
+        };
+        Ok(Watcher {
+            roots,
+            missing: watch.missing.clone(),
+            report,
+            written: 0,
+            inotify,
+        })
+    }
+
+    /// Whether there is nothing to watch (the stage then execs the runner itself).
+    fn is_idle(&self) -> bool {
+        self.roots.is_empty() && self.missing.is_empty()
+    }
+
+    /// Puts back each shared root whose mode or owner changed, and reports it.
+    fn check_roots(&mut self) {
+        let mut found = Vec::new();
+        for g in &mut self.roots {
+            let Some(now) = dir_meta(&g.dir) else {
+                continue;
+            };
+            if now == g.was || g.left == Some(now) {
+                continue;
+            }
+            let put_back = restore(&g.dir, now, g.was);
+            g.left = (!put_back).then_some(now);
+            found.push(StageRecord::Changed(RootChange {
+                path: g.path.to_string_lossy().into_owned(),
+                was: g.was,
+                found: now,
+                put_back,
+            }));
+        }
+        for record in found {
+            self.record(&record);
+        }
+    }
+
+    /// Sleeps until a root may have changed or a signal (a child's end) arrives, with
+    /// `mask` as the signal mask meanwhile.
+    fn sleep(&mut self, mask: &libc::sigset_t) {
+        use std::os::fd::AsRawFd;
+        let mut pfd = libc::pollfd {
+            fd: self.inotify.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let interval = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: POLL_INTERVAL_MS * 1_000_000,
+        };
+        let timeout = if self.inotify.is_none() && !self.roots.is_empty() {
+            &interval as *const libc::timespec
+        } else {
+            std::ptr::null()
+        };
+        // SAFETY: ppoll on one pollfd in a local (or none), a local timespec or null,
+        // and a signal mask that outlives the call.
+        unsafe {
+            libc::ppoll(&mut pfd, u64::from(self.inotify.is_some()), timeout, mask);
+        }
+        if let Some(fd) = &self.inotify {
+            // Drain the events: which one does not matter, the roots are looked at.
+            let mut buf = [0u8; 4096];
+            loop {
+                // SAFETY: read into a local buffer of its length.
+                let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+                if n <= 0 {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// The last look once the command has ended: the roots, and which protected names
+    /// appeared.
+    fn finish(&mut self) {
+        self.check_roots();
+        let appeared: Vec<StageRecord> = std::mem::take(&mut self.missing)
+            .into_iter()
+            .filter(|p| p.symlink_metadata().is_ok())
+            .map(|p| StageRecord::Appeared(p.to_string_lossy().into_owned()))
+            .collect();
+        for record in appeared {
+            self.record(&record);
+        }
+    }
+
+    /// Appends one record with one write, up to [`MAX_RECORDS`].
+    fn record(&mut self, record: &StageRecord) {
+        if self.written >= MAX_RECORDS {
+            return;
+        }
+        if let Some(file) = &mut self.report {
+            // Best effort: the directory may be gone (the launcher removed it once the
+            // command's status was in); a write to the unlinked file harms nobody.
+            let _ = file.write_all(&record.encode());
+            self.written += 1;
+        }
+    }
+}
+
+/// Puts the mode and owner of the directory `dir` is open on back from `now` to `was`;
+/// whether they are `was` afterwards.
+fn restore(dir: &std::fs::File, now: DirMeta, was: DirMeta) -> bool {
+    use std::os::fd::AsRawFd;
+    let fd = dir.as_raw_fd();
+    // Owner first: a change of owner or group can clear set-id bits the mode below then
+    // restores. As the owner, no capability is needed for either (a group change only to
+    // a group of the caller's, as the original was).
+    // SAFETY: fchown/fchmod on a directory descriptor the caller holds.
+    unsafe {
+        if now.uid != was.uid || now.gid != was.gid {
+            libc::fchown(fd, was.uid, was.gid);
+        }
+        libc::fchmod(fd, was.mode as libc::mode_t);
+    }
+    dir_meta(dir) == Some(was)
+}
+
+/// The check `stockade run` makes once the command has settled, with or without the
+/// stage: whether the shared root at `path` still has the metadata `was` it had when
+/// confined, and if not, puts it back.
+pub fn check_shared(path: &Path, was: DirMeta) -> Option<RootChange> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    let now = dir_meta(&dir)?;
+    if now == was {
+        return None;
+    }
+    Some(RootChange {
+        path: path.to_string_lossy().into_owned(),
+        was,
+        found: now,
+        put_back: restore(&dir, now, was),
+    })
+}
+
+/// Adds an attribute watch on the directory `dir` is open on.
+fn add_watch(inotify: &std::os::fd::OwnedFd, dir: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    // The descriptor's own entry names exactly that inode, whatever happens to the path.
+    let Ok(path) = CString::new(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path that outlives the call.
+    unsafe {
+        libc::inotify_add_watch(
+            inotify.as_raw_fd(),
+            path.as_ptr(),
+            libc::IN_ATTRIB | libc::IN_ONLYDIR,
+        ) >= 0
     }
 }
 

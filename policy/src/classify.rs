@@ -13,6 +13,7 @@ use crate::confined::{ConfinedArgv, RunnerFailureRule};
 use crate::exit;
 use crate::guarantees::Enforcement;
 use crate::mode::Mode;
+use crate::stage_report::{CorruptReport, RootChange, StageReport};
 use crate::status::{CorruptStatus, StatusRecord};
 use serde::{Deserialize, Serialize};
 
@@ -31,9 +32,11 @@ pub enum Outcome {
     /// Killed by a signal.
     Signaled,
     /// The status record was tampered with (unreadable, changed mode or owner, not one
-    /// complete record, gone before its time): only the confined command, or someone
-    /// outside the sandbox, could have done that. Neither a runner failure nor a clean
-    /// run; `detail` says what was found.
+    /// complete record, gone before its time), or the namespace stage found (and put
+    /// back) a change to a shared writable root's own mode or owner (`/tmp` as root, see
+    /// `sharedRootsChanged`): only the confined command, or someone outside the sandbox,
+    /// could have done that. Neither a runner failure nor a clean run; `detail` says
+    /// what was found.
     Tampered,
 }
 
@@ -64,6 +67,14 @@ pub struct Classification {
     /// (`danger-full-access`, or the runner failed).
     pub enforcement: Option<Enforcement>,
     pub evidence: Evidence,
+    /// Shared writable roots whose own mode or owner changed while the command ran, as
+    /// the namespace stage reported them (each put back, or said not to be).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_roots_changed: Vec<RootChange>,
+    /// Default protected names that did not exist when the command started and do now
+    /// (created by it, so not protected), as the namespace stage reported them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected_appeared: Vec<String>,
 }
 
 /// What the status channel says about one run.
@@ -105,6 +116,8 @@ pub fn classify(
         detail: None,
         enforcement: confined.enforcement,
         evidence: Evidence::ExitRules,
+        shared_roots_changed: Vec::new(),
+        protected_appeared: Vec::new(),
     };
     let tampered = match status {
         StatusEvidence::Tampered(why) => Some(why.clone()),
@@ -177,6 +190,54 @@ pub fn classify(
     } else {
         Outcome::Failed
     };
+    v
+}
+
+/// What the namespace stage's report file says about one run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StageEvidence {
+    /// No report file: the stage did not run or had nothing to watch.
+    None,
+    /// The report file's content.
+    Report(Result<StageReport, CorruptReport>),
+    /// The report file is not as `confine` made it; why.
+    Tampered(String),
+}
+
+/// Adds what the namespace stage reported to a verdict from [`classify`]: a changed
+/// shared root makes the outcome `tampered` (a runner failure stays one: then nothing
+/// ran), and the findings are listed.
+pub fn with_stage(mut v: Classification, stage: &StageEvidence) -> Classification {
+    let report = match stage {
+        StageEvidence::None => return v,
+        StageEvidence::Report(Ok(report)) => report.clone(),
+        StageEvidence::Report(Err(corrupt)) => {
+            return tampered(v, corrupt.to_string());
+        }
+        StageEvidence::Tampered(why) => {
+            return tampered(v, format!("the stage's report was tampered with: {why}"));
+        }
+    };
+    v.protected_appeared = report.appeared;
+    if let Some(first) = report.changed.first() {
+        if !v.runner_failed {
+            let more = match report.changed.len() {
+                1 => String::new(),
+                n => format!(" (and {} more changes)", n - 1),
+            };
+            v.outcome = Outcome::Tampered;
+            v.detail = Some(format!("{first}{more}"));
+        }
+        v.shared_roots_changed = report.changed;
+    }
+    v
+}
+
+fn tampered(mut v: Classification, detail: String) -> Classification {
+    if !v.runner_failed {
+        v.outcome = Outcome::Tampered;
+        v.detail = Some(detail);
+    }
     v
 }
 
@@ -636,5 +697,56 @@ mod tests {
         let j = serde_json::to_value(&v).unwrap();
         assert_eq!(j["detail"], serde_json::Value::Null);
         assert_eq!(j["evidence"], "exit-rules");
+    }
+    #[test]
+    fn a_changed_shared_root_makes_a_clean_run_tampered_and_lists_the_findings() {
+        use crate::stage_report::{DirMeta, RootChange, StageReport};
+        let c = confined(Mode::WorkspaceWrite);
+        let change = RootChange {
+            path: "/tmp".into(),
+            was: DirMeta::new(0o1777, 0, 0),
+            found: DirMeta::new(0o777, 0, 0),
+            put_back: true,
+        };
+        let report = StageReport {
+            changed: vec![change.clone()],
+            appeared: vec!["/w/.envrc".into()],
+        };
+        let clean = classify(&c, &settled(Some(0), ""), &confined_record());
+        assert_eq!(clean.outcome, Outcome::Ok);
+        let v = with_stage(clean.clone(), &StageEvidence::Report(Ok(report.clone())));
+        assert_eq!(v.outcome, Outcome::Tampered);
+        assert_eq!(
+            v.detail.as_deref(),
+            Some(
+                "shared directory /tmp changed from mode 1777 owner 0:0 to mode 0777 owner 0:0; put back"
+            )
+        );
+        let j = serde_json::to_value(&v).unwrap();
+        assert_eq!(
+            j["sharedRootsChanged"],
+            serde_json::json!([{"path": "/tmp", "was": {"mode": "1777", "uid": 0, "gid": 0},
+                "found": {"mode": "0777", "uid": 0, "gid": 0}, "putBack": true}])
+        );
+        assert_eq!(j["protectedAppeared"], serde_json::json!(["/w/.envrc"]));
+        let back: Classification = serde_json::from_value(j).unwrap();
+        assert_eq!(back, v);
+
+        // Only names that appeared: reported, the outcome stays.
+        let only_appeared = StageReport {
+            changed: Vec::new(),
+            appeared: vec!["/w/.envrc".into()],
+        };
+        let v = with_stage(clean.clone(), &StageEvidence::Report(Ok(only_appeared)));
+        assert_eq!(v.outcome, Outcome::Ok);
+        assert_eq!(v.protected_appeared, ["/w/.envrc"]);
+        // No report: nothing changes, and the JSON has no new fields.
+        let v = with_stage(clean.clone(), &StageEvidence::None);
+        assert_eq!(v, clean);
+        let j = serde_json::to_value(&v).unwrap();
+        assert!(j.get("sharedRootsChanged").is_none() && j.get("protectedAppeared").is_none());
+        // A report someone changed is tampering too.
+        let v = with_stage(clean, &StageEvidence::Tampered("gone".into()));
+        assert_eq!(v.outcome, Outcome::Tampered);
     }
 }

@@ -23,6 +23,8 @@
 //!   [`LaunchRequest`] and [`Policy`] themselves; [`raw`] carries OS byte strings.
 //! - [`stage`]: what the launcher's namespace stage mounts for a policy (read-only
 //!   system, writable roots bound back, protected paths, private `/tmp`, pid namespace).
+//! - [`stage_report`]: what the stage saw while the command ran (shared writable roots
+//!   whose mode or owner changed, protected names that appeared) and its report file.
 //! - [`confined`]: the ConfinedArgv contract handed to executors.
 //! - [`status`]: the runner's out-of-band status record.
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
@@ -53,6 +55,7 @@ pub mod request;
 pub mod roots;
 pub mod session;
 pub mod stage;
+pub mod stage_report;
 pub mod status;
 pub mod trust;
 
