@@ -66,24 +66,10 @@ pub struct Confinement {
 /// their metadata now.
 fn shared_roots(policy: &stockade_policy::Policy) -> Vec<(std::path::PathBuf, DirMeta)> {
     use std::os::unix::fs::MetadataExt;
-    let uid = nix::unistd::getuid().as_raw();
-    let mut shared: Vec<(std::path::PathBuf, DirMeta)> = Vec::new();
-    for root in grants::writable_roots(policy) {
-        // A private /tmp is a fresh tmpfs: the machine's is out of the command's reach.
-        let private = policy.tmp() == stage::TmpMode::Private
-            && root == Path::new(stockade_policy::policy::SHARED_TMP);
-        if private || shared.iter().any(|(p, _)| *p == root) {
-            continue;
-        }
-        let Some(m) = root.symlink_metadata().ok().filter(|m| m.is_dir()) else {
-            continue;
-        };
-        let meta = DirMeta::new(m.mode(), m.uid(), m.gid());
-        if stage_report::is_shared(&meta, uid) {
-            shared.push((root, meta));
-        }
-    }
-    shared
+    stage_report::shared_roots(policy, nix::unistd::getuid().as_raw(), &|root| {
+        let m = root.symlink_metadata().ok().filter(|m| m.is_dir())?;
+        Some(DirMeta::new(m.mode(), m.uid(), m.gid()))
+    })
 }
 
 fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError> {

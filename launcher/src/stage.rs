@@ -15,8 +15,9 @@
 //!    supervision and the exit-code contract are unchanged;
 //! 4. drops every capability it holds and `execve`s the runner, which applies Landlock
 //!    and seccomp as without the stage;
-//! 5. while the command runs, watches the shared writable roots the caller owns (`/tmp`
-//!    as root) and puts their mode and owner back the moment they change, and after it
+//! 5. while the command runs, looks at the shared writable roots the caller owns (`/tmp`
+//!    as root) every few milliseconds and puts their mode and owner back when they
+//!    changed, and after it
 //!    checks the protected names that did not exist; it appends what it found to the
 //!    report file (`stockade_policy::stage_report`). Without a pid namespace it forks for
 //!    this only when there is something to watch, and waits for the runner as its parent.
@@ -829,14 +830,14 @@ struct Watcher {
     missing: Vec<PathBuf>,
     report: Option<std::fs::File>,
     written: usize,
-    /// An inotify instance watching the roots for attribute changes; `None` where one
-    /// cannot be had (the user's instance or watch limit), and then the roots are
-    /// looked at every [`POLL_INTERVAL_MS`] instead.
-    inotify: Option<std::os::fd::OwnedFd>,
 }
 
-/// How often the roots are looked at without inotify.
-const POLL_INTERVAL_MS: i64 = 100;
+/// How often the shared roots are looked at while the command runs: a change is put back
+/// within about this long. Looked at, not watched: an inotify watch would report a
+/// change at once, but releasing one costs the kernel an RCU grace period (about 15 ms
+/// here) on every exit, longer than the whole stage; an `fstat` every 20 ms costs
+/// nothing measurable.
+const LOOK_EVERY_MS: i64 = 20;
 
 fn dir_meta(file: &std::fs::File) -> Option<DirMeta> {
     use std::os::unix::fs::MetadataExt;
@@ -849,7 +850,6 @@ impl Watcher {
     /// Opens the report file (it must be as `confine` made it: a regular 0600 file of
     /// this user, empty) and each shared root, and takes each root's snapshot.
     fn open(watch: &Watch) -> Result<Watcher, StageError> {
-        use std::os::fd::FromRawFd;
         use std::os::unix::fs::OpenOptionsExt;
         let report = match &watch.report {
             None => None,
@@ -891,21 +891,11 @@ impl Watcher {
                 left: None,
             });
         }
-        let inotify = if roots.is_empty() {
-            None
-        } else {
-            // SAFETY: inotify_init1 takes flags only and returns a new descriptor or -1.
-            let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) };
-            // SAFETY: a descriptor the kernel just returned to us alone.
-            let fd = (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
-            fd.filter(|fd| roots.iter().all(|g| add_watch(fd, &g.dir)))
-        };
         Ok(Watcher {
             roots,
             missing: watch.missing.clone(),
             report,
             written: 0,
-            inotify,
         })
     }
 
@@ -938,40 +928,21 @@ impl Watcher {
         }
     }
 
-    /// Sleeps until a root may have changed or a signal (a child's end) arrives, with
-    /// `mask` as the signal mask meanwhile.
-    fn sleep(&mut self, mask: &libc::sigset_t) {
-        use std::os::fd::AsRawFd;
-        let mut pfd = libc::pollfd {
-            fd: self.inotify.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+    /// Sleeps until it is time to look at the roots again (never, without any) or a
+    /// signal (a child's end) arrives, with `mask` as the signal mask meanwhile.
+    fn sleep(&self, mask: &libc::sigset_t) {
         let interval = libc::timespec {
             tv_sec: 0,
-            tv_nsec: POLL_INTERVAL_MS * 1_000_000,
+            tv_nsec: LOOK_EVERY_MS * 1_000_000,
         };
-        let timeout = if self.inotify.is_none() && !self.roots.is_empty() {
-            &interval as *const libc::timespec
-        } else {
+        let timeout = if self.roots.is_empty() {
             std::ptr::null()
+        } else {
+            &interval as *const libc::timespec
         };
-        // SAFETY: ppoll on one pollfd in a local (or none), a local timespec or null,
-        // and a signal mask that outlives the call.
-        unsafe {
-            libc::ppoll(&mut pfd, u64::from(self.inotify.is_some()), timeout, mask);
-        }
-        if let Some(fd) = &self.inotify {
-            // Drain the events: which one does not matter, the roots are looked at.
-            let mut buf = [0u8; 4096];
-            loop {
-                // SAFETY: read into a local buffer of its length.
-                let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-                if n <= 0 {
-                    break;
-                }
-            }
-        }
+        // SAFETY: ppoll on no descriptors, with a local timespec or null and a signal
+        // mask that outlive the call.
+        unsafe { libc::ppoll(std::ptr::null_mut(), 0, timeout, mask) };
     }
 
     /// The last look once the command has ended: the roots, and which protected names
@@ -1040,23 +1011,6 @@ pub fn check_shared(path: &Path, was: DirMeta) -> Option<RootChange> {
         found: now,
         put_back: restore(&dir, now, was),
     })
-}
-
-/// Adds an attribute watch on the directory `dir` is open on.
-fn add_watch(inotify: &std::os::fd::OwnedFd, dir: &std::fs::File) -> bool {
-    use std::os::fd::AsRawFd;
-    // The descriptor's own entry names exactly that inode, whatever happens to the path.
-    let Ok(path) = CString::new(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
-        return false;
-    };
-    // SAFETY: a NUL-terminated path that outlives the call.
-    unsafe {
-        libc::inotify_add_watch(
-            inotify.as_raw_fd(),
-            path.as_ptr(),
-            libc::IN_ATTRIB | libc::IN_ONLYDIR,
-        ) >= 0
-    }
 }
 
 /// Points init's standard descriptors at `/dev/null` once the runner has its own copies.

@@ -497,6 +497,26 @@ pub struct GuaranteeReport {
     pub required: bool,
     /// The kernel feature it needs, e.g. `landlock-abi-4`, `seccomp`, `none`.
     pub needs: String,
+    /// What the status does not say: the limits of a guarantee as given here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The limits of `guarantee` under `asks`, with `status`, where there are some worth
+/// saying in the report itself.
+fn note(guarantee: Guarantee, asks: &Asks, status: GuaranteeStatus) -> Option<&'static str> {
+    match (guarantee, asks.mode, status) {
+        // The writable roots' own directories are the roots' (inside them), so no mount
+        // holds their mode or owner; for a shared one the caller owns, the change is
+        // undone, not prevented (see `stage_report`).
+        (Guarantee::Metadata, Mode::WorkspaceWrite, GuaranteeStatus::Enforced) => Some(
+            "outside the writable roots; a shared writable root the caller owns (/tmp, /var/tmp, /dev/shm as root) can have its own mode and owner changed: the stage looks every 20 ms, puts them back and reports the change (outcome tampered): other processes can see a change for up to that long, and a command that changes them in a loop keeps them changed for part of its run",
+        ),
+        (Guarantee::Metadata, Mode::WorkspaceWrite, GuaranteeStatus::Unavailable) => Some(
+            "without the namespace stage, only stockade run puts a shared writable root's own mode and owner (/tmp as root) back, once the command has settled",
+        ),
+        _ => None,
+    }
 }
 
 /// The `guarantees` object: every guarantee by its stable name.
@@ -515,6 +535,7 @@ pub fn report(asks: &Asks, facts: &KernelFacts) -> BTreeMap<String, GuaranteeRep
                     status,
                     required: a.requirement == Requirement::Required,
                     needs: a.needs.to_string(),
+                    note: note(a.guarantee, asks, status).map(str::to_string),
                 },
             )
         })

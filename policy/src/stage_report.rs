@@ -11,7 +11,7 @@
 //! directory from the files inside it (both are the caller's; a read-only mount of the
 //! directory would refuse creating files in it too). So this is detected and undone, not
 //! prevented: the stage snapshots each shared root before the command, puts its mode and
-//! owner back as soon as it sees them change (an inotify watch) and once more when the
+//! owner back within milliseconds of a change (it looks every 20 ms) and once more when the
 //! command has ended, and reports each change; `stockade run` checks again after the
 //! command settles (the only check where the stage cannot run).
 //!
@@ -37,8 +37,11 @@
 //! PATH is the rest of the line, with `\`, carriage return and newline escaped as `\\`,
 //! `\r`, `\n`. At most [`MAX_RECORDS`] lines are written; anything else is corrupt.
 
+use crate::policy::{Policy, SHARED_TMP};
+use crate::stage::TmpMode;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 /// The first field of every line.
 pub const MAGIC: &str = "stockade-stage";
@@ -99,6 +102,29 @@ impl fmt::Display for DirMeta {
 /// there is ordinary work.
 pub fn is_shared(meta: &DirMeta, caller_uid: u32) -> bool {
     meta.uid == caller_uid && meta.mode & (0o1000 | 0o002) != 0
+}
+
+/// The writable roots of `policy` that are shared directories `caller_uid` owns, with
+/// their metadata as `meta` gives it (`None`: gone, or not a directory). A private
+/// `/tmp` is a fresh tmpfs, so the machine's is out of the command's reach.
+pub fn shared_roots(
+    policy: &Policy,
+    caller_uid: u32,
+    meta: &dyn Fn(&Path) -> Option<DirMeta>,
+) -> Vec<(PathBuf, DirMeta)> {
+    let mut shared: Vec<(PathBuf, DirMeta)> = Vec::new();
+    for root in crate::grants::writable_roots(policy) {
+        let private = policy.tmp() == TmpMode::Private && root == Path::new(SHARED_TMP);
+        if private || shared.iter().any(|(p, _)| *p == root) {
+            continue;
+        }
+        if let Some(m) = meta(&root)
+            && is_shared(&m, caller_uid)
+        {
+            shared.push((root, m));
+        }
+    }
+    shared
 }
 
 /// One shared writable root whose metadata changed while the command ran.

@@ -10,6 +10,8 @@ use std::path::Path;
 use stockade_policy::grants::{self, Access, Opened};
 use stockade_policy::guarantees::{self, Asks, ModeVerdict};
 use stockade_policy::request::FORMAT_VERSION;
+use stockade_policy::stage::{self, PidMode};
+use stockade_policy::stage_report::{self, DirMeta};
 use stockade_policy::{LaunchRequest, Network};
 
 pub fn explain(path: &Path) -> Result<String, RunnerError> {
@@ -205,12 +207,105 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
         if kept.is_empty() { "" } else { ", " },
         kept.join(", ")
     );
+    explain_stage(w, &request, &asks);
     let reported: Vec<&str> = guarantees::enforced(&asks, &request.promised)
         .into_iter()
         .map(|g| g.name())
         .collect();
     let _ = writeln!(w, "guarantees reported enforced: {}", reported.join(", "));
     Ok(out)
+}
+
+/// The namespace stage's part: whether it runs before this runner, and what it mounts
+/// and watches (the plan `confine` gave it, computed again from the same policy).
+fn explain_stage(w: &mut String, request: &LaunchRequest, asks: &Asks) {
+    let policy = &request.policy;
+    let why_not = if !policy.stage() {
+        Some("none (--no-stage)".to_string())
+    } else if !asks.wants_stage() {
+        Some("none (this policy asks nothing of it)".to_string())
+    } else if !request.promised.namespaces {
+        Some(
+            "none: namespaces were unavailable when confined, so its guarantees are reported unavailable"
+                .to_string(),
+        )
+    } else {
+        None
+    };
+    if let Some(why) = why_not {
+        let _ = writeln!(w, "stage:       {why}");
+        return;
+    }
+    let writable = grants::writable_roots(policy);
+    let control = request.status_path.as_deref().and_then(Path::parent);
+    let pids = policy.pids() != PidMode::Share;
+    let plan = stage::plan(policy, &writable, control, pids);
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let _ = writeln!(
+        w,
+        "stage:       the namespace stage runs before this runner"
+    );
+    let _ = writeln!(
+        w,
+        "  namespaces:          mount, IPC{}; {}",
+        if plan.pids {
+            ", pid with its own /proc (no other process in sight)"
+        } else {
+            " (the machine's processes stay in sight: --share-pids)"
+        },
+        if uid == 0 {
+            "no user namespace (run as root)"
+        } else {
+            "user (this uid and gid mapped to themselves)"
+        }
+    );
+    let _ = writeln!(
+        w,
+        "  read-only:           everything not listed below (mode, owner and time changes there fail: Read-only file system)"
+    );
+    for p in &plan.rw {
+        let _ = writeln!(w, "  read-write again:    {}", p.display());
+    }
+    for p in &plan.pin {
+        let _ = writeln!(
+            w,
+            "  pinned:              {} (a mount point: cannot be renamed or removed)",
+            p.display()
+        );
+    }
+    for p in &plan.ro {
+        let _ = writeln!(w, "  read-only again:     {} (protected)", p.display());
+    }
+    let _ = writeln!(
+        w,
+        "  /tmp:                {}",
+        if plan.private_tmp {
+            "private: a fresh tmpfs, empty, gone with the command"
+        } else {
+            "shared: the machine's"
+        }
+    );
+    let shared = stage_report::shared_roots(policy, uid, &|root| {
+        use std::os::unix::fs::MetadataExt;
+        let m = root.symlink_metadata().ok().filter(|m| m.is_dir())?;
+        Some(DirMeta::new(m.mode(), m.uid(), m.gid()))
+    });
+    for (p, meta) in &shared {
+        let _ = writeln!(
+            w,
+            "  watched:             {} ({meta} now: a shared directory this user owns; looked at every 20 ms: its mode and owner are put back when changed, and the change is reported)",
+            p.display()
+        );
+    }
+    let missing = stage::unprotected_names(policy, &|p| p.symlink_metadata().is_ok());
+    for p in &missing {
+        let _ = writeln!(
+            w,
+            "  reported if created: {} (missing now: nothing to bind read-only)",
+            p.display()
+        );
+    }
 }
 
 /// The most entries [`aliases_beneath`] looks at under one root.
