@@ -189,3 +189,306 @@ fn a_protected_name_the_command_creates_is_reported() {
         serde_json::json!([fx.ws.join(".envrc").display().to_string()])
     );
 }
+
+// A shared writable root's own metadata. The owner of a directory needs no capability
+// to change its mode, so root running a command with the machine's /tmp writable could
+// `chmod 0777 /tmp` (no sticky bit: every user can delete every other user's files) or
+// `chmod 0700 /tmp` (every other user locked out). Landlock governs no metadata, seccomp
+// cannot see the path, and no mount tells the directory from the files in it: the stage
+// puts it back and reports it, and `stockade run` checks again after the command.
+
+/// A directory shaped like /tmp (sticky, world-writable), owned by whoever runs the
+/// test and granted with `--writable`: the shared-root rule applies to it exactly as to
+/// /tmp for root, without touching the machine's /tmp (and as an ordinary user too).
+fn shared_dir(fx: &Fixture) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = fx.root.join("shared");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    dir
+}
+
+fn mode_of(p: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// `stockade classify` on a ConfinedArgv spawned as `out`.
+fn classify(
+    fx: &Fixture,
+    confined: &serde_json::Value,
+    out: &std::process::Output,
+) -> serde_json::Value {
+    let file = fx.root.join("confined.json");
+    std::fs::write(&file, confined.to_string()).unwrap();
+    let mut args: Vec<String> = vec!["classify".into(), "--confined".into()];
+    args.push(file.display().to_string());
+    match (
+        out.status.code(),
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+    ) {
+        (Some(code), _) => args.extend(["--exit-code".into(), code.to_string()]),
+        (None, Some(sig)) => args.extend(["--signal".into(), sig.to_string()]),
+        (None, None) => unreachable!(),
+    }
+    let res = fx.stockade(&args).output().unwrap();
+    assert_code(&res, 0);
+    serde_json::from_slice(&res.stdout).unwrap()
+}
+
+#[test]
+fn a_shared_root_the_command_changes_is_put_back_while_it_runs_and_reported() {
+    let fx = Fixture::staged();
+    if !staged_here(&fx) {
+        eprintln!("SKIPPED (needs namespaces): a_shared_root_the_command_changes");
+        return;
+    }
+    let d = shared_dir(&fx);
+    let ds = d.to_str().unwrap();
+    let run = |json: bool, script: &str| {
+        let mut cmd = fx.stockade(["run"]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.args([
+            "--timeout",
+            "60s",
+            "--writable",
+            ds,
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .output()
+        .unwrap()
+    };
+
+    // Control: what the grant is for still works, and nothing is reported.
+    let out = run(true, &format!("echo x > {ds}/f && chmod 640 {ds}/f"));
+    assert_code(&out, 0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sandbox"]["tampered"], false, "{v}");
+    assert_eq!(v["sharedRootsChanged"], serde_json::json!([]), "{v}");
+    assert_eq!(mode_of(&d.join("f")), 0o640);
+
+    // The attack: the directory itself locked to its owner.
+    let out = run(true, &format!("chmod 0700 {ds}"));
+    assert_code(&out, 0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sandbox"]["tampered"], true, "{v}");
+    let change = &v["sharedRootsChanged"][0];
+    assert_eq!(change["path"], ds, "{v}");
+    assert_eq!(change["was"]["mode"], "1777", "{v}");
+    assert_eq!(change["found"]["mode"], "0700", "{v}");
+    assert_eq!(change["putBack"], true, "{v}");
+    assert_eq!(mode_of(&d), 0o1777);
+
+    // Put back while the command still runs, not only at its end: the command waits
+    // until it sees the sticky bit again (the --timeout is the backstop if never).
+    let out = run(
+        false,
+        &format!(
+            "chmod 0777 {ds}; until [ \"$(stat -c %a {ds})\" = 1777 ]; do sleep 0.01; done; echo back"
+        ),
+    );
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "back\n");
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "[sandbox: shared directory {ds} changed from mode 1777 owner"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(mode_of(&d), 0o1777);
+}
+
+#[test]
+fn on_the_confine_path_the_stage_alone_puts_a_shared_root_back_and_classify_says_tampered() {
+    // Spawned as an executor would, with no `stockade run` to look afterwards: what is
+    // put back here, the stage put back.
+    let fx = Fixture::staged();
+    if !staged_here(&fx) {
+        eprintln!("SKIPPED (needs namespaces): on_the_confine_path_the_stage_alone");
+        return;
+    }
+    let d = shared_dir(&fx);
+    let ds = d.to_str().unwrap();
+    for pids in ["--isolate-pids", "--share-pids"] {
+        let script = format!("chmod 0700 {ds}; exit 3");
+        let c = fx.confine(&[pids, "--writable", ds, "--", "sh", "-c", &script]);
+        let argv = confined_argv(&c);
+        assert!(argv.windows(2).any(|w| w == ["--shared", ds]), "{argv:?}");
+        let out = spawn_argv(&c);
+        // The command's own exit code comes through the stage's extra process.
+        assert_code(&out, 3);
+        assert_eq!(mode_of(&d), 0o1777, "{pids}: not put back");
+        let v = classify(&fx, &c, &out);
+        assert_eq!(v["outcome"], "tampered", "{pids}: {v}");
+        assert_eq!(v["sharedRootsChanged"][0]["found"]["mode"], "0700", "{v}");
+
+        // A signal comes through the same way.
+        let script = format!("chmod 0777 {ds}; kill -KILL $$");
+        let c = fx.confine(&[pids, "--writable", ds, "--", "sh", "-c", &script]);
+        let out = spawn_argv(&c);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(out.status.signal(), Some(libc::SIGKILL), "{pids}: {out:?}");
+        assert_eq!(mode_of(&d), 0o1777, "{pids}: not put back after a signal");
+        let v = classify(&fx, &c, &out);
+        assert_eq!(v["outcome"], "tampered", "{pids}: {v}");
+
+        // Control: a clean run is classified as the command's own.
+        let c = fx.confine(&[pids, "--writable", ds, "--", "sh", "-c", "exit 3"]);
+        let out = spawn_argv(&c);
+        assert_code(&out, 3);
+        let v = classify(&fx, &c, &out);
+        assert_eq!(v["outcome"], "failed", "{pids}: {v}");
+        assert!(v.get("sharedRootsChanged").is_none(), "{v}");
+    }
+}
+
+#[test]
+fn without_the_stage_only_stockade_run_puts_a_shared_root_back() {
+    let fx = Fixture::new();
+    let d = shared_dir(&fx);
+    let ds = d.to_str().unwrap();
+    let out = fx
+        .stockade(["run", "--writable", ds, "--", "chmod", "0700", ds])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(
+        text(&out.stderr).contains("; put back]"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(mode_of(&d), 0o1777);
+    // The confine path without the stage has nothing that looks: the change stays, and
+    // the report said so beforehand.
+    let c = fx.confine(&["--writable", ds, "--", "chmod", "0700", ds]);
+    assert_eq!(c["guarantees"]["metadata"]["status"], "unavailable", "{c}");
+    assert!(
+        c["guarantees"]["metadata"]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("only stockade run")),
+        "{c}"
+    );
+    let out = spawn_argv(&c);
+    assert_code(&out, 0);
+    assert_eq!(mode_of(&d), 0o700);
+}
+
+/// Puts the machine's /tmp back as it is everywhere (1777 root:root), however the test
+/// ends.
+struct RestoreTmp;
+
+impl Drop for RestoreTmp {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::os::unix::fs::chown("/tmp", Some(0), Some(0));
+        let _ = std::fs::set_permissions("/tmp", std::fs::Permissions::from_mode(0o1777));
+    }
+}
+
+#[test]
+fn root_changing_the_machines_tmp_gets_it_put_back() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): root_changing_the_machines_tmp_gets_it_put_back");
+        return;
+    }
+    let fx = Fixture::staged();
+    if !staged_here(&fx) {
+        eprintln!("SKIPPED (needs namespaces): root_changing_the_machines_tmp");
+        return;
+    }
+    let _restore = RestoreTmp;
+    assert_eq!(
+        mode_of(std::path::Path::new("/tmp")),
+        0o1777,
+        "/tmp is not 1777 to start with"
+    );
+    // Only the sticky bit goes, and only for as long as the stage takes to see it: the
+    // least harm to whatever else uses this machine's /tmp meanwhile.
+    let out = fx
+        .stockade(["run", "--", "chmod", "0777", "/tmp"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(
+        text(&out.stderr).contains(
+            "[sandbox: shared directory /tmp changed from mode 1777 owner 0:0 to mode 0777 owner 0:0; put back]"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(mode_of(std::path::Path::new("/tmp")), 0o1777);
+    // Control: with a private /tmp the command changes its own tmpfs, which is no one
+    // else's: nothing to put back, nothing reported.
+    let out = fx
+        .stockade([
+            "run",
+            "--tmp",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            "chmod 0700 /tmp && stat -c %a /tmp",
+        ])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "700\n");
+    assert!(
+        !text(&out.stderr).contains("[sandbox:"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(mode_of(std::path::Path::new("/tmp")), 0o1777);
+}
+
+#[test]
+fn protected_names_that_appear_are_reported_on_the_confine_path_too() {
+    let fx = Fixture::staged();
+    if !staged_here(&fx) {
+        eprintln!("SKIPPED (needs namespaces): protected_names_that_appear");
+        return;
+    }
+    std::fs::create_dir_all(fx.ws.join(".git/hooks")).unwrap();
+    let c = fx.confine(&["--", "sh", "-c", "echo /elsewhere > .git/commondir"]);
+    let out = spawn_argv(&c);
+    assert_code(&out, 0);
+    let v = classify(&fx, &c, &out);
+    // Reported, not tampering: `git worktree add` creates `.git/worktrees` rightly.
+    assert_eq!(v["outcome"], "ok", "{v}");
+    assert_eq!(
+        v["protectedAppeared"],
+        serde_json::json!([fx.ws.join(".git/commondir").display().to_string()]),
+        "{v}"
+    );
+    // Control: a run that creates none reports none.
+    let c = fx.confine(&["--", "touch", "plain"]);
+    let out = spawn_argv(&c);
+    assert_code(&out, 0);
+    let v = classify(&fx, &c, &out);
+    assert!(v.get("protectedAppeared").is_none(), "{v}");
+    // A hook file that does not exist yet, in a hooks directory that does, is no gap:
+    // the whole directory is bound read-only.
+    let out = fx
+        .stockade([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "echo evil > .git/hooks/post-checkout",
+        ])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stderr).contains("Read-only file system"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!fx.ws.join(".git/hooks/post-checkout").exists());
+}
