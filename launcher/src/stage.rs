@@ -1071,3 +1071,94 @@ pub fn available(pids: bool) -> Result<(), String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check init makes right after asking for SIGKILL on its parent's death: if the
+    /// parent died before that, no signal will ever come, and the pipe whose read end
+    /// only the parent held is what says so. The kernel's answer for a real pipe.
+    #[test]
+    fn a_pipe_whose_reader_is_gone_says_the_parent_is_gone() {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into the array.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        let (read_end, write_end) = (fds[0], fds[1]);
+        assert!(!parent_gone(write_end), "the reader is still there");
+        // SAFETY: closing a descriptor this test owns.
+        unsafe { libc::close(read_end) };
+        assert!(parent_gone(write_end), "the reader is gone");
+        // SAFETY: as above.
+        unsafe { libc::close(write_end) };
+    }
+
+    /// Runs init's start-up check in a grandchild whose parent dies before it (when
+    /// `parent_dies_first`) or lives on, and returns the grandchild's exit code: 7 when
+    /// it found its parent gone, 8 when not. Everything happens in a forked process
+    /// that is its own child reaper, so the orphan comes back to be waited for; the
+    /// order is forced by a pipe, not by time.
+    fn init_check_with_parent(parent_dies_first: bool) -> i32 {
+        // SAFETY: the forked processes only call async-signal-safe functions (fork,
+        // pipe, prctl, read, close, poll, waitpid) and _exit.
+        unsafe {
+            let x = libc::fork();
+            assert!(x >= 0);
+            if x != 0 {
+                let mut status = 0;
+                assert_eq!(libc::waitpid(x, &mut status, 0), x);
+                return libc::WEXITSTATUS(status);
+            }
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+            let (mut fds, mut go) = ([0; 2], [0; 2]);
+            libc::pipe(fds.as_mut_ptr());
+            libc::pipe(go.as_mut_ptr());
+            let (read_end, write_end) = (fds[0], fds[1]);
+            let outer = libc::fork();
+            if outer == 0 {
+                let init = libc::fork();
+                if init == 0 {
+                    libc::close(read_end);
+                    libc::close(go[1]);
+                    // Wait for the go-ahead (EOF: every writer closed).
+                    let mut b = 0u8;
+                    while libc::read(go[0], (&mut b as *mut u8).cast(), 1) > 0 {}
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    libc::_exit(if parent_gone(write_end) { 7 } else { 8 });
+                }
+                libc::close(write_end);
+                libc::close(go[0]);
+                libc::close(go[1]);
+                if !parent_dies_first {
+                    // Stay, holding the read end, until init has answered.
+                    let mut status = 0;
+                    libc::waitpid(init, &mut status, 0);
+                    libc::_exit(libc::WEXITSTATUS(status));
+                }
+                libc::_exit(0);
+            }
+            libc::close(read_end);
+            libc::close(write_end);
+            libc::close(go[0]);
+            let mut status = 0;
+            if parent_dies_first {
+                // The parent is gone and reaped before init asks.
+                libc::waitpid(outer, &mut status, 0);
+                libc::close(go[1]);
+                // Init, an orphan now, comes back to this reaper.
+                libc::waitpid(-1, &mut status, 0);
+            } else {
+                libc::close(go[1]);
+                libc::waitpid(outer, &mut status, 0);
+            }
+            libc::_exit(libc::WEXITSTATUS(status));
+        }
+    }
+
+    #[test]
+    fn init_leaves_when_its_parent_died_before_the_death_signal_was_set() {
+        assert_eq!(init_check_with_parent(true), 7);
+        // Control: with the parent alive, init carries on.
+        assert_eq!(init_check_with_parent(false), 8);
+    }
+}

@@ -532,6 +532,75 @@ fn without_namespaces_a_policy_that_requires_the_stage_fails_closed() {
     }
 }
 
+#[test]
+fn where_user_namespaces_run_out_the_baseline_runs_and_says_so() {
+    // The other way namespaces are refused: `user.max_user_namespaces=0` (or used up).
+    // The limit is set inside a user namespace of the helper's own, where the command
+    // runs as an ordinary user, so the machine's sysctl is never touched.
+    let fx = Fixture::staged();
+    let limited = Some("userns-limit");
+    let probe = fx
+        .stockade_masked(limited, ["probe", "--json"])
+        .output()
+        .unwrap();
+    if probe.status.code() == Some(77) {
+        eprintln!(
+            "SKIPPED (no user namespaces here at all): where_user_namespaces_run_out: {}",
+            text(&probe.stderr)
+        );
+        return;
+    }
+    assert_code(&probe, 0);
+    let probe: serde_json::Value = serde_json::from_slice(&probe.stdout).unwrap();
+    let ns = &probe["kernel"]["namespaces"];
+    assert_eq!(ns["available"], false, "{ns}");
+    assert!(
+        ns["cause"]
+            .as_str()
+            .is_some_and(|c| c.contains("unshare") && c.contains("No space left on device")),
+        "{ns}"
+    );
+
+    let out = fx
+        .stockade_masked(limited, ["confine", "--", "true"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let confined: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(confined["enforcement"], "partial", "{confined}");
+    for g in ["metadata", "protectedPaths", "pidIsolation"] {
+        assert_eq!(confined["guarantees"][g]["status"], "unavailable", "{g}");
+    }
+    assert!(!confined_argv(&confined).iter().any(|a| a == "__stage"));
+
+    // The baseline still confines: the workspace is writable, the rest is not.
+    let out = fx
+        .stockade_masked(limited, ["run", "--", "sh", "-c", "echo hi > out"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(fx.ws.join("out").exists());
+    let file = fx.outside.join("x");
+    let out = fx
+        .stockade_masked(limited, ["run", "--", "sh", "-c"])
+        .arg(format!("echo x > {}", file.display()))
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!file.exists());
+    // And a policy that requires the stage is refused, running nothing.
+    let out = fx
+        .stockade_masked(limited, ["run", "--isolate-pids", "--", "touch", "ran"])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(!fx.ws.join("ran").exists());
+    // Control: without the limit the same machine gives the stage.
+    let out = fx.stockade(["probe", "--json"]).output().unwrap();
+    let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(probe["kernel"]["namespaces"]["available"], true);
+}
+
 // 8. an ordinary user
 
 const NOBODY: u32 = 65534;
