@@ -64,6 +64,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         for (path, was) in &shared {
             if let Some(change) = crate::stage::check_shared(path, *was) {
                 verdict.tampered = true;
+                verdict.denied = false;
                 verdict.shared_roots_changed.push(change);
             }
         }
@@ -132,14 +133,16 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
     let signal = settled.signal.map(signal_name);
     let v = classify::verdict(confined, settled.exit_code, signal.as_deref(), &stderr);
     // The policy's denial rule on the whole stream (the supervisor ran the same scanner
-    // over all of stderr). Runner failure outranks denial.
+    // over all of stderr). Runner failure and tampering outrank denial.
+    let tampered = v.outcome == Outcome::Tampered;
     let denied = !v.runner_failed
+        && !tampered
         && stockade_policy::classify::denied(settled.exit_code, || settled.denial_seen);
     SandboxVerdict {
         runner_failed: v.runner_failed,
         denied,
         enforcement: v.enforcement,
-        tampered: v.outcome == Outcome::Tampered,
+        tampered,
         shared_roots_changed: v.shared_roots_changed,
     }
 }

@@ -205,8 +205,9 @@ pub enum StageEvidence {
 }
 
 /// Adds what the namespace stage reported to a verdict from [`classify`]: a changed
-/// shared root makes the outcome `tampered` (a runner failure stays one: then nothing
-/// ran), and the findings are listed.
+/// shared root (or a report someone changed) makes the outcome `tampered`, which
+/// outranks every other outcome as a changed status record does (`denied` and
+/// `runnerFailed` are then false), and the findings are listed.
 pub fn with_stage(mut v: Classification, stage: &StageEvidence) -> Classification {
     let report = match stage {
         StageEvidence::None => return v,
@@ -220,24 +221,21 @@ pub fn with_stage(mut v: Classification, stage: &StageEvidence) -> Classificatio
     };
     v.protected_appeared = report.appeared;
     if let Some(first) = report.changed.first() {
-        if !v.runner_failed {
-            let more = match report.changed.len() {
-                1 => String::new(),
-                n => format!(" (and {} more changes)", n - 1),
-            };
-            v.outcome = Outcome::Tampered;
-            v.detail = Some(format!("{first}{more}"));
-        }
+        let more = match report.changed.len() {
+            1 => String::new(),
+            n => format!(" (and {} more changes)", n - 1),
+        };
+        v = tampered(v, format!("{first}{more}"));
         v.shared_roots_changed = report.changed;
     }
     v
 }
 
 fn tampered(mut v: Classification, detail: String) -> Classification {
-    if !v.runner_failed {
-        v.outcome = Outcome::Tampered;
-        v.detail = Some(detail);
-    }
+    v.outcome = Outcome::Tampered;
+    v.detail = Some(detail);
+    v.denied = false;
+    v.runner_failed = false;
     v
 }
 
