@@ -537,6 +537,16 @@ fn where_user_namespaces_run_out_the_baseline_runs_and_says_so() {
     // The other way namespaces are refused: `user.max_user_namespaces=0` (or used up).
     // The limit is set inside a user namespace of the helper's own, where the command
     // runs as an ordinary user, so the machine's sysctl is never touched.
+    // Inside the helper's namespace only the caller's own uid is mapped (root's maps to
+    // 1000 there): binaries root built for an ordinary user look foreign in it, and
+    // stockade rightly refuses to start them.
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(stockade_bin()).unwrap().uid();
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    if !stockade_tests::is_root() && owner != unsafe { libc::geteuid() } {
+        eprintln!("SKIPPED (needs root): where_user_namespaces_run_out (root's binaries)");
+        return;
+    }
     let fx = Fixture::staged();
     let limited = Some("userns-limit");
     let probe = fx
