@@ -17,10 +17,10 @@
 //!    and seccomp as without the stage;
 //! 5. while the command runs, looks at the shared writable roots the caller owns (`/tmp`
 //!    as root) every few milliseconds and puts their mode and owner back when they
-//!    changed, and after it
-//!    checks the protected names that did not exist; it appends what it found to the
-//!    report file (`stockade_policy::stage_report`). Without a pid namespace it forks for
-//!    this only when there is something to watch, and waits for the runner as its parent.
+//!    changed; once it has ended, checks the protected names that did not exist; and
+//!    appends what it found to the report file (`stockade_policy::stage_report`).
+//!    Without a pid namespace it forks for this only when there is something to watch,
+//!    and waits for the runner as its parent.
 //!
 //! Every failure prints one `stockade-runner: namespace stage: ...` line and exits 125:
 //! to the executor the stage is part of the runner, and nothing runs unconfined.
