@@ -775,4 +775,18 @@ mod tests {
         );
         assert!(enforced(&defaults(Mode::DangerFullAccess), &abi(7)).is_empty());
     }
+
+    /// The provider contract lists every guarantee an executor can meet in `guarantees`;
+    /// a guarantee added here without a word there is a contract change nobody was told.
+    #[test]
+    fn the_provider_contract_names_every_guarantee() {
+        let doc = include_str!("../../docs/provider-contract.md");
+        for g in Guarantee::ALL {
+            assert!(
+                doc.contains(&format!("`{}`", g.name())),
+                "docs/provider-contract.md does not name the guarantee `{}`",
+                g.name()
+            );
+        }
+    }
 }
