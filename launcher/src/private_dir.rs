@@ -118,8 +118,10 @@ pub fn base_candidates() -> Vec<PathBuf> {
     {
         out.push(home.join(".local/state/stockade"));
     }
-    // Where stockade before this layout put them, for users without a runtime dir.
-    out.push(PathBuf::from(format!("/tmp/stockade-{uid}")));
+    // Never a place beneath a shared temporary directory: no base may lie there (see
+    // `ensure_base`), and whatever is found there was made by someone else (another
+    // user, or a confined command through its writable `/tmp`). Hiding it would let them
+    // choose what later commands lose sight of, and carve `/tmp` for every later command.
     out.dedup();
     out
 }

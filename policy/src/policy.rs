@@ -730,6 +730,16 @@ impl PolicyRequest {
             out.push(canonical);
         }
         for base in &invoker.control_bases {
+            // A base is never a link (the launcher refuses one as a base): a candidate
+            // that is a link holds no requests of ours, and following it would let
+            // whoever made it choose what every later command of this user loses sight
+            // of (`ln -s /usr CANDIDATE`).
+            if base
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+            {
+                continue;
+            }
             // A base made only after resolution (by this very `confine`) is hidden all
             // the same: it will hold other commands' requests while this one runs.
             let canonical = match (base.canonicalize(), base.parent(), base.file_name()) {
@@ -1132,6 +1142,17 @@ mod tests {
             ..read_only
         };
         assert_eq!(none.resolve(&dir, None, &inv).unwrap().hidden, bases);
+        // A candidate base that is a link is no base of ours: its target stays visible.
+        std::fs::create_dir(dir.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("run/linked")).unwrap();
+        let linked = Invoker {
+            control_bases: vec![dir.join("run/linked"), dir.join("run/stockade")],
+            ..inv.clone()
+        };
+        assert_eq!(
+            none.resolve(&dir, None, &linked).unwrap().hidden,
+            vec![dir.join("run/stockade")]
+        );
         let unconfined = PolicyRequest {
             mode: Mode::DangerFullAccess,
             ..req.clone()
