@@ -66,3 +66,32 @@ fn a_link_planted_in_tmp_cannot_hide_paths_from_later_commands() {
         }
     }
 }
+
+/// A command that changes its own status record (its mode: the command owns the file,
+/// and the private directory is writable on the stage's mounts so the runner can record)
+/// is a command that attacked its sandbox. `stockade classify` says `tampered`; `stockade
+/// run --json` must say so too instead of a clean `runnerFailed: false`.
+#[test]
+fn run_reports_a_status_record_the_command_tampered_with() {
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let base = fx.runtime.join("stockade");
+        let script = |chmod: &str| {
+            format!(
+                "for d in {}/req-*; do chmod {chmod} \"$d/status\" && echo CHANGED; done",
+                base.display()
+            )
+        };
+        for (chmod, tampered) in [("600", false), ("644", true)] {
+            let (out, v) =
+                run_json(&mut fx.stockade(["run", "--json", "--", "sh", "-c", &script(chmod)]));
+            assert_code(&out, 0);
+            assert_eq!(v["stdout"]["text"], "CHANGED\n", "{v}");
+            assert_eq!(v["sandbox"]["runnerFailed"], false, "{v}");
+            assert_eq!(
+                v["sandbox"]["tampered"], tampered,
+                "stage {}, chmod {chmod}: {v}",
+                fx.stage
+            );
+        }
+    }
+}
