@@ -4,6 +4,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
+use stockade_policy::capability::Capability;
 use stockade_policy::stage::{PidMode, TmpMode};
 use stockade_policy::{Mode, Network, PolicyRequest};
 
@@ -149,6 +150,13 @@ pub struct PolicyArgs {
     /// guarantees are then not requested, or reported unavailable).
     #[arg(long = "no-stage")]
     pub no_stage: bool,
+    /// Keep capability NAME when started as root (repeatable): CAP_DAC_OVERRIDE,
+    /// CAP_DAC_READ_SEARCH, CAP_FOWNER or CAP_CHOWN (or dac_override, ...; no other).
+    /// Root then reaches files it does not own, such as a workspace of another uid; the
+    /// filesystem rules still hold, but other users' private files become readable
+    /// [default: none kept; refused where this process does not hold NAME].
+    #[arg(long = "keep-capability", value_name = "NAME")]
+    pub keep_capability: Vec<Capability>,
 }
 
 impl PolicyArgs {
@@ -175,6 +183,7 @@ impl PolicyArgs {
                 None
             },
             no_stage: self.no_stage,
+            keep_capabilities: self.keep_capability.clone(),
         }
     }
 }
@@ -344,6 +353,17 @@ use --mode workspace-write or drop --writable"
 use --mode workspace-write or drop --protect"
                     .into(),
             ),
+            Mode::ReadOnly
+                if let Some(cap) = self
+                    .keep_capability
+                    .iter()
+                    .find(|c| !c.meaningful_in(Mode::ReadOnly)) =>
+            {
+                Err(format!(
+                    "--keep-capability {cap} has no effect in read-only mode, where no owner, mode or time can change; \
+use --mode workspace-write or drop it"
+                ))
+            }
             Mode::DangerFullAccess => {
                 let given = [
                     ("--writable", !self.writable.is_empty()),
@@ -355,6 +375,7 @@ use --mode workspace-write or drop --protect"
                     ("--protect", !self.protect.is_empty()),
                     ("--tmp", self.tmp.is_some()),
                     ("--isolate-pids", self.isolate_pids),
+                    ("--keep-capability", !self.keep_capability.is_empty()),
                 ];
                 match given.iter().find(|(_, present)| *present) {
                     Some((flag, _)) => Err(format!(
@@ -582,6 +603,46 @@ mod tests {
             let err = check(&args).unwrap_err();
             assert!(err.starts_with(flag[0]), "{flag:?}: {err}");
         }
+        let err = check(&[
+            "run",
+            "--mode",
+            "read-only",
+            "--keep-capability",
+            "dac_read_search",
+            "--keep-capability",
+            "fowner",
+            "--",
+            "true",
+        ])
+        .unwrap_err();
+        assert!(
+            err.starts_with("--keep-capability CAP_FOWNER has no effect in read-only mode"),
+            "{err}"
+        );
+        // Control: reading is what the DAC capabilities give in read-only mode.
+        assert!(
+            check(&[
+                "run",
+                "--mode",
+                "read-only",
+                "--keep-capability",
+                "dac_read_search",
+                "--",
+                "true"
+            ])
+            .is_ok()
+        );
+        let err = check(&[
+            "confine",
+            "--mode",
+            "danger-full-access",
+            "--keep-capability",
+            "chown",
+            "--",
+            "true",
+        ])
+        .unwrap_err();
+        assert!(err.starts_with("--keep-capability has no effect"), "{err}");
         assert!(check(&["confine", "--", ""]).unwrap_err().contains("empty"));
         assert!(
             check(&["run", "--", "", "x"])
@@ -589,6 +650,35 @@ mod tests {
                 .contains("empty")
         );
         assert!(check(&["run", "--", "x", ""]).is_ok());
+    }
+
+    #[test]
+    fn kept_capabilities_parse_in_any_spelling_and_only_from_the_allow_list() {
+        let parse = |names: &[&str]| {
+            let mut argv = vec!["stockade", "confine"];
+            for n in names {
+                argv.extend(["--keep-capability", n]);
+            }
+            argv.extend(["--", "true"]);
+            Cli::try_parse_from(argv).map(|c| match c.command {
+                Command::Confine(a) => a.policy.to_request().keep_capabilities,
+                _ => panic!(),
+            })
+        };
+        assert_eq!(
+            parse(&["dac_override", "CAP_FOWNER", "Cap_Chown", "DAC_READ_SEARCH"]).unwrap(),
+            [
+                Capability::DacOverride,
+                Capability::Fowner,
+                Capability::Chown,
+                Capability::DacReadSearch
+            ]
+        );
+        assert!(parse(&[]).unwrap().is_empty());
+        for bad in ["sys_admin", "CAP_SETUID", "net_raw", "nonsense"] {
+            let err = parse(&["dac_override", bad]).unwrap_err().to_string();
+            assert!(err.contains("CAP_CHOWN, CAP_DAC_OVERRIDE"), "{bad}: {err}");
+        }
     }
 
     #[test]

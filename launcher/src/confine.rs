@@ -252,6 +252,7 @@ pub fn confine_inheriting(
             shared: shared.iter().map(|(p, _)| p.clone()).collect(),
             missing: unprotected.clone(),
             report: None,
+            keep_capabilities: request.policy.kept_capabilities(),
         };
         if !watch.shared.is_empty() || !watch.missing.is_empty() {
             match dir.create_report() {

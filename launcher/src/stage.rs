@@ -14,11 +14,15 @@
 //!    pipe), the outer process replays that status (exit code, or the same signal), so
 //!    supervision and the exit-code contract are unchanged;
 //! 4. drops every capability it holds and `execve`s the runner, which applies Landlock
-//!    and seccomp as without the stage;
+//!    and seccomp as without the stage (the process that stays to watch keeps the
+//!    capabilities the command keeps, and no other: see 5);
 //! 5. while the command runs, looks at the shared writable roots the caller owns (`/tmp`
 //!    as root) every few milliseconds and puts their mode and owner back when they
 //!    changed; once it has ended, checks the protected names that did not exist; and
-//!    appends what it found to the report file (`stockade_policy::stage_report`).
+//!    appends what it found to the report file (`stockade_policy::stage_report`). A
+//!    command keeping `CAP_CHOWN` can give such a root to another user, after which its
+//!    owner (root, without capabilities) could not take it back: so the watcher keeps
+//!    what the command keeps, whatever the command can change it can put back.
 //!    Without a pid namespace it forks for this only when there is something to watch,
 //!    and waits for the runner as its parent.
 //!
@@ -34,6 +38,7 @@ use std::ffi::{CString, OsString};
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use stockade_policy::capability::{Capability, CapabilitySet};
 use stockade_policy::exit;
 use stockade_policy::failure_tag;
 use stockade_policy::stage::MountPlan;
@@ -52,6 +57,9 @@ pub struct Watch {
     pub missing: Vec<PathBuf>,
     /// The report file `confine` created (empty, 0600) for what the stage finds.
     pub report: Option<PathBuf>,
+    /// The capabilities the command keeps: the watcher keeps them too, to put back what
+    /// they let the command change.
+    pub keep_capabilities: CapabilitySet,
 }
 
 impl Watch {
@@ -85,6 +93,10 @@ pub fn argv(
         argv.push("--report".into());
         argv.push(report.to_string_lossy().into_owned());
     }
+    for cap in watch.keep_capabilities.iter() {
+        argv.push(stockade_policy::capability::FLAG.into());
+        argv.push(cap.name().into());
+    }
     if plan.private_tmp {
         argv.push("--private-tmp".into());
     }
@@ -100,6 +112,7 @@ pub fn argv(
 fn parse(args: &[OsString]) -> Result<(MountPlan, Watch, Vec<OsString>), String> {
     let mut plan = MountPlan::default();
     let mut watch = Watch::default();
+    let mut keep = Vec::new();
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut path = |flag: &str| -> Result<PathBuf, String> {
@@ -116,6 +129,15 @@ fn parse(args: &[OsString]) -> Result<(MountPlan, Watch, Vec<OsString>), String>
             Some("--shared") => watch.shared.push(path("--shared")?),
             Some("--missing") => watch.missing.push(path("--missing")?),
             Some("--report") => watch.report = Some(path("--report")?),
+            Some(stockade_policy::capability::FLAG) => {
+                let name = it.next().ok_or("--keep-capability needs a NAME")?;
+                let cap: Capability = name
+                    .to_str()
+                    .ok_or_else(|| format!("--keep-capability {name:?}: not a capability"))?
+                    .parse()
+                    .map_err(|e| format!("--keep-capability: {e}"))?;
+                keep.push(cap);
+            }
             Some("--private-tmp") => plan.private_tmp = true,
             Some("--pids") => plan.pids = true,
             Some("--") => {
@@ -126,6 +148,7 @@ fn parse(args: &[OsString]) -> Result<(MountPlan, Watch, Vec<OsString>), String>
                 if !watch.is_empty() && watch.report.is_none() {
                     return Err("--shared and --missing need a --report file".into());
                 }
+                watch.keep_capabilities = CapabilitySet::of(&keep);
                 return Ok((plan, watch, rest));
             }
             _ => return Err(format!("unknown argument {:?}", arg.to_string_lossy())),
@@ -499,9 +522,9 @@ fn skip_missing(path: &Path) -> Result<bool, StageError> {
     })
 }
 
-/// Clears every capability set this process holds (the runner clears them again, and
-/// its bounding set; the init process keeps none while it waits).
-fn drop_capabilities() -> Result<(), StageError> {
+/// Clears every capability set this process holds but `keep` (the runner clears them
+/// again, and its bounding set): the watcher keeps what the command keeps, nothing else.
+fn drop_capabilities(keep: CapabilitySet) -> Result<(), StageError> {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -518,7 +541,16 @@ fn drop_capabilities() -> Result<(), StageError> {
         version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
         pid: 0,
     };
-    let data = [Data::default(); 2];
+    // Kept capabilities are all below 32: the first half holds them.
+    let mask = keep.mask() as u32;
+    let data = [
+        Data {
+            effective: mask,
+            permitted: mask,
+            inheritable: 0,
+        },
+        Data::default(),
+    ];
     // SAFETY: capset reads a v3 header and two data structs, all valid for the call.
     let r = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
     check(r, || "cannot drop capabilities".into())
@@ -688,7 +720,7 @@ fn init(
     }
     mounts(spec)?;
     let child = fork_runner(runner, &[report_fd])?;
-    drop_capabilities()?;
+    drop_capabilities(watcher.keep)?;
     release_stdio();
     forward_signals_to(child);
     // Reap every process of the namespace until the runner's own status arrives.
@@ -722,7 +754,7 @@ fn init(
 /// the way the command ended (as the outer process does with a pid namespace).
 fn parent_of_runner(runner: &[OsString], mut watcher: Watcher) -> Result<i32, StageError> {
     let child = fork_runner(runner, &[])?;
-    drop_capabilities()?;
+    drop_capabilities(watcher.keep)?;
     forward_signals_to(child);
     let status = Reaper::new().wait(child, child, &mut watcher)?;
     watcher.finish();
@@ -830,6 +862,8 @@ struct Watcher {
     missing: Vec<PathBuf>,
     report: Option<std::fs::File>,
     written: usize,
+    /// The capabilities kept while watching.
+    keep: CapabilitySet,
 }
 
 /// How often the shared roots are looked at while the command runs: a change is put back
@@ -896,6 +930,7 @@ impl Watcher {
             missing: watch.missing.clone(),
             report,
             written: 0,
+            keep: watch.keep_capabilities,
         })
     }
 

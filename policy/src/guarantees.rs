@@ -10,6 +10,7 @@
 //! from the ruleset it actually applied. Both judge them here, so `confine` reports
 //! exactly what the runner will enforce.
 
+use crate::capability::CapabilitySet;
 use crate::mode::Mode;
 use crate::policy::{Network, Policy};
 use crate::stage::{PidMode, TmpMode};
@@ -98,6 +99,9 @@ pub struct Asks {
     pub pids: PidMode,
     /// Whether the namespace stage may run at all (`--no-stage` says no).
     pub stage: bool,
+    /// Capabilities the command keeps (`--keep-capability`): then it is not asked to
+    /// hold none.
+    pub keep_capabilities: CapabilitySet,
 }
 
 impl Asks {
@@ -117,6 +121,7 @@ impl Asks {
             private_tmp: policy.tmp == TmpMode::Private,
             pids: policy.pids,
             stage: policy.stage,
+            keep_capabilities: policy.kept_capabilities(),
         }
     }
 
@@ -148,6 +153,7 @@ impl Asks {
                 PidMode::Share
             },
             stage: mode.is_confined(),
+            keep_capabilities: CapabilitySet::default(),
         }
     }
 }
@@ -182,7 +188,9 @@ pub enum Guarantee {
     /// Kernel attack surface and escape hatches are filtered: ptrace, mount, namespaces,
     /// bpf, keyrings, io_uring, TIOCSTI, x32 and foreign architectures, ... (seccomp).
     SyscallFilter,
-    /// The target holds no capability, even when started as root.
+    /// The target holds no capability, even when started as root. Not requested when
+    /// the policy keeps some (`--keep-capability`): every other one is still dropped,
+    /// and the report's note names those kept and what they open.
     Capabilities,
     /// No inherited descriptor above 2 reaches the target unless the request keeps it.
     Fds,
@@ -339,6 +347,11 @@ impl Guarantee {
             Guarantee::UnixSockets => Requirement::Required,
             // Scopes arrived late (6.12); older kernels still confine files and syscalls.
             Guarantee::Signals | Guarantee::AbstractSockets => Requirement::Desired,
+            // Keeping some was asked for: "holds none" is not (the rest are dropped all
+            // the same, and a runner that cannot drop them fails).
+            Guarantee::Capabilities if !asks.keep_capabilities.is_empty() => {
+                Requirement::NotApplicable
+            }
             Guarantee::SyscallFilter | Guarantee::Capabilities | Guarantee::Fds => {
                 Requirement::Required
             }
@@ -503,9 +516,18 @@ pub struct GuaranteeReport {
 }
 
 /// The limits of `guarantee` under `asks`, with `status`, where there are some worth
-/// saying in the report itself.
-fn note(guarantee: Guarantee, asks: &Asks, status: GuaranteeStatus) -> Option<&'static str> {
-    match (guarantee, asks.mode, status) {
+/// saying in the report itself. `metadata_held`: whether the metadata guarantee is
+/// enforced in the same report.
+fn note(
+    guarantee: Guarantee,
+    asks: &Asks,
+    status: GuaranteeStatus,
+    metadata_held: bool,
+) -> Option<String> {
+    if guarantee == Guarantee::Capabilities && asks.mode.is_confined() {
+        return kept_capabilities_note(asks.keep_capabilities, metadata_held);
+    }
+    let text = match (guarantee, asks.mode, status) {
         // The writable roots' own directories are the roots' (inside them), so no mount
         // holds their mode or owner; for a shared one the caller owns, the change is
         // undone, not prevented (see `stage_report`).
@@ -516,12 +538,42 @@ fn note(guarantee: Guarantee, asks: &Asks, status: GuaranteeStatus) -> Option<&'
             "without the namespace stage, only stockade run puts a shared writable root's own mode and owner (/tmp as root) back, once the command has settled",
         ),
         _ => None,
+    };
+    text.map(str::to_string)
+}
+
+/// What a command keeping `kept` holds and can do with it, with the metadata guarantee
+/// held (`metadata_held`) or not; `None` when it keeps nothing.
+pub fn kept_capabilities_note(kept: CapabilitySet, metadata_held: bool) -> Option<String> {
+    if kept.is_empty() {
+        return None;
     }
+    let mut text = format!(
+        "the command keeps {} (--keep-capability) when started as root; every other capability is dropped. ",
+        kept.names()
+    );
+    let opens: Vec<&str> = kept.iter().map(|c| c.opens()).collect();
+    text.push_str(&opens.join("; "));
+    text.push_str(
+        ". The filesystem rules still hold: no write outside the writable roots, no read of a hidden path",
+    );
+    if kept.iter().any(|c| c.changes_metadata_only()) {
+        text.push_str(if metadata_held {
+            "; outside the writable roots no owner or mode can change (metadata)"
+        } else {
+            "; with metadata unavailable (no namespace stage), owners and modes can change outside the writable roots too"
+        });
+    }
+    Some(text)
 }
 
 /// The `guarantees` object: every guarantee by its stable name.
 pub fn report(asks: &Asks, facts: &KernelFacts) -> BTreeMap<String, GuaranteeReport> {
-    assess(asks, facts)
+    let assessed = assess(asks, facts);
+    let metadata_held = assessed
+        .iter()
+        .any(|a| a.guarantee == Guarantee::Metadata && a.enforced);
+    assessed
         .into_iter()
         .map(|a| {
             let status = match (a.requirement, a.enforced) {
@@ -535,7 +587,7 @@ pub fn report(asks: &Asks, facts: &KernelFacts) -> BTreeMap<String, GuaranteeRep
                     status,
                     required: a.requirement == Requirement::Required,
                     needs: a.needs.to_string(),
-                    note: note(a.guarantee, asks, status).map(str::to_string),
+                    note: note(a.guarantee, asks, status, metadata_held),
                 },
             )
         })
@@ -774,6 +826,53 @@ mod tests {
             ModeVerdict::Unconfined
         );
         assert!(enforced(&defaults(Mode::DangerFullAccess), &abi(7)).is_empty());
+    }
+
+    #[test]
+    fn kept_capabilities_are_named_in_the_report_and_leave_enforcement_alone() {
+        use crate::capability::{Capability, CapabilitySet};
+        let keep = |caps: &[Capability]| Asks {
+            keep_capabilities: CapabilitySet::of(caps),
+            ..defaults(Mode::WorkspaceWrite)
+        };
+        let staged = abi(TESTED_LANDLOCK_ABI);
+        let unstaged = KernelFacts {
+            namespaces: false,
+            ..staged
+        };
+        // The default: none kept, and that is required.
+        let r = report(&defaults(Mode::WorkspaceWrite), &staged);
+        assert_eq!(r["capabilities"].status, GuaranteeStatus::Enforced);
+        assert!(r["capabilities"].required);
+        assert_eq!(r["capabilities"].note, None);
+
+        let asks = keep(&[Capability::DacOverride]);
+        let r = report(&asks, &staged);
+        assert_eq!(r["capabilities"].status, GuaranteeStatus::NotRequested);
+        assert!(!r["capabilities"].required);
+        let note = r["capabilities"].note.clone().unwrap();
+        assert!(note.contains("keeps CAP_DAC_OVERRIDE"), "{note}");
+        assert!(note.contains("no read of a hidden path"), "{note}");
+        assert!(!note.contains("owner or mode"), "{note}");
+        // Not a file effect the mode promises: enforcement is what it was.
+        for facts in [staged, unstaged, abi(3)] {
+            assert_eq!(
+                verdict(&asks, &facts),
+                verdict(&defaults(Mode::WorkspaceWrite), &facts)
+            );
+        }
+        assert!(!enforced(&asks, &staged).contains(&Guarantee::Capabilities));
+
+        // Owner and mode changes: held outside the roots by the stage, or said not to be.
+        let asks = keep(&[Capability::Chown, Capability::Fowner]);
+        let note = report(&asks, &staged)["capabilities"].note.clone().unwrap();
+        assert!(note.contains("CAP_CHOWN, CAP_FOWNER"), "{note}");
+        assert!(note.contains("no owner or mode can change"), "{note}");
+        let note = report(&asks, &unstaged)["capabilities"]
+            .note
+            .clone()
+            .unwrap();
+        assert!(note.contains("outside the writable roots too"), "{note}");
     }
 
     /// The provider contract lists every guarantee an executor can meet in `guarantees`;

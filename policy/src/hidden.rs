@@ -422,6 +422,7 @@ mod tests {
             homes: vec!["/home/u".into(), "/forged".into()],
             runtime_dir: None,
             control_bases: vec!["/run/user/1/stockade".into()],
+            capabilities: 0,
         };
         let d = defaults(&inv);
         assert!(d.contains(&PathBuf::from("/home/u/.ssh")));

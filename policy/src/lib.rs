@@ -15,6 +15,8 @@
 //! - [`grants`]: which filesystem access each resolved policy grants, and where.
 //! - [`roots`]: which writable roots are acceptable (broad roots, `$TMPDIR`) and how
 //!   each is pinned down by device and inode.
+//! - [`capability`]: the capabilities a command started as root may keep
+//!   (`--keep-capability`), and why only those.
 //! - [`hidden`]: the paths no confined command may read, carved out of the grants.
 //! - [`guarantees`]: which guarantees a policy asks for and what kernel feature each
 //!   needs, hence whether enforcement is `full` or `partial` (or impossible).
@@ -37,6 +39,7 @@
 //! - [`inherit`]: what the runner takes from the process that spawns it (cwd, env).
 //! - [`session`]: whether the runner starts a new session (decided by its spawner).
 
+pub mod capability;
 pub mod classify;
 pub mod confined;
 pub mod denial;

@@ -4,6 +4,7 @@
 //! [`PolicyRequest::resolve`] is the single place where defaults are filled in and paths
 //! are made absolute and canonical. Nothing downstream applies a default of its own.
 
+use crate::capability::{Capability, CapabilitySet};
 use crate::hidden;
 use crate::mode::Mode;
 use crate::roots::{self, ALLOW_BROAD_ROOT_FLAG, Invoker, RootId};
@@ -105,6 +106,9 @@ pub struct PolicyRequest {
     /// `--no-stage`: never start the namespace stage, even where it could run (its
     /// guarantees are then not requested, or unavailable where a mode needs them).
     pub no_stage: bool,
+    /// `--keep-capability NAME`: capabilities the command keeps when started as root
+    /// (see [`crate::capability`]); the invoker must hold each.
+    pub keep_capabilities: Vec<Capability>,
 }
 
 /// A resolved policy: every path absolute, canonical and known to exist as a directory
@@ -165,6 +169,9 @@ pub struct Policy {
     pub(crate) pids: PidMode,
     /// Whether the namespace stage may run (`--no-stage` forbids it).
     pub(crate) stage: bool,
+    /// The capabilities the command keeps (all others are dropped); sorted, unique,
+    /// empty unless asked for. The type admits only the allow-list.
+    pub(crate) keep_capabilities: Vec<Capability>,
 }
 
 /// Read access to a resolved policy (see the fields for what each means).
@@ -236,6 +243,14 @@ impl Policy {
     pub fn stage(&self) -> bool {
         self.stage
     }
+    /// The capabilities the command keeps; sorted, unique.
+    pub fn keep_capabilities(&self) -> &[Capability] {
+        &self.keep_capabilities
+    }
+    /// The same, as the kernel's mask.
+    pub fn kept_capabilities(&self) -> CapabilitySet {
+        CapabilitySet::of(&self.keep_capabilities)
+    }
 }
 
 /// Policies for tests: some need one `resolve` would not make (a root that was never
@@ -267,6 +282,7 @@ impl Policy {
             tmp: TmpMode::default(),
             pids: PidMode::Share,
             stage: false,
+            keep_capabilities: Vec::new(),
         }
     }
     pub fn with_mode(self, mode: Mode) -> Policy {
@@ -304,6 +320,12 @@ impl Policy {
     }
     pub fn with_root_ids(self, root_ids: Vec<RootId>) -> Policy {
         Policy { root_ids, ..self }
+    }
+    pub fn with_keep_capabilities(self, keep_capabilities: Vec<Capability>) -> Policy {
+        Policy {
+            keep_capabilities,
+            ..self
+        }
     }
 }
 
@@ -357,6 +379,9 @@ pub enum PolicyError {
     ProtectMissing { path: PathBuf },
     /// `--tmp private` with a writable root beneath `/tmp`, which the private tmpfs hides.
     RootUnderPrivateTmp { path: PathBuf },
+    /// `--keep-capability` names capabilities the invoker does not hold (an ordinary
+    /// user holds none): there is nothing to keep.
+    CapabilityNotHeld { missing: CapabilitySet, uid: u32 },
 }
 
 impl fmt::Display for PolicyError {
@@ -398,6 +423,18 @@ impl fmt::Display for PolicyError {
                 f,
                 "--tmp private would hide the writable root {}, which lies beneath /tmp; use --tmp shared or a root elsewhere",
                 path.display()
+            ),
+            PolicyError::CapabilityNotHeld { missing, uid } => write!(
+                f,
+                "{} {}: this process (uid {uid}) does not hold {}, so the command cannot keep it; {}",
+                crate::capability::FLAG,
+                missing.names(),
+                if missing.iter().count() == 1 { "it" } else { "them" },
+                if *uid == 0 {
+                    "run stockade with it, or drop the flag"
+                } else {
+                    "only root holds capabilities to keep: drop the flag, or own the workspace as this user"
+                }
             ),
             PolicyError::NeedsStage { flag } => write!(
                 f,
@@ -479,6 +516,7 @@ impl PolicyRequest {
             tmp: None,
             pids: None,
             no_stage: false,
+            keep_capabilities: Vec::new(),
         }
     }
 
@@ -664,6 +702,24 @@ impl PolicyRequest {
             }
         }
         let stage = self.mode.is_confined() && !self.no_stage;
+        // Like the network flags, meaningless where nothing is confined (the launcher
+        // refuses the flag there). Elsewhere each must be held to be kept.
+        let mut keep_capabilities = Vec::new();
+        if self.mode.is_confined() {
+            keep_capabilities = self.keep_capabilities.clone();
+            keep_capabilities.sort_unstable();
+            keep_capabilities.dedup();
+            let asked = CapabilitySet::of(&keep_capabilities);
+            let missing = asked.mask() & !invoker.capabilities;
+            if missing != 0 {
+                let missing: Vec<Capability> =
+                    asked.iter().filter(|c| missing & c.bit() != 0).collect();
+                return Err(PolicyError::CapabilityNotHeld {
+                    missing: CapabilitySet::of(&missing),
+                    uid: invoker.uid,
+                });
+            }
+        }
         let mut policy = Policy {
             mode: self.mode,
             workspace,
@@ -687,6 +743,7 @@ impl PolicyRequest {
                 PidMode::Share
             },
             stage,
+            keep_capabilities,
         };
         if self.mode.is_confined() {
             policy.hidden = self.resolve_hidden(cwd, &policy, invoker)?;
@@ -809,6 +866,7 @@ mod tests {
             homes: Vec::new(),
             runtime_dir: None,
             control_bases: Vec::new(),
+            capabilities: 0,
         }
     }
 
@@ -1177,5 +1235,54 @@ mod tests {
             );
             assert!(err.to_string().contains(&*bad.to_string_lossy()), "{err}");
         }
+    }
+    #[test]
+    fn kept_capabilities_are_sorted_unique_and_must_be_held() {
+        use crate::capability::Capability::{Chown, DacOverride, Fowner};
+        let dir = tempdir();
+        let req = |mode| PolicyRequest {
+            keep_capabilities: vec![Fowner, DacOverride, Fowner],
+            ..PolicyRequest::new(mode)
+        };
+        let held = |mask: u64| Invoker {
+            capabilities: mask,
+            ..invoker()
+        };
+        let policy = req(Mode::WorkspaceWrite)
+            .resolve(&dir, None, &held(u64::MAX))
+            .unwrap();
+        assert_eq!(policy.keep_capabilities(), [DacOverride, Fowner]);
+        assert_eq!(policy.kept_capabilities().mask(), 0b1010);
+        // Not held: an ordinary user holds none; root in a container may lack one.
+        let err = req(Mode::ReadOnly)
+            .resolve(&dir, None, &held(0))
+            .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            matches!(err, PolicyError::CapabilityNotHeld { .. }),
+            "{msg}"
+        );
+        assert!(
+            msg.starts_with("--keep-capability CAP_DAC_OVERRIDE, CAP_FOWNER:"),
+            "{msg}"
+        );
+        let err = req(Mode::WorkspaceWrite)
+            .resolve(&dir, None, &held(Chown.bit() | Fowner.bit()))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--keep-capability CAP_DAC_OVERRIDE: "),
+            "{err}"
+        );
+        // Nothing is confined in danger-full-access, so nothing is kept or checked.
+        let policy = req(Mode::DangerFullAccess)
+            .resolve(&dir, None, &held(0))
+            .unwrap();
+        assert!(policy.keep_capabilities().is_empty());
+        // The default keeps none.
+        let policy = PolicyRequest::new(Mode::WorkspaceWrite)
+            .resolve(&dir, None, &held(0))
+            .unwrap();
+        assert!(policy.kept_capabilities().is_empty());
     }
 }

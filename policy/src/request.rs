@@ -463,6 +463,10 @@ mod tests {
                 .collect(),
                 tmpdir_refused: Some("$TMPDIR / is not granted".into()),
                 hidden: vec!["/home/u/.ssh".into()],
+                keep_capabilities: vec![
+                    crate::capability::Capability::Chown,
+                    crate::capability::Capability::DacOverride,
+                ],
                 ..Policy::for_tests(Mode::WorkspaceWrite, "/work/ws")
             },
             promised: KernelFacts {

@@ -39,6 +39,10 @@ pub struct Invoker {
     /// stockade's control base directories (requests, status and spill files), where
     /// they may be: hidden always, even without the default hidden set.
     pub control_bases: Vec<PathBuf>,
+    /// The capabilities the invoking process holds (its permitted set, bit N being
+    /// capability N): only those can be kept with `--keep-capability`. None for an
+    /// ordinary user.
+    pub capabilities: u64,
 }
 
 impl Invoker {
@@ -64,6 +68,7 @@ impl Invoker {
             homes,
             runtime_dir,
             control_bases: Vec::new(),
+            capabilities: 0,
         }
     }
 }
@@ -361,6 +366,7 @@ mod tests {
             homes: vec![home.clone()],
             runtime_dir: None,
             control_bases: Vec::new(),
+            capabilities: 0,
         };
         let err =
             check_implicit_tmpdir(&tmp.join("agent-tmp"), &invoker, std::slice::from_ref(&tmp))
@@ -392,6 +398,7 @@ mod tests {
             homes: vec![home.clone()],
             runtime_dir: None,
             control_bases: Vec::new(),
+            capabilities: 0,
         };
         for bad in [
             Path::new("/"),

@@ -1,9 +1,23 @@
-//! Capabilities: a confined command holds none, even when started as root.
+//! Capabilities: a confined command holds none, even when started as root, unless the
+//! policy keeps some (`--keep-capability`, an allow-list of file-access capabilities:
+//! `stockade_policy::capability` says which and why).
 //!
 //! Every set is cleared, then read back: the target is only started when the permitted,
 //! effective, inheritable and ambient sets are empty (and the bounding set too, when the
 //! runner could clear it). With no_new_privs set and the permitted set empty, `execve`
 //! grants nothing back, not even to uid 0.
+//!
+//! Keeping a set K instead: every set is made exactly K and read back the same way. The
+//! bounding set K (nothing outside it can ever be gained again) and the permitted set K
+//! are what limit the command; no_new_privs makes `execve` intersect what root would get
+//! with the permitted set before it. Root's own `execve` rule would carry K on (uid 0
+//! gets its bounding set), but not under `SECBIT_NOROOT`, which a container may set: so K
+//! is also made ambient (which needs it inheritable too), and ambient capabilities pass
+//! through `execve` for every uid. The command, and every program it starts, hold
+//! exactly K. The runner refuses to start the target when it does not hold K itself (an
+//! ordinary user, or root without one of them): keeping less than reported is no
+//! sandbox failure, but a command that then fails on a file it was meant to reach would
+//! look like one.
 //!
 //! Written on the raw system calls, not with the `caps` crate's per-capability helpers:
 //! those clear and read each set one capability at a time (about 210 `prctl`s per run),
@@ -69,10 +83,15 @@ fn capget() -> Result<Sets, std::io::Error> {
     })
 }
 
-/// Sets effective, permitted and inheritable to empty in one call.
-fn capset_empty() -> Result<(), std::io::Error> {
+/// Sets effective, permitted and inheritable in one call.
+fn capset(sets: Sets) -> Result<(), std::io::Error> {
     let mut h = header();
-    let d = [Data::default(); 2];
+    let half = |shift: u32| Data {
+        effective: (sets.effective >> shift) as u32,
+        permitted: (sets.permitted >> shift) as u32,
+        inheritable: (sets.inheritable >> shift) as u32,
+    };
+    let d = [half(0), half(32)];
     // SAFETY: capset reads one header and two data structs (version 3), which `h` and
     // `d` are; it only ever writes the header's version field.
     let rc = unsafe { libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) };
@@ -110,6 +129,12 @@ pub enum CapsError {
     },
     /// `set` still holds the capabilities in `mask` after it was cleared.
     StillHolds { set: &'static str, mask: u64 },
+    /// `set` lacks the capabilities in `mask`, which it was to keep.
+    Lacks { set: &'static str, mask: u64 },
+    /// The runner does not hold the capabilities in `mask`, which the request keeps.
+    NotHeld { mask: u64 },
+    /// Raising capability `cap` in the ambient set failed.
+    Raise { cap: u32, source: std::io::Error },
 }
 
 impl std::fmt::Display for CapsError {
@@ -137,6 +162,21 @@ impl std::fmt::Display for CapsError {
                 "the {set} set still holds {} after clearing it",
                 names(*mask)
             ),
+            CapsError::Lacks { set, mask } => write!(
+                f,
+                "the {set} set does not hold {}, which it was to keep",
+                names(*mask)
+            ),
+            CapsError::NotHeld { mask } => write!(
+                f,
+                "the request keeps {} (--keep-capability), which the runner does not hold: start it as root (with those capabilities), or confine without the flag",
+                names(*mask)
+            ),
+            CapsError::Raise { cap, source } => write!(
+                f,
+                "cannot keep {} through execve (ambient set): {source}",
+                names(1 << cap)
+            ),
         }
     }
 }
@@ -144,8 +184,12 @@ impl std::fmt::Display for CapsError {
 impl std::error::Error for CapsError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            CapsError::Clear { source, .. } | CapsError::Read { source, .. } => Some(source),
-            CapsError::StillHolds { .. } => None,
+            CapsError::Clear { source, .. }
+            | CapsError::Read { source, .. }
+            | CapsError::Raise { source, .. } => Some(source),
+            CapsError::StillHolds { .. } | CapsError::Lacks { .. } | CapsError::NotHeld { .. } => {
+                None
+            }
         }
     }
 }
@@ -177,19 +221,35 @@ fn read_error(source: std::io::Error) -> RunnerError {
     RunnerError::Capabilities(CapsError::Read { set: None, source })
 }
 
-fn still_holds(set: &'static str, mask: u64) -> RunnerError {
-    RunnerError::Capabilities(CapsError::StillHolds { set, mask })
+/// Checks that `set` holds exactly `keep` (`held` is what it holds).
+fn exactly(set: &'static str, held: u64, keep: u64) -> Result<(), RunnerError> {
+    if held & !keep != 0 {
+        return Err(RunnerError::Capabilities(CapsError::StillHolds {
+            set,
+            mask: held & !keep,
+        }));
+    }
+    if keep & !held != 0 {
+        return Err(RunnerError::Capabilities(CapsError::Lacks {
+            set,
+            mask: keep & !held,
+        }));
+    }
+    Ok(())
 }
 
-/// Drops every capability from the bounding set (needs CAP_SETPCAP in the effective
-/// set).
+/// Drops every capability but those in `keep` from the bounding set (needs CAP_SETPCAP
+/// in the effective set).
 ///
 /// The kernel has no call that drops several at once. Numbers are tried upwards until
 /// the kernel answers EINVAL ("not a capability"), so that capabilities newer than this
 /// runner are dropped too, without reading /proc (already under Landlock here). A drop
 /// that succeeds has removed that capability; any other failure fails the run.
-fn drop_bounding() -> Result<(), RunnerError> {
+fn drop_bounding(keep: u64) -> Result<(), RunnerError> {
     for cap in 0..=MAX_CAP {
+        if keep & (1 << cap) != 0 {
+            continue;
+        }
         match prctl(libc::PR_CAPBSET_DROP, cap, 0) {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) && cap > 0 => return Ok(()),
@@ -230,16 +290,23 @@ fn read_back(
     Ok(left)
 }
 
-/// Clears every capability set of the calling thread and verifies they are empty.
-pub fn drop_all() -> Result<(), RunnerError> {
+/// Makes every capability set of the calling thread exactly `keep` (empty, unless the
+/// policy keeps some) and verifies it. `keep` holds only capabilities of the policy's
+/// allow-list.
+pub fn restrict(keep: u64) -> Result<(), RunnerError> {
+    let before = capget().map_err(read_error)?;
+    if before.permitted & keep != keep {
+        return Err(RunnerError::Capabilities(CapsError::NotHeld {
+            mask: keep & !before.permitted,
+        }));
+    }
     // Without CAP_SETPCAP the bounding set cannot shrink. That is an unprivileged
     // caller: its permitted set is what matters, and no_new_privs keeps execve from
     // granting anything the bounding set would otherwise allow.
-    let before = capget().map_err(read_error)?;
     let can_bound = before.effective & (1 << CAP_SETPCAP) != 0;
     // The order matters: the bounding set first, while CAP_SETPCAP is still effective.
     if can_bound {
-        drop_bounding()?;
+        drop_bounding(keep)?;
     }
     prctl(
         libc::PR_CAP_AMBIENT,
@@ -247,19 +314,23 @@ pub fn drop_all() -> Result<(), RunnerError> {
         0,
     )
     .map_err(|e| error("ambient", e))?;
-    capset_empty().map_err(|e| error("permitted", e))?;
+    let kept = Sets {
+        effective: keep,
+        permitted: keep,
+        // Ambient capabilities must be inheritable too.
+        inheritable: keep,
+    };
+    capset(kept).map_err(|e| error("permitted", e))?;
+    for cap in (0..=MAX_CAP).filter(|cap| keep & (1 << cap) != 0) {
+        prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_RAISE as u32, cap)
+            .map_err(|source| RunnerError::Capabilities(CapsError::Raise { cap, source }))?;
+    }
 
     // Read everything back.
     let after = capget().map_err(read_error)?;
-    for (set, mask) in [
-        ("effective", after.effective),
-        ("permitted", after.permitted),
-        ("inheritable", after.inheritable),
-    ] {
-        if mask != 0 {
-            return Err(still_holds(set, mask));
-        }
-    }
+    exactly("effective", after.effective, keep)?;
+    exactly("permitted", after.permitted, keep)?;
+    exactly("inheritable", after.inheritable, keep)?;
     // No single call reads the ambient and bounding sets.
     let ambient = read_back("ambient", |cap| {
         prctl(
@@ -268,14 +339,10 @@ pub fn drop_all() -> Result<(), RunnerError> {
             cap,
         )
     })?;
-    if ambient != 0 {
-        return Err(still_holds("ambient", ambient));
-    }
+    exactly("ambient", ambient, keep)?;
     if can_bound {
         let bounding = read_back("bounding", |cap| prctl(libc::PR_CAPBSET_READ, cap, 0))?;
-        if bounding != 0 {
-            return Err(still_holds("bounding", bounding));
-        }
+        exactly("bounding", bounding, keep)?;
     }
     Ok(())
 }

@@ -207,11 +207,17 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
         if kept.is_empty() { "" } else { ", " },
         kept.join(", ")
     );
+    let enforced = guarantees::enforced(&asks, &request.promised);
+    let metadata_held = enforced.contains(&guarantees::Guarantee::Metadata);
+    let _ = match guarantees::kept_capabilities_note(p.kept_capabilities(), metadata_held) {
+        None => writeln!(
+            w,
+            "capabilities: none: every set is cleared, even for a command started as root"
+        ),
+        Some(note) => writeln!(w, "capabilities: {note}"),
+    };
     explain_stage(w, &request, &asks);
-    let reported: Vec<&str> = guarantees::enforced(&asks, &request.promised)
-        .into_iter()
-        .map(|g| g.name())
-        .collect();
+    let reported: Vec<&str> = enforced.into_iter().map(|g| g.name()).collect();
     let _ = writeln!(w, "guarantees reported enforced: {}", reported.join(", "));
     Ok(out)
 }

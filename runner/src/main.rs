@@ -4,7 +4,7 @@
 //! status file -> refuse danger-full-access -> build the
 //! seccomp filter (a filter that cannot be built fails before anything changes) ->
 //! chdir(cwd) -> new session (stdin a terminal, not a group leader) -> no_new_privs ->
-//! Landlock -> drop capabilities -> inherited fds marked close-on-exec -> install the
+//! Landlock -> drop capabilities (all but those the policy keeps) -> inherited fds marked close-on-exec -> install the
 //! filter (last: it filters what the steps before use) -> judge what the kernel gave
 //! against what was reported -> `confined` status record -> execve. A failure after the
 //! status file is open also writes a `failed` record (see status.rs). The status file
@@ -171,7 +171,7 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     session::apply(request.session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
     let landlock_abi = ruleset::restrict(policy)?;
-    caps::drop_all()?;
+    caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
     seccomp::install(&filter)?;
     // Judge what the kernel actually gave, with the same rules the launcher used to
