@@ -1191,6 +1191,28 @@ mod tests {
     }
 
     #[test]
+    fn kept_capabilities_reach_the_watcher_through_the_stage_argv() {
+        let watch = Watch {
+            shared: vec!["/tmp".into()],
+            report: Some("/run/x/stage".into()),
+            keep_capabilities: CapabilitySet::of(&[Capability::Fowner, Capability::Chown]),
+            ..Watch::default()
+        };
+        let argv = argv(&MountPlan::default(), &watch, "/l", &["/r".into()]);
+        let args: Vec<OsString> = argv[2..].iter().map(OsString::from).collect();
+        let (_, parsed, runner) = parse(&args).unwrap();
+        assert_eq!(parsed, watch);
+        assert_eq!(runner, [OsString::from("/r")]);
+        // Only names of the allow-list: anything else is refused, not dropped.
+        let bad: Vec<OsString> = ["--keep-capability", "CAP_SYS_ADMIN", "--", "/r"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let err = parse(&bad).unwrap_err();
+        assert!(err.contains("CAP_SYS_ADMIN cannot be kept"), "{err}");
+    }
+
+    #[test]
     fn init_leaves_when_its_parent_died_before_the_death_signal_was_set() {
         assert_eq!(init_check_with_parent(true), 7);
         // Control: with the parent alive, init carries on.

@@ -564,3 +564,34 @@ fn confine_and_explain_name_the_kept_capabilities() {
     );
     assert!(reported(&explain(&plain)).contains(&"capabilities".to_string()));
 }
+
+#[test]
+fn open_by_handle_at_stays_refused_with_dac_read_search_kept() {
+    if !stockade_tests::is_root() {
+        eprintln!(
+            "SKIPPED (needs root): open_by_handle_at_stays_refused_with_dac_read_search_kept"
+        );
+        return;
+    }
+    // The one call CAP_DAC_READ_SEARCH opens beyond reading: a file opened by handle
+    // passes no path on the way. Held now, only the filter stands in its way (the file
+    // is one every mode may read, so nothing else would refuse it).
+    let fx = Fixture::new();
+    let attack = |mode: &str, keep: &[&str]| {
+        let out = fx
+            .stockade(["run", "--mode", mode])
+            .args(keep)
+            .arg("--")
+            .arg(bin("attack"))
+            .args(["open-by-handle", "/etc/passwd"])
+            .output()
+            .unwrap();
+        text(&out.stdout).lines().next().unwrap_or("").to_string()
+    };
+    let keep = ["--keep-capability", "dac_read_search"];
+    for mode in ["read-only", "workspace-write"] {
+        assert_eq!(attack(mode, &keep), "errno EPERM", "{mode}");
+    }
+    // Control: unconfined, the call opens the file.
+    assert_eq!(attack("danger-full-access", &[]), "ok");
+}
