@@ -358,6 +358,22 @@ mod tests {
     }
 
     #[test]
+    fn a_set_must_hold_exactly_what_is_kept() {
+        assert!(exactly("ambient", 0b10, 0b10).is_ok());
+        assert!(exactly("ambient", 0, 0).is_ok());
+        let err = exactly("bounding", 0b110, 0b10).unwrap_err().to_string();
+        assert!(
+            err.contains("bounding set still holds CAP_DAC_READ_SEARCH"),
+            "{err}"
+        );
+        let err = exactly("effective", 0, 0b1000).unwrap_err().to_string();
+        assert!(
+            err.contains("effective set does not hold CAP_FOWNER, which it was to keep"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn capget_reads_the_sets_of_this_thread() {
         // Effective is always a subset of permitted; the test may or may not be root.
         let sets = capget().unwrap();

@@ -595,3 +595,87 @@ fn open_by_handle_at_stays_refused_with_dac_read_search_kept() {
     // Control: unconfined, the call opens the file.
     assert_eq!(attack("danger-full-access", &[]), "ok");
 }
+
+#[test]
+fn under_securebits_noroot_the_kept_capabilities_still_reach_the_command() {
+    if !stockade_tests::is_root() {
+        eprintln!(
+            "SKIPPED (needs root): under_securebits_noroot_the_kept_capabilities_still_reach_the_command"
+        );
+        return;
+    }
+    // A container may run root with SECBIT_NOROOT: uid 0 then gets nothing at execve by
+    // being root, and only ambient capabilities pass through. The runner is given
+    // CAP_DAC_OVERRIDE that way here, and must pass it on the same way.
+    let fx = Fixture::new();
+    let c = fx.confine(&[
+        "--keep-capability",
+        "dac_override",
+        "--",
+        "grep",
+        "^Cap",
+        "/proc/self/status",
+    ]);
+    let argv = confined_argv(&c);
+    let mut cmd = std::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..]).stdin(std::process::Stdio::null());
+    // SAFETY: the closure runs in the forked child before exec and only makes system
+    // calls (capget, capset, prctl) on locals.
+    unsafe {
+        cmd.pre_exec(|| {
+            #[repr(C)]
+            struct Header {
+                version: u32,
+                pid: libc::c_int,
+            }
+            let mut h = Header {
+                version: 0x2008_0522,
+                pid: 0,
+            };
+            let mut d = [[0u32; 3]; 2];
+            if libc::syscall(libc::SYS_capget, &mut h as *mut Header, d.as_mut_ptr()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Inheritable too: an ambient capability must be both.
+            d[0][2] |= 1 << CAP_DAC_OVERRIDE;
+            let ok = libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) == 0
+                && libc::prctl(
+                    libc::PR_CAP_AMBIENT,
+                    libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+                    CAP_DAC_OVERRIDE as libc::c_ulong,
+                    0,
+                    0,
+                ) == 0
+                // SECBIT_NOROOT.
+                && libc::prctl(libc::PR_SET_SECUREBITS, 1 as libc::c_ulong, 0, 0, 0) == 0;
+            if !ok {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_code(&out, 0);
+    let eff = text(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:").map(|v| v.trim().to_string()))
+        .unwrap();
+    assert_eq!(eff, "0000000000000002", "{}", text(&out.stdout));
+    // Control: under the same bits without the flag the command holds none.
+    let c = fx.confine(&["--", "grep", "^CapEff", "/proc/self/status"]);
+    let argv = confined_argv(&c);
+    let mut cmd = std::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..]).stdin(std::process::Stdio::null());
+    // SAFETY: as above: one prctl in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_SECUREBITS, 1 as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout).trim(), "CapEff:\t0000000000000000");
+}
