@@ -65,7 +65,7 @@ runtime_fs = facts.get("runtime_fs", "?")
 if runtime_fs == "tmpfs":
     w("| runtime directory (request files) | tmpfs (`/run`) |")
 else:
-    w(f"| runtime directory (request files) | tmpfs (`/dev/shm`, since `/run` is "
+    w(f"| runtime directory (request files) | tmpfs (a tmpfs mounted under `/run`, since `/run` is "
       f"{runtime_fs} here; one end-to-end row uses `/run`) |")
 w("")
 
