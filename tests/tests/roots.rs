@@ -12,7 +12,15 @@ use support::*;
 fn copy_binary(from: &Path, dir: &Path, name: &str) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let to = dir.join(name);
-    std::fs::copy(from, &to).unwrap();
+    // Copied by another process: a descriptor open for writing in this one would be
+    // inherited by whatever a parallel test forks at that moment, and executing the copy
+    // would then fail with ETXTBSY ("Text file busy") until that child execs.
+    let st = std::process::Command::new("cp")
+        .arg(from)
+        .arg(&to)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp {} {}", from.display(), to.display());
     to
 }
 
