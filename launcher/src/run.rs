@@ -80,7 +80,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     // next run protects them (they exist then).
     let appeared: Vec<String> = unprotected
         .iter()
-        .filter(|p| p.symlink_metadata().is_ok())
+        .filter(|p| stockade_policy::stage::appeared(&p.symlink_metadata()))
         .map(|p| p.display().to_string())
         .collect();
     if s.json {

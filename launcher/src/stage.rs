@@ -986,7 +986,7 @@ impl Watcher {
         self.check_roots();
         let appeared: Vec<StageRecord> = std::mem::take(&mut self.missing)
             .into_iter()
-            .filter(|p| p.symlink_metadata().is_ok())
+            .filter(|p| stockade_policy::stage::appeared(&p.symlink_metadata()))
             .map(|p| StageRecord::Appeared(p.to_string_lossy().into_owned()))
             .collect();
         for record in appeared {

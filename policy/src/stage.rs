@@ -188,6 +188,21 @@ pub fn unprotected_names(policy: &Policy, exists: &dyn Fn(&Path) -> bool) -> Vec
         .collect()
 }
 
+/// Whether a protected name that was missing before the run is there now, given the
+/// answer of looking it up (without following a final link). Only "no such file" (or a
+/// parent that is not a directory) proves it absent: any other answer, such as a
+/// permission error after the command made a parent directory unreadable, counts as
+/// present, since absence could not be shown.
+pub fn appeared<T>(lookup: &std::io::Result<T>) -> bool {
+    match lookup {
+        Ok(_) => true,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+        ),
+    }
+}
+
 /// The mounts the stage makes, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MountPlan {
@@ -264,6 +279,19 @@ pub fn plan(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_no_such_file_proves_a_protected_name_absent() {
+        use std::io::{Error, ErrorKind};
+        assert!(appeared::<()>(&Ok(())));
+        assert!(!appeared::<()>(&Err(Error::from(ErrorKind::NotFound))));
+        assert!(!appeared::<()>(&Err(Error::from(ErrorKind::NotADirectory))));
+        assert!(appeared::<()>(&Err(Error::from(
+            ErrorKind::PermissionDenied
+        ))));
+        // ELOOP: something is there, whatever it is.
+        assert!(appeared::<()>(&Err(Error::from_raw_os_error(40))));
+    }
     use super::*;
 
     #[test]

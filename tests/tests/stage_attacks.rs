@@ -5,6 +5,7 @@
 
 mod support;
 
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use support::*;
 
@@ -491,4 +492,46 @@ fn protected_names_that_appear_are_reported_on_the_confine_path_too() {
         text(&out.stderr)
     );
     assert!(!fx.ws.join(".git/hooks/post-checkout").exists());
+}
+
+#[test]
+fn a_protected_name_hidden_behind_an_unreadable_directory_is_still_reported() {
+    let fx = Fixture::staged();
+    if !staged_here(&fx) {
+        eprintln!("SKIPPED (needs namespaces): a_protected_name_hidden_behind");
+        return;
+    }
+    // The command creates a redirection git will follow, then makes `.git` unreadable so
+    // that the end-of-run look cannot see inside it: absence cannot be shown, so it is
+    // reported (the stage's look, and stockade run's).
+    let script = "mkdir .git && echo /elsewhere > .git/commondir && chmod 000 .git";
+    let commondir = fx.ws.join(".git/commondir").display().to_string();
+    let c = fx.confine(&["--", "sh", "-c", script]);
+    let out = spawn_argv(&c);
+    assert_code(&out, 0);
+    let v = classify(&fx, &c, &out);
+    let listed = |v: &serde_json::Value| {
+        v["protectedAppeared"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|p| p == commondir.as_str()))
+    };
+    assert!(listed(&v), "{v}");
+    std::fs::set_permissions(fx.ws.join(".git"), PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::remove_dir_all(fx.ws.join(".git")).unwrap();
+    let out = fx
+        .stockade(["run", "--json", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(listed(&v), "{v}");
+    std::fs::set_permissions(fx.ws.join(".git"), PermissionsExt::from_mode(0o755)).unwrap();
+    // Control: the same names made without hiding them are reported as well, and a
+    // readable workspace with none of them reports none.
+    std::fs::remove_dir_all(fx.ws.join(".git")).unwrap();
+    let c = fx.confine(&["--", "touch", "plain"]);
+    let out = spawn_argv(&c);
+    assert_code(&out, 0);
+    let v = classify(&fx, &c, &out);
+    assert!(v.get("protectedAppeared").is_none(), "{v}");
 }
