@@ -38,12 +38,18 @@
 //! - [`failure_tag`]: the per-command tag that makes the runner's failure line unforgeable.
 //! - [`inherit`]: what the runner takes from the process that spawns it (cwd, env).
 //! - [`session`]: whether the runner starts a new session (decided by its spawner).
+//! - [`domains`]: the host rules of `--allow-domain`/`--deny-domain` and the filtering
+//!   proxy's decision; [`addresses`]: which resolved addresses are not public;
+//!   [`network_denials`]: the record of refused connections and its markers;
+//!   [`proxy_env`]: the variables that point a command's clients at the proxy.
 
+pub mod addresses;
 pub mod capability;
 pub mod classify;
 pub mod confined;
 pub mod denial;
 pub mod digest;
+pub mod domains;
 pub mod environment;
 pub mod exit;
 pub mod failure_tag;
@@ -52,7 +58,9 @@ pub mod guarantees;
 pub mod hidden;
 pub mod inherit;
 pub mod mode;
+pub mod network_denials;
 pub mod policy;
+pub mod proxy_env;
 pub mod raw;
 pub mod request;
 pub mod roots;
