@@ -34,6 +34,7 @@ mod output;
 mod placement;
 mod private_dir;
 mod probe;
+mod proxy;
 mod run;
 mod size;
 mod spawn;
@@ -114,9 +115,13 @@ extern "C" fn main(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) 
     // Read before anything can change the argument memory (the stage scrubs the runner's
     // failure tag from it: std reads argv lazily from the same memory).
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == stage::SUBCOMMAND) {
-        // The stage (and the namespace's init, its copy) live as long as the command,
-        // whose /proc shows their command line: the runner's failure tag must go.
+    if args
+        .get(1)
+        .is_some_and(|a| a == stage::SUBCOMMAND || a == proxy::host::SUBCOMMAND)
+    {
+        // The stage (and the namespace's init, its copy) and the proxy host live as long
+        // as the command, whose /proc shows their command line: the runner's failure tag
+        // must go.
         // SAFETY: argc/argv are what the kernel handed `main`; no other thread exists.
         unsafe { stockade_policy::failure_tag::scrub_from_argv(argc, argv) };
     }
@@ -150,10 +155,14 @@ fn open_standard_descriptors() {
 }
 
 fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
-    // The namespace stage is an internal step of a ConfinedArgv, not a user command: it
-    // is dispatched before clap so that it never appears in help or completions.
+    // The namespace stage and the proxy host are internal steps of a ConfinedArgv, not
+    // user commands: they are dispatched before clap so that they never appear in help or
+    // completions.
     if args.get(1).is_some_and(|a| a == stage::SUBCOMMAND) {
         return stage::main(&args[2..]);
+    }
+    if args.get(1).is_some_and(|a| a == proxy::host::SUBCOMMAND) {
+        return proxy::host::main(&args[2..]);
     }
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,

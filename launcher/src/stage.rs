@@ -588,7 +588,7 @@ extern "C" fn forward(sig: libc::c_int) {
     }
 }
 
-fn forward_signals_to(pid: libc::pid_t) {
+pub(crate) fn forward_signals_to(pid: libc::pid_t) {
     FORWARD_TO.store(pid, std::sync::atomic::Ordering::Relaxed);
     for sig in FORWARDED {
         // SAFETY: installs a handler that only calls kill, which is async-signal-safe.
@@ -597,7 +597,7 @@ fn forward_signals_to(pid: libc::pid_t) {
 }
 
 /// Waits for `pid`, retrying on EINTR (a forwarded signal), and returns its wait status.
-fn wait_for(pid: libc::pid_t) -> Result<libc::c_int, StageError> {
+pub(crate) fn wait_for(pid: libc::pid_t) -> Result<libc::c_int, StageError> {
     loop {
         let mut status = 0;
         // SAFETY: waitpid writes the status into a local.
@@ -612,7 +612,7 @@ fn wait_for(pid: libc::pid_t) -> Result<libc::c_int, StageError> {
 }
 
 /// Ends this process the way the command ended: the same exit code, or the same signal.
-fn replay(status: libc::c_int) -> i32 {
+pub(crate) fn replay(status: libc::c_int) -> i32 {
     if libc::WIFSIGNALED(status) {
         let sig = libc::WTERMSIG(status);
         // SAFETY: restoring the default action and raising the signal on this process;

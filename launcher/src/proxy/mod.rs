@@ -1,0 +1,210 @@
+//! The filtering proxy: how a confined command reaches the network by name.
+//!
+//! One listening socket answers three protocols, told apart by the first byte a client
+//! sends: SOCKS5 (`0x05`, with host names: `socks5h://`), SOCKS4 (refused: it carries
+//! no host name in its common form), and HTTP, either `CONNECT host:port` (a tunnel:
+//! TLS passes through undecrypted) or a plain request in absolute form
+//! (`GET http://host/path`), forwarded with `Connection: close`.
+//!
+//! Every request is decided on the host name the client asked for, by the policy's
+//! [`DomainRules`]; the name is then resolved here (or taken from a `--resolve` pin),
+//! each address is checked again ([`DomainRules::check_address`]: no loopback, private
+//! or link-local address unless allowed explicitly), and the proxy connects to exactly
+//! an address it checked. Refusals are answered (403, SOCKS reply 2) and recorded
+//! ([`record`]).
+//!
+//! The proxy runs outside the sandbox with the caller's privileges, and its only client
+//! is the confined command, so it is written for a hostile client:
+//! - one thread per connection (a slow or stuck client holds only its own thread), at
+//!   most [`Limits::max_connections`] at a time (past that, connections are closed at
+//!   once);
+//! - a request head must arrive whole within [`Limits::head_time`] and fit in
+//!   [`Limits::max_head`] bytes; an established tunnel idle for [`Limits::idle_time`] is
+//!   closed;
+//! - nothing a client sends is logged as is: the record holds only parsed, normalised
+//!   host names, at most [`stockade_policy::network_denials::MAX_RECORDED`] of them;
+//! - no step panics on client input (a panic would end every connection at once).
+//!
+//! The proxy lives in its own process ([`host`]), started by the command's argv, so it
+//! lives exactly as long as the command and never shares the launcher's supervision
+//! loop.
+
+pub mod host;
+mod http;
+mod record;
+mod relay;
+mod socks;
+mod upstream;
+
+pub use record::Record;
+
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use stockade_policy::domains::{DomainRules, Host, Refusal};
+use stockade_policy::network_denials::NetworkDenial;
+
+/// The bounds that keep one client from exhausting the proxy.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Connections handled at once; more are closed as they arrive.
+    pub max_connections: usize,
+    /// The largest request head (HTTP request line and headers, or SOCKS handshake).
+    pub max_head: usize,
+    /// How long a client may take to send its whole request head.
+    pub head_time: Duration,
+    /// How long connecting to the destination may take (each address).
+    pub connect_time: Duration,
+    /// How long a tunnel may carry nothing in either direction before it is closed.
+    pub idle_time: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: 256,
+            max_head: 32 * 1024,
+            head_time: Duration::from_secs(15),
+            connect_time: Duration::from_secs(15),
+            idle_time: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// What a running proxy decides with.
+pub struct Config {
+    pub rules: DomainRules,
+    pub record: Arc<Record>,
+    pub limits: Limits,
+}
+
+/// The state every connection thread shares.
+struct Shared {
+    config: Config,
+    active: AtomicUsize,
+}
+
+impl Shared {
+    /// Records a refusal.
+    fn refused(&self, host: &Host, port: u16, why: Refusal) {
+        self.config
+            .record
+            .refused(NetworkDenial::new(host, port, why));
+    }
+}
+
+/// Stack size of a connection thread: it parses a bounded head and copies through heap
+/// buffers, so it needs little.
+const CONNECTION_STACK: usize = 128 * 1024;
+
+/// Starts answering connections on `listener` in a thread of its own, for as long as the
+/// process lives.
+pub fn serve(listener: TcpListener, config: Config) -> io::Result<()> {
+    let shared = Arc::new(Shared {
+        config,
+        active: AtomicUsize::new(0),
+    });
+    std::thread::Builder::new()
+        .name("proxy-accept".into())
+        .stack_size(CONNECTION_STACK)
+        .spawn(move || accept_loop(&listener, &shared))
+        .map(drop)
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => admit(stream, shared),
+            // Out of descriptors or memory: wait instead of spinning; connections that
+            // end free what the next accept needs.
+            Err(e) if e.kind() != io::ErrorKind::Interrupted => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Holds one of the connection slots until dropped.
+struct Slot(Arc<Shared>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn admit(stream: TcpStream, shared: &Arc<Shared>) {
+    let max = shared.config.limits.max_connections;
+    if shared.active.fetch_add(1, Ordering::AcqRel) >= max {
+        shared.active.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let slot = Slot(Arc::clone(shared));
+    // A thread that cannot be created drops the closure, and with it the slot and the
+    // connection.
+    let _ = std::thread::Builder::new()
+        .stack_size(CONNECTION_STACK)
+        .spawn(move || {
+            let shared = Arc::clone(&slot.0);
+            handle(stream, &shared);
+            drop(slot);
+        });
+}
+
+/// One connection, from its first byte to its end.
+fn handle(stream: TcpStream, shared: &Shared) {
+    let deadline = Instant::now() + shared.config.limits.head_time;
+    let _ = stream.set_nodelay(true);
+    let mut first = [0u8; 1];
+    if read_before(&stream, &mut first, deadline).ok() != Some(1) {
+        return;
+    }
+    match first[0] {
+        socks::VERSION_5 => socks::serve(stream, shared, deadline),
+        socks::VERSION_4 => socks::refuse_v4(&stream, deadline),
+        byte => http::serve(stream, byte, shared, deadline),
+    }
+}
+
+/// One read that gives up at `deadline` (an error of kind `TimedOut`).
+fn read_before(mut stream: &TcpStream, buf: &mut [u8], deadline: Instant) -> io::Result<usize> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return Err(io::ErrorKind::TimedOut.into());
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Fills `buf` before `deadline`, or fails (`UnexpectedEof` when the client closed).
+fn read_exact_before(stream: &TcpStream, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match read_before(stream, &mut buf[filled..], deadline)? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => filled += n,
+        }
+    }
+    Ok(())
+}
+
+/// Writes a short answer to the client, giving up after `limit` (a client that does
+/// not read must not hold the thread).
+fn answer(mut stream: &TcpStream, bytes: &[u8], limit: Duration) -> io::Result<()> {
+    stream.set_write_timeout(Some(limit))?;
+    stream.write_all(bytes)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,83 @@
+//! Opening the connection a client asked for: decide on the name, resolve it once,
+//! check every address, connect to one that passed.
+
+use super::Shared;
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use stockade_policy::domains::{Host, Refusal};
+
+/// Why no connection was opened.
+#[derive(Debug)]
+pub enum Failure {
+    /// The rules refuse it (recorded).
+    Refused(Refusal),
+    /// The name has no address (or resolution failed).
+    Unresolved(io::Error),
+    /// No checked address accepted the connection.
+    Unreachable(io::Error),
+}
+
+/// Decides on `host:port` and, when allowed, connects. A refusal is recorded here, once
+/// per connection, with the reason the rules gave.
+pub fn open(shared: &Shared, host: &Host, port: u16) -> Result<TcpStream, Failure> {
+    let rules = &shared.config.rules;
+    if let Err(why) = rules.decide(host, port) {
+        shared.refused(host, port, why);
+        return Err(Failure::Refused(why));
+    }
+    let addrs = addresses(shared, host, port).map_err(Failure::Unresolved)?;
+    let mut refusal = None;
+    let mut allowed = Vec::new();
+    for ip in addrs {
+        match rules.check_address(ip, port) {
+            Ok(()) => allowed.push(ip),
+            Err(why) => {
+                refusal.get_or_insert(why);
+            }
+        }
+    }
+    if allowed.is_empty() {
+        let why = refusal.unwrap_or(Refusal::NotAllowed);
+        shared.refused(host, port, why);
+        return Err(Failure::Refused(why));
+    }
+    // Exactly the addresses checked above: nothing is resolved a second time.
+    let mut last = io::Error::from(io::ErrorKind::NotFound);
+    for ip in allowed {
+        match TcpStream::connect_timeout(
+            &SocketAddr::new(ip, port),
+            shared.config.limits.connect_time,
+        ) {
+            Ok(stream) => {
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(Failure::Unreachable(last))
+}
+
+/// The addresses `host` stands for: itself for an IP literal, its pin, or what the
+/// system resolver answers (once).
+fn addresses(shared: &Shared, host: &Host, port: u16) -> io::Result<Vec<IpAddr>> {
+    let name = match host {
+        Host::Ip(ip) => return Ok(vec![*ip]),
+        Host::Name(name) => name,
+    };
+    if let Some(ip) = shared.config.rules.pinned(name) {
+        return Ok(vec![ip]);
+    }
+    let mut addrs: Vec<IpAddr> = (name.as_str(), port)
+        .to_socket_addrs()?
+        .map(|a| a.ip())
+        .collect();
+    addrs.dedup();
+    if addrs.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "the name has no address",
+        ));
+    }
+    Ok(addrs)
+}
