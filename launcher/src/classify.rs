@@ -16,6 +16,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 use stockade_policy::classify::{self, Classification, ExitFacts, StageEvidence, StatusEvidence};
 use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv, StatusChannel};
+use stockade_policy::network_denials::LOG_FILE;
 use stockade_policy::stage_report::{MAX_REPORT_BYTES, REPORT_FILE, StageReport};
 use stockade_policy::status::{MAX_RECORD_BYTES, STATUS_FILE, StatusRecord};
 use stockade_policy::trust::FileKind;
@@ -332,7 +333,11 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
         stderr: &String::from_utf8_lossy(&stderr),
     };
     let stage = verified.as_ref().map_or(StageEvidence::None, read_stage);
-    let verdict = classify::with_stage(classify::classify(&confined, &settled, &status), &stage);
+    let mut verdict =
+        classify::with_stage(classify::classify(&confined, &settled, &status), &stage);
+    if let Some(v) = &verified {
+        verdict.network = crate::run::read_network_record(&v.dir.join(LOG_FILE));
+    }
     let line = serde_json::to_string(&verdict).map_err(LauncherError::Json)?;
     crate::stdout::write(&format!("{line}\n"))?;
     if let Some(verified) = &verified {

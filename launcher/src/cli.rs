@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 use stockade_policy::capability::Capability;
+use stockade_policy::domains::{DomainRules, HostRule, Pin, RuleKind};
 use stockade_policy::stage::{PidMode, TmpMode};
 use stockade_policy::{Mode, Network, PolicyRequest};
 
@@ -157,6 +158,29 @@ pub struct PolicyArgs {
     /// [default: none kept; refused where this process does not hold NAME].
     #[arg(long = "keep-capability", value_name = "NAME")]
     pub keep_capability: Vec<Capability>,
+    /// Let the command reach HOST through stockade's filtering proxy (repeatable):
+    /// example.org, *.example.org (names below it), * (any name), an IP address or
+    /// range (10.0.0.0/8, [fd00::1]); :PORT, else ports 80 and 443. Nothing else is
+    /// reachable; IP literals and names that resolve to loopback, private or link-local
+    /// addresses are refused unless such an address is allowed this way.
+    #[arg(long = "allow-domain", value_name = "HOST[:PORT]", value_parser = parse_allow_rule)]
+    pub allow_domain: Vec<HostRule>,
+    /// Refuse HOST through the proxy even where --allow-domain admits it (repeatable;
+    /// :PORT, else every port).
+    #[arg(long = "deny-domain", value_name = "HOST[:PORT]", value_parser = parse_deny_rule)]
+    pub deny_domain: Vec<HostRule>,
+    /// Have the proxy resolve NAME to ADDRESS instead of asking DNS (repeatable). A
+    /// loopback or private ADDRESS must be allowed with --allow-domain ADDRESS too.
+    #[arg(long = "resolve", value_name = "NAME=ADDRESS", value_parser = Pin::parse)]
+    pub resolve: Vec<Pin>,
+}
+
+fn parse_allow_rule(text: &str) -> Result<HostRule, String> {
+    HostRule::parse(text, RuleKind::Allow)
+}
+
+fn parse_deny_rule(text: &str) -> Result<HostRule, String> {
+    HostRule::parse(text, RuleKind::Deny)
 }
 
 impl PolicyArgs {
@@ -184,6 +208,13 @@ impl PolicyArgs {
             },
             no_stage: self.no_stage,
             keep_capabilities: self.keep_capability.clone(),
+            domains: DomainRules {
+                allow: self.allow_domain.clone(),
+                deny: self.deny_domain.clone(),
+                pins: self.resolve.clone(),
+            },
+            // Reserved by `confine`, which knows whether a proxy runs at all.
+            proxy_port: None,
         }
     }
 }
@@ -376,6 +407,9 @@ use --mode workspace-write or drop it"
                     ("--tmp", self.tmp.is_some()),
                     ("--isolate-pids", self.isolate_pids),
                     ("--keep-capability", !self.keep_capability.is_empty()),
+                    ("--allow-domain", !self.allow_domain.is_empty()),
+                    ("--deny-domain", !self.deny_domain.is_empty()),
+                    ("--resolve", !self.resolve.is_empty()),
                 ];
                 match given.iter().find(|(_, present)| *present) {
                     Some((flag, _)) => Err(format!(

@@ -9,6 +9,7 @@ use crate::locate;
 use crate::placement;
 use crate::private_dir::{self, PrivateDir};
 use crate::probe;
+use crate::proxy;
 use crate::stdout;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -21,6 +22,7 @@ use stockade_policy::failure_tag;
 use stockade_policy::grants;
 use stockade_policy::guarantees::{self, Asks, ModeVerdict};
 use stockade_policy::inherit::{EnvFilter, Inherit, InheritEnv};
+use stockade_policy::proxy_env::proxy_env;
 use stockade_policy::session::RunnerSession;
 use stockade_policy::stage::{self, PidMode};
 use stockade_policy::stage_report::{self, DirMeta};
@@ -60,6 +62,8 @@ pub struct Confinement {
     /// `stockade_policy::stage_report`): `stockade run` checks them after the command
     /// and puts back what changed, with or without the stage.
     pub shared: Vec<(std::path::PathBuf, DirMeta)>,
+    /// Where the proxy records refused connections, with the network by name.
+    pub network_record: Option<std::path::PathBuf>,
 }
 
 /// The writable roots of `policy` that are shared directories the caller owns, with
@@ -123,13 +127,19 @@ pub fn confine_inheriting(
             private_dir: None,
             unprotected: Vec::new(),
             shared: Vec::new(),
+            network_record: None,
         });
     }
 
     let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
     let tmpdir = stockade_policy::environment::lookup(&env, "TMPDIR").map(Path::new);
     let invoker = placement::invoker();
+    let mut policy = policy.clone();
+    if !policy.domains.is_empty() {
+        policy.proxy_port = Some(proxy::reserve_port().map_err(LauncherError::ProxyPort)?);
+    }
     let resolved = policy.resolve(&cwd, tmpdir, &invoker)?;
+    let proxy_port = resolved.domains().map(|d| d.proxy_port());
     let asks = Asks::of(&resolved);
     let facts = probe::kernel_facts(&asks);
     let enforcement = match guarantees::verdict(&asks, &facts) {
@@ -177,6 +187,21 @@ pub fn confine_inheriting(
     }));
     let dir = PrivateDir::create(&base)?;
     let status_path = dir.status_path();
+    let (mut env, mut inherit) = (env, inherit);
+    if let Some(port) = proxy_port {
+        // The command's clients go through the proxy: set over whatever the caller had,
+        // in the request's environment or over the one inherited at spawn time.
+        let vars: Vec<(OsString, OsString)> = proxy_env(port)
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        let target = match inherit.env.as_mut() {
+            Some(inherited) => &mut inherited.set,
+            None => &mut env,
+        };
+        target.retain(|(k, _)| !vars.iter().any(|(name, _)| name == k));
+        target.extend(vars);
+    }
     let env = if inherit.env.is_some() {
         Vec::new()
     } else {
@@ -241,6 +266,15 @@ pub fn confine_inheriting(
         }
     }
     let shared = shared_roots(&request.policy);
+    // With the network by name, the proxy host starts first and hands one end of a
+    // socket pair to the stage on a descriptor the command was not promised.
+    let channel = (3..)
+        .find(|fd| !request.policy.keep_fds().contains(fd))
+        .unwrap_or(3);
+    let net = match proxy_port {
+        Some(port) if staged => Some(crate::stage::NetProxy { channel, port }),
+        _ => None,
+    };
     let argv = if staged {
         // The stage runs first where it has work and the machine allows it; the control
         // directory stays writable in it, for the runner's status record.
@@ -268,7 +302,7 @@ pub fn confine_inheriting(
             .map_err(LauncherError::LauncherPath)
             .and_then(|p| utf8(p.as_os_str(), "the launcher path"));
         match launcher {
-            Ok(launcher) => crate::stage::argv(&plan, &watch, &launcher, &runner_argv),
+            Ok(launcher) => crate::stage::argv(&plan, &watch, net, &launcher, &runner_argv),
             Err(e) => {
                 // Nobody will ever spawn this request.
                 dir.remove();
@@ -277,6 +311,32 @@ pub fn confine_inheriting(
         }
     } else {
         runner_argv
+    };
+    let network_record = request.policy.domains().map(|_| dir.network_record_path());
+    let argv = match (request.policy.domains(), &network_record) {
+        (Some(domains), Some(record)) => {
+            let launcher = std::env::current_exe()
+                .and_then(|p| p.canonicalize())
+                .map_err(LauncherError::LauncherPath)
+                .and_then(|p| utf8(p.as_os_str(), "the launcher path"));
+            let launcher = match launcher {
+                Ok(l) => l,
+                Err(e) => {
+                    dir.remove();
+                    return Err(e);
+                }
+            };
+            let spec = proxy::host::Spec {
+                rules: domains.rules().clone(),
+                record: record.clone(),
+                listen: match net {
+                    Some(net) => proxy::host::Listen::NetnsChannel(net.channel),
+                    None => proxy::host::Listen::Port(domains.proxy_port()),
+                },
+            };
+            proxy::host::argv(&spec, &launcher, &argv)
+        }
+        _ => argv,
     };
     Ok(Confinement {
         confined: ConfinedArgv {
@@ -294,6 +354,7 @@ pub fn confine_inheriting(
         private_dir: Some(dir),
         unprotected,
         shared,
+        network_record,
     })
 }
 

@@ -79,6 +79,8 @@ pub enum LauncherError {
     Json(serde_json::Error),
     /// A combination the launcher's own logic rules out happened after all.
     Internal(&'static str),
+    /// No loopback port could be reserved for the network proxy.
+    ProxyPort(io::Error),
     /// The runner or the launcher lies where a confined command could replace it.
     ExposedBinary {
         what: &'static str,
@@ -168,6 +170,10 @@ impl fmt::Display for LauncherError {
             LauncherError::WriteOutput(e) => write!(f, "cannot write to stdout: {e}"),
             LauncherError::Json(e) => write!(f, "cannot serialise the result as JSON: {e}"),
             LauncherError::Internal(what) => write!(f, "internal error: {what}"),
+            LauncherError::ProxyPort(e) => write!(
+                f,
+                "cannot reserve a port on 127.0.0.1 for the network proxy (--allow-domain): {e}"
+            ),
             LauncherError::ExposedBinary { what, path, why } => write!(
                 f,
                 "refusing to run: the {what} {} could be replaced by a confined command ({why}), and every later command would then run unconfined; install stockade where no command can write (e.g. /usr/bin/stockade and /usr/libexec/stockade/stockade-runner, or set $STOCKADE_RUNNER to such a path), or choose a workspace and writable roots that do not contain it",
@@ -195,6 +201,7 @@ impl std::error::Error for LauncherError {
             | LauncherError::CurrentDir(source)
             | LauncherError::FailureTag(source)
             | LauncherError::LauncherPath(source)
+            | LauncherError::ProxyPort(source)
             | LauncherError::WriteOutput(source) => Some(source),
             _ => None,
         }

@@ -355,7 +355,12 @@ pub fn remove_private(dir: &Path) {
         let _ = std::fs::remove_dir_all(dir);
         return;
     }
-    for name in [REQUEST_FILE, STATUS_FILE, REPORT_FILE] {
+    for name in [
+        REQUEST_FILE,
+        STATUS_FILE,
+        REPORT_FILE,
+        stockade_policy::network_denials::LOG_FILE,
+    ] {
         let _ = std::fs::remove_file(dir.join(name));
     }
     let _ = std::fs::remove_dir(dir);
@@ -452,6 +457,12 @@ impl PrivateDir {
     /// Where the status file is.
     pub fn status_path(&self) -> PathBuf {
         self.path.join(STATUS_FILE)
+    }
+
+    /// Where the proxy host records refused connections (it creates the file; see
+    /// `stockade_policy::network_denials`).
+    pub fn network_record_path(&self) -> PathBuf {
+        self.path.join(stockade_policy::network_denials::LOG_FILE)
     }
 
     /// Creates the namespace stage's report file, empty (see

@@ -34,7 +34,7 @@ pub fn kernel_facts(asks: &Asks) -> KernelFacts {
     KernelFacts {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),
-        namespaces: asks.wants_stage() && crate::stage::available(true).is_ok(),
+        namespaces: asks.wants_stage() && crate::stage::available(true, asks.domains).is_ok(),
     }
 }
 
@@ -153,7 +153,7 @@ fn verdict_name(v: &ModeVerdict) -> &'static str {
 }
 
 fn gather() -> Probe {
-    let stage = crate::stage::available(true);
+    let stage = crate::stage::available(true, false);
     let facts = KernelFacts {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),

@@ -18,6 +18,7 @@ use stockade_policy::classify::Outcome;
 use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
+use stockade_policy::network_denials::{self, DenialLog};
 use stockade_policy::stage_report::RootChange;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
@@ -30,6 +31,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         private_dir,
         unprotected,
         shared,
+        network_record,
     } = confine::confine(
         &request,
         &args.command.command,
@@ -70,6 +72,11 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         }
         (settled, verdict)
     });
+    // Read before the private directory goes: the proxy host ended with the command.
+    let network = network_record
+        .as_deref()
+        .map(read_network_record)
+        .unwrap_or_default();
     if let Some(dir) = private_dir {
         dir.remove();
     }
@@ -87,6 +94,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         let mut result = RunResult::new(&settled, &verdict, &confined, &built.removed, s.timeout);
         result.protected_appeared = appeared;
         result.shared_roots_changed = verdict.shared_roots_changed.clone();
+        result.network = network.clone();
         let json = serde_json::to_string(&result).map_err(LauncherError::Json)?;
         stdout::write(&format!("{json}\n"))?;
     } else {
@@ -100,7 +108,13 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
                     .iter()
                     .map(|p| format!("[sandbox: protected path appeared: {p}]")),
             )
-            .chain(markers(&settled, &verdict, confined.mode, s.timeout))
+            .chain(markers(
+                &settled,
+                &verdict,
+                &network,
+                confined.mode,
+                s.timeout,
+            ))
             .map(|m| m + "\n")
             .collect();
         output::write_stderr_until(&text, Instant::now() + supervise::FINAL_WRITE_WAIT);
@@ -179,6 +193,7 @@ fn signal_name(sig: i32) -> String {
 fn markers(
     settled: &Settled,
     verdict: &SandboxVerdict,
+    network: &DenialLog,
     mode: Mode,
     timeout: Option<std::time::Duration>,
 ) -> Vec<String> {
@@ -186,6 +201,9 @@ fn markers(
     if verdict.denied {
         lines.push(format!("[sandbox: file access denied under {mode} mode]"));
     }
+    // Refused connections are facts whatever the exit code: a client may have fallen
+    // back, or failed in words that name no file.
+    lines.extend(network.markers());
     if settled.timed_out
         && let Some(t) = timeout
     {
@@ -195,6 +213,24 @@ fn markers(
         lines.push(format!("[killed by signal: {}]", signal_name(sig)));
     }
     lines
+}
+
+/// The proxy's record of refused connections (empty when there was no proxy, or when
+/// the record cannot be read: the proxy writes it, the command cannot reach it).
+pub fn read_network_record(path: &std::path::Path) -> DenialLog {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut bytes = Vec::new();
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path);
+    if let Ok(file) = opened {
+        let _ = file
+            .take(network_denials::MAX_LOG_BYTES as u64)
+            .read_to_end(&mut bytes);
+    }
+    DenialLog::parse(&bytes)
 }
 
 /// One stream in the JSON result.
@@ -264,6 +300,9 @@ struct RunResult {
     /// Shared writable roots (`/tmp` as root, ...) whose own mode or owner changed during
     /// the run, and whether each was put back.
     shared_roots_changed: Vec<RootChange>,
+    /// The network by name: what the proxy refused (`{"denied": [{"host", "port",
+    /// "reason"}], "moreDenied"}`).
+    network: DenialLog,
 }
 
 impl RunResult {
@@ -311,6 +350,7 @@ impl RunResult {
                 .collect(),
             protected_appeared: Vec::new(),
             shared_roots_changed: Vec::new(),
+            network: DenialLog::default(),
         }
     }
 }

@@ -4,7 +4,10 @@
 //! ConfinedArgv then starts `stockade __stage [STAGE FLAGS] -- RUNNER ARGS...` instead of
 //! the runner. This process:
 //! 1. creates the namespaces: user (when not root, the caller's uid and gid mapped to
-//!    themselves), mount, IPC, and pid when asked;
+//!    themselves), mount, IPC, pid when asked, and network for the network by name: it
+//!    brings its loopback up, listens on the proxy's port there and sends that socket
+//!    to the proxy host outside (see `crate::proxy::host`), so the only way out of the
+//!    namespace is the proxy;
 //! 2. makes every mount private and read-only, then binds each writable root back
 //!    read-write and each protected path read-only again on top of that (so a protected
 //!    path inside a writable root stays read-only), mounts a fresh tmpfs on `/tmp` when it
@@ -68,15 +71,40 @@ impl Watch {
     }
 }
 
+/// The network namespace of the network by name: the descriptor the proxy host passes
+/// (one end of a socket pair) and the port to listen on inside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NetProxy {
+    pub channel: libc::c_int,
+    pub port: u16,
+}
+
+impl NetProxy {
+    const FLAG: &str = "--netns-proxy";
+
+    fn parse(value: &str) -> Result<NetProxy, String> {
+        let bad = || format!("{} {value:?}: expected FD:PORT", NetProxy::FLAG);
+        let (fd, port) = value.split_once(':').ok_or_else(bad)?;
+        let channel = fd.parse().ok().filter(|&fd| fd > 2).ok_or_else(bad)?;
+        let port = port.parse().ok().filter(|&p| p != 0).ok_or_else(bad)?;
+        Ok(NetProxy { channel, port })
+    }
+}
+
 /// The stage's command line for `plan` and `watch`: `LAUNCHER __stage FLAGS -- RUNNER
 /// ARGS...`.
 pub fn argv(
     plan: &MountPlan,
     watch: &Watch,
+    net: Option<NetProxy>,
     launcher: &str,
     runner_argv: &[String],
 ) -> Vec<String> {
     let mut argv = vec![launcher.to_string(), SUBCOMMAND.to_string()];
+    if let Some(net) = net {
+        argv.push(NetProxy::FLAG.into());
+        argv.push(format!("{}:{}", net.channel, net.port));
+    }
     for (flag, paths) in [
         ("--rw", &plan.rw),
         ("--pin", &plan.pin),
@@ -109,10 +137,13 @@ pub fn argv(
 }
 
 /// Parses the stage's own flags (written by [`argv`]); the rest is the runner's argv.
-fn parse(args: &[OsString]) -> Result<(MountPlan, Watch, Vec<OsString>), String> {
+type Parsed = (MountPlan, Watch, Option<NetProxy>, Vec<OsString>);
+
+fn parse(args: &[OsString]) -> Result<Parsed, String> {
     let mut plan = MountPlan::default();
     let mut watch = Watch::default();
     let mut keep = Vec::new();
+    let mut net = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut path = |flag: &str| -> Result<PathBuf, String> {
@@ -140,6 +171,10 @@ fn parse(args: &[OsString]) -> Result<(MountPlan, Watch, Vec<OsString>), String>
             }
             Some("--private-tmp") => plan.private_tmp = true,
             Some("--pids") => plan.pids = true,
+            Some(NetProxy::FLAG) => {
+                let value = it.next().and_then(|v| v.to_str()).unwrap_or_default();
+                net = Some(NetProxy::parse(value)?);
+            }
             Some("--") => {
                 let rest: Vec<OsString> = it.cloned().collect();
                 if rest.is_empty() {
@@ -149,7 +184,7 @@ fn parse(args: &[OsString]) -> Result<(MountPlan, Watch, Vec<OsString>), String>
                     return Err("--shared and --missing need a --report file".into());
                 }
                 watch.keep_capabilities = CapabilitySet::of(&keep);
-                return Ok((plan, watch, rest));
+                return Ok((plan, watch, net, rest));
             }
             _ => return Err(format!("unknown argument {:?}", arg.to_string_lossy())),
         }
@@ -210,7 +245,7 @@ fn cstr(p: &Path) -> Result<CString, StageError> {
 /// outer process replays the command's wait status).
 pub fn main(args: &[OsString]) -> i32 {
     let err = match parse(args) {
-        Ok((spec, watch, runner)) => {
+        Ok((spec, watch, net, runner)) => {
             // Failure lines carry the runner's failure tag, as the runner's own do: to
             // the executor the stage is part of the runner.
             let tag = runner
@@ -221,7 +256,7 @@ pub fn main(args: &[OsString]) -> i32 {
                 .filter(|t| failure_tag::is_valid(t))
                 .map(str::to_string);
             let _ = TAG.set(tag);
-            match enter(&spec, &watch, &runner) {
+            match enter(&spec, &watch, net, &runner) {
                 Ok(code) => return code,
                 Err(e) => e,
             }
@@ -246,8 +281,9 @@ fn report(err: &StageError) {
     let _ = io::stderr().write_all(line.as_bytes());
 }
 
-/// The flags of `unshare` for `spec`, as the caller `uid`.
-fn namespace_flags(spec: &MountPlan, uid: u32) -> libc::c_int {
+/// The flags of `unshare` for `spec` (and a network namespace when `net`), as the
+/// caller `uid`.
+fn namespace_flags(spec: &MountPlan, net: bool, uid: u32) -> libc::c_int {
     let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWIPC;
     if uid != 0 {
         flags |= libc::CLONE_NEWUSER;
@@ -255,16 +291,24 @@ fn namespace_flags(spec: &MountPlan, uid: u32) -> libc::c_int {
     if spec.pids {
         flags |= libc::CLONE_NEWPID;
     }
+    if net {
+        flags |= libc::CLONE_NEWNET;
+    }
     flags
 }
 
-fn enter(spec: &MountPlan, watch: &Watch, runner: &[OsString]) -> Result<i32, StageError> {
+fn enter(
+    spec: &MountPlan,
+    watch: &Watch,
+    net: Option<NetProxy>,
+    runner: &[OsString],
+) -> Result<i32, StageError> {
     // SAFETY: getuid/getgid cannot fail and touch no memory.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     // Before anything else: the snapshot of each shared root is taken before the
     // command exists, and the report file is opened while it is still ours alone.
     let watcher = Watcher::open(watch)?;
-    let flags = namespace_flags(spec, uid);
+    let flags = namespace_flags(spec, net.is_some(), uid);
     // SAFETY: unshare takes flags only; on success this (single-threaded) process is in
     // the new namespaces (the pid namespace applies to its children).
     let r = unsafe { libc::unshare(flags) };
@@ -273,6 +317,10 @@ fn enter(spec: &MountPlan, watch: &Watch, runner: &[OsString]) -> Result<i32, St
     })?;
     if flags & libc::CLONE_NEWUSER != 0 {
         map_ids(uid, gid)?;
+    }
+    if let Some(net) = net {
+        crate::proxy::netns::hand_over_listener(net.channel, net.port)
+            .map_err(|(what, source)| StageError { what, source })?;
     }
     if spec.pids {
         return outer(spec, runner, watcher);
@@ -1074,13 +1122,13 @@ fn release_stdio() {
 /// Whether namespaces for `spec` can be created here, and if not, why: tried for real
 /// in a short-lived child, since sysctls, AppArmor and container seccomp profiles can
 /// each refuse them.
-pub fn available(pids: bool) -> Result<(), String> {
+pub fn available(pids: bool, net: bool) -> Result<(), String> {
     let spec = MountPlan {
         pids,
         ..MountPlan::default()
     };
     // SAFETY: getuid cannot fail.
-    let flags = namespace_flags(&spec, unsafe { libc::getuid() });
+    let flags = namespace_flags(&spec, net, unsafe { libc::getuid() });
     // SAFETY: the child only calls unshare and _exit, both async-signal-safe.
     let pid = unsafe { libc::fork() };
     if pid < 0 {

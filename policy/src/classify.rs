@@ -13,6 +13,7 @@ use crate::confined::{ConfinedArgv, RunnerFailureRule};
 use crate::exit;
 use crate::guarantees::Enforcement;
 use crate::mode::Mode;
+use crate::network_denials::DenialLog;
 use crate::stage_report::{CorruptReport, RootChange, StageReport};
 use crate::status::{CorruptStatus, StatusRecord};
 use serde::{Deserialize, Serialize};
@@ -75,6 +76,11 @@ pub struct Classification {
     /// (created by it, so not protected), as the namespace stage reported them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected_appeared: Vec<String>,
+    /// Connections the filtering proxy refused (the network by name), as it recorded
+    /// them. Does not change the outcome: a refused connection is reported, and the
+    /// command's exit says what it made of it.
+    #[serde(default, skip_serializing_if = "DenialLog::is_empty")]
+    pub network: DenialLog,
 }
 
 /// What the status channel says about one run.
@@ -118,6 +124,7 @@ pub fn classify(
         evidence: Evidence::ExitRules,
         shared_roots_changed: Vec::new(),
         protected_appeared: Vec::new(),
+        network: DenialLog::default(),
     };
     let tampered = match status {
         StatusEvidence::Tampered(why) => Some(why.clone()),

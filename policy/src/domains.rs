@@ -498,6 +498,25 @@ impl DomainRules {
     }
 }
 
+/// The network-by-name part of a resolved policy: the rules, and the loopback port the
+/// launcher reserved for the proxy (the port the command's proxy variables name, and
+/// the one TCP port it may connect to where no network namespace holds it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DomainPolicy {
+    pub(crate) rules: DomainRules,
+    pub(crate) proxy_port: u16,
+}
+
+impl DomainPolicy {
+    pub fn rules(&self) -> &DomainRules {
+        &self.rules
+    }
+
+    pub fn proxy_port(&self) -> u16 {
+        self.proxy_port
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,6 +60,8 @@ pub enum Feature {
     Namespaces,
     /// Plain system calls every supported kernel has (capability sets, fd flags).
     Always,
+    /// The namespace stage, or else Landlock at this ABI version: either holds it.
+    NamespacesOrLandlockAbi(u32),
 }
 
 impl Feature {
@@ -69,6 +71,7 @@ impl Feature {
             Feature::Seccomp => facts.seccomp,
             Feature::Namespaces => facts.namespaces,
             Feature::Always => true,
+            Feature::NamespacesOrLandlockAbi(n) => facts.namespaces || facts.landlock_abi >= n,
         }
     }
 }
@@ -80,6 +83,9 @@ impl fmt::Display for Feature {
             Feature::Seccomp => f.write_str("seccomp"),
             Feature::Namespaces => f.write_str("namespace-stage"),
             Feature::Always => f.write_str("none"),
+            Feature::NamespacesOrLandlockAbi(n) => {
+                write!(f, "namespace-stage or landlock-abi-{n}")
+            }
         }
     }
 }
@@ -91,6 +97,8 @@ pub struct Asks {
     pub network: Network,
     /// Some outgoing TCP ports are allowed while the network is denied.
     pub tcp_connect: bool,
+    /// The network is reached by name, through the filtering proxy (`--allow-domain`).
+    pub domains: bool,
     pub allow_unix_sockets: bool,
     /// Protected paths: required when named by the caller, desired for the defaults.
     pub protect: Requirement,
@@ -110,6 +118,7 @@ impl Asks {
             mode: policy.mode,
             network: policy.network,
             tcp_connect: policy.network == Network::Deny && !policy.allow_tcp_connect.is_empty(),
+            domains: policy.domains.is_some(),
             allow_unix_sockets: policy.allow_unix_sockets,
             protect: if policy.protect_explicit {
                 Requirement::Required
@@ -140,6 +149,7 @@ impl Asks {
             mode,
             network: Network::default_for(mode),
             tcp_connect: false,
+            domains: false,
             allow_unix_sockets: false,
             protect: if mode == Mode::WorkspaceWrite {
                 Requirement::Desired
@@ -220,10 +230,17 @@ pub enum Guarantee {
     /// No process outside the sandbox can be seen or addressed by pid, and System V IPC
     /// objects are the command's own (pid and IPC namespaces).
     PidIsolation,
+    /// With `--allow-domain`, the filtering proxy is the command's only way out: its
+    /// network namespace has nothing but loopback, where only the proxy listens, so
+    /// every connection is decided by name whatever the command does (namespace stage).
+    /// Without it, the proxy's port is the one TCP port the command may connect to
+    /// (`network`), on any host: clients that honour the proxy variables are decided by
+    /// name, a command that connects to that port of another host directly is not.
+    DomainFilter,
 }
 
 impl Guarantee {
-    pub const ALL: [Guarantee; 19] = [
+    pub const ALL: [Guarantee; 20] = [
         Guarantee::FilesystemWrites,
         Guarantee::Refer,
         Guarantee::Truncate,
@@ -243,6 +260,7 @@ impl Guarantee {
         Guarantee::ProtectedPaths,
         Guarantee::PrivateTmp,
         Guarantee::PidIsolation,
+        Guarantee::DomainFilter,
     ];
 
     /// The stable name used in JSON and in messages.
@@ -267,6 +285,7 @@ impl Guarantee {
             Guarantee::ProtectedPaths => "protectedPaths",
             Guarantee::PrivateTmp => "privateTmp",
             Guarantee::PidIsolation => "pidIsolation",
+            Guarantee::DomainFilter => "domainFilter",
         }
     }
 
@@ -289,7 +308,8 @@ impl Guarantee {
             Guarantee::Processes
             | Guarantee::Ipc
             | Guarantee::PrivateTmp
-            | Guarantee::PidIsolation => false,
+            | Guarantee::PidIsolation
+            | Guarantee::DomainFilter => false,
             Guarantee::Network
             | Guarantee::UnixSockets
             | Guarantee::Signals
@@ -310,6 +330,9 @@ impl Guarantee {
             // Port rules need Landlock's TCP access rights; the socket filter (seccomp)
             // is needed either way and is required through `SyscallFilter`.
             Guarantee::Network if asks.tcp_connect => Feature::LandlockAbi(4),
+            // Through the proxy: a network namespace with only loopback holds it, or
+            // else a port rule allowing the proxy's port only.
+            Guarantee::Network if asks.domains => Feature::NamespacesOrLandlockAbi(4),
             Guarantee::Network | Guarantee::UnixSockets | Guarantee::SyscallFilter => {
                 Feature::Seccomp
             }
@@ -323,9 +346,10 @@ impl Guarantee {
                 _ => Feature::Namespaces,
             },
             Guarantee::HiddenPaths => Feature::LandlockAbi(1),
-            Guarantee::ProtectedPaths | Guarantee::PrivateTmp | Guarantee::PidIsolation => {
-                Feature::Namespaces
-            }
+            Guarantee::ProtectedPaths
+            | Guarantee::PrivateTmp
+            | Guarantee::PidIsolation
+            | Guarantee::DomainFilter => Feature::Namespaces,
         }
     }
 
@@ -372,6 +396,10 @@ impl Guarantee {
                 PidMode::IsolateWhereAvailable => Requirement::Desired,
                 PidMode::Share => Requirement::NotApplicable,
             },
+            // Desired: without namespaces the port rule still confines the command to
+            // the proxy's port, and the report says what that leaves open.
+            Guarantee::DomainFilter if asks.domains => Requirement::Desired,
+            Guarantee::DomainFilter => Requirement::NotApplicable,
         }
     }
 }
@@ -536,6 +564,12 @@ fn note(
         ),
         (Guarantee::Metadata, Mode::WorkspaceWrite, GuaranteeStatus::Unavailable) => Some(
             "without the namespace stage, only stockade run puts a shared writable root's own mode and owner (/tmp as root) back, once the command has settled",
+        ),
+        (Guarantee::DomainFilter, _, GuaranteeStatus::Enforced) => Some(
+            "the command's network namespace has only loopback, where only the proxy listens: every connection it makes is decided by name",
+        ),
+        (Guarantee::DomainFilter, _, GuaranteeStatus::Unavailable) => Some(
+            "without a network namespace the command may connect to the proxy's port number on any host (Landlock rules name ports, not hosts): clients that use the proxy are decided by name, a connection made around it to that port elsewhere is not",
         ),
         _ => None,
     };
@@ -873,6 +907,60 @@ mod tests {
             .clone()
             .unwrap();
         assert!(note.contains("outside the writable roots too"), "{note}");
+    }
+
+    #[test]
+    fn domains_are_held_by_a_network_namespace_or_else_by_the_proxy_port_alone() {
+        let asks = Asks {
+            domains: true,
+            ..defaults(Mode::ReadOnly)
+        };
+        let facts = |abi: u32, namespaces: bool| KernelFacts {
+            landlock_abi: abi,
+            seccomp: true,
+            namespaces,
+        };
+        let status = |facts: &KernelFacts, g: Guarantee| report(&asks, facts)[g.name()].status;
+        assert!(asks.wants_stage(), "the network namespace is the stage's");
+        // With the namespace: enforced whatever Landlock can do with ports.
+        for abi in [1, 3, 7] {
+            let f = facts(abi, true);
+            assert_eq!(status(&f, Guarantee::Network), GuaranteeStatus::Enforced);
+            assert_eq!(
+                status(&f, Guarantee::DomainFilter),
+                GuaranteeStatus::Enforced
+            );
+        }
+        // Without it: the port rule holds the network, and the report says the domain
+        // filter is not enforced, with what that leaves open; enforcement is untouched
+        // (not a file effect).
+        let f = facts(7, false);
+        assert_eq!(
+            status(&facts(4, false), Guarantee::Network),
+            GuaranteeStatus::Enforced
+        );
+        assert_eq!(status(&f, Guarantee::Network), GuaranteeStatus::Enforced);
+        assert_eq!(
+            status(&f, Guarantee::DomainFilter),
+            GuaranteeStatus::Unavailable
+        );
+        let note = report(&asks, &f)["domainFilter"].note.clone().unwrap();
+        assert!(note.contains("any host"), "{note}");
+        assert_eq!(verdict(&asks, &f), ModeVerdict::Confined(Enforcement::Full));
+        // Neither: the network cannot be held, nothing runs.
+        match verdict(&asks, &facts(3, false)) {
+            ModeVerdict::Unavailable { missing } => assert_eq!(
+                missing,
+                vec![(Guarantee::Network, Feature::NamespacesOrLandlockAbi(4))]
+            ),
+            v => panic!("{v:?}"),
+        }
+        // Not asked: not reported.
+        let plain = defaults(Mode::ReadOnly);
+        assert_eq!(
+            report(&plain, &facts(7, true))["domainFilter"].status,
+            GuaranteeStatus::NotRequested
+        );
     }
 
     /// The provider contract lists every guarantee an executor can meet in `guarantees`;

@@ -14,6 +14,7 @@
 
 use crate::addresses::AddressClass;
 use crate::domains::{Host, Refusal};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
 /// The file's name in the private control directory.
@@ -29,13 +30,25 @@ pub const MORE_LINE: &str = "more";
 /// stops after [`MAX_RECORDED`] + 1 lines).
 pub const MAX_LOG_BYTES: usize = 64 * 1024;
 
-/// One refused connection.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// One refused connection; in JSON `{"host", "port", "reason"}`, the reason as its
+/// [`reason_token`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NetworkDenial {
     /// The host as the proxy understood it: a name, an IPv4 address, or `[IPv6]`.
     pub host: String,
     pub port: u16,
+    #[serde(serialize_with = "ser_reason", deserialize_with = "de_reason")]
     pub reason: Refusal,
+}
+
+fn ser_reason<S: Serializer>(reason: &Refusal, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&reason_token(*reason))
+}
+
+fn de_reason<'de, D: Deserializer<'de>>(d: D) -> Result<Refusal, D::Error> {
+    let token = String::deserialize(d)?;
+    parse_reason(&token)
+        .ok_or_else(|| serde::de::Error::custom(format!("unknown reason {token:?}")))
 }
 
 impl NetworkDenial {
@@ -128,14 +141,22 @@ fn parse_reason(token: &str) -> Option<Refusal> {
 }
 
 /// What a record says: the refusals in the order they happened, and whether more were
-/// refused than recorded.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// refused than recorded. In JSON (the `network` object of `stockade run --json` and of
+/// the classify verdict): `{"denied": [...], "moreDenied": bool}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct DenialLog {
     pub denied: Vec<NetworkDenial>,
+    #[serde(rename = "moreDenied")]
     pub more: bool,
 }
 
 impl DenialLog {
+    /// Nothing was refused.
+    pub fn is_empty(&self) -> bool {
+        self.denied.is_empty() && !self.more
+    }
+
     /// Reads a record's bytes (at most [`MAX_LOG_BYTES`] of them are looked at).
     pub fn parse(bytes: &[u8]) -> DenialLog {
         let bytes = &bytes[..bytes.len().min(MAX_LOG_BYTES)];

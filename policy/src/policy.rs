@@ -5,6 +5,7 @@
 //! are made absolute and canonical. Nothing downstream applies a default of its own.
 
 use crate::capability::{Capability, CapabilitySet};
+use crate::domains::{DomainPolicy, DomainRules, RulesError};
 use crate::hidden;
 use crate::mode::Mode;
 use crate::roots::{self, ALLOW_BROAD_ROOT_FLAG, Invoker, RootId};
@@ -109,6 +110,12 @@ pub struct PolicyRequest {
     /// `--keep-capability NAME`: capabilities the command keeps when started as root
     /// (see [`crate::capability`]); the invoker must hold each.
     pub keep_capabilities: Vec<Capability>,
+    /// `--allow-domain`, `--deny-domain`, `--resolve`: the network by name, through the
+    /// filtering proxy (see [`crate::domains`]). Empty: no proxy.
+    pub domains: DomainRules,
+    /// The loopback port the launcher reserved for the proxy; required with `domains`
+    /// (the launcher finds a free one: it is not the caller's choice).
+    pub proxy_port: Option<u16>,
 }
 
 /// A resolved policy: every path absolute, canonical and known to exist as a directory
@@ -172,6 +179,9 @@ pub struct Policy {
     /// The capabilities the command keeps (all others are dropped); sorted, unique,
     /// empty unless asked for. The type admits only the allow-list.
     pub(crate) keep_capabilities: Vec<Capability>,
+    /// The network by name: present when the command reaches the network only through
+    /// the filtering proxy.
+    pub(crate) domains: Option<DomainPolicy>,
 }
 
 /// Read access to a resolved policy (see the fields for what each means).
@@ -251,6 +261,36 @@ impl Policy {
     pub fn kept_capabilities(&self) -> CapabilitySet {
         CapabilitySet::of(&self.keep_capabilities)
     }
+
+    /// The network by name, when the command reaches the network through the proxy.
+    pub fn domains(&self) -> Option<&DomainPolicy> {
+        self.domains.as_ref()
+    }
+
+    /// Whether TCP sockets must stay creatable while the network is denied: for the
+    /// allowed ports, or to reach the proxy. Every other family, type and protocol is
+    /// refused either way.
+    pub fn tcp_sockets(&self) -> bool {
+        self.network == Network::Deny
+            && (!self.allow_tcp_connect.is_empty() || self.domains.is_some())
+    }
+
+    /// The TCP ports Landlock lets the command connect to, with every other connect and
+    /// bind refused; `None` when Landlock is to handle no network right at all.
+    ///
+    /// `netns` says whether the command runs in the stage's network namespace, which has
+    /// nothing but loopback and the proxy listening there. The namespace alone holds the
+    /// network then, and no port rule is added: a connection around the proxy fails
+    /// with "network unreachable" (the truth) rather than with the "permission denied"
+    /// of a refused file access. Without it, the proxy's port is the only one allowed.
+    pub fn landlock_connect_ports(&self, netns: bool) -> Option<Vec<u16>> {
+        match (self.network, &self.domains) {
+            (Network::Allow, _) => None,
+            (Network::Deny, Some(_)) if netns => None,
+            (Network::Deny, Some(d)) => Some(vec![d.proxy_port]),
+            (Network::Deny, None) => Some(self.allow_tcp_connect.clone()),
+        }
+    }
 }
 
 /// Policies for tests: some need one `resolve` would not make (a root that was never
@@ -283,6 +323,15 @@ impl Policy {
             pids: PidMode::Share,
             stage: false,
             keep_capabilities: Vec::new(),
+            domains: None,
+        }
+    }
+    /// Network by name through a proxy on `proxy_port` (the network is then denied).
+    pub fn with_domains(self, rules: DomainRules, proxy_port: u16) -> Policy {
+        Policy {
+            network: Network::Deny,
+            domains: Some(DomainPolicy { rules, proxy_port }),
+            ..self
         }
     }
     pub fn with_mode(self, mode: Mode) -> Policy {
@@ -382,6 +431,15 @@ pub enum PolicyError {
     /// `--keep-capability` names capabilities the invoker does not hold (an ordinary
     /// user holds none): there is nothing to keep.
     CapabilityNotHeld { missing: CapabilitySet, uid: u32 },
+    /// The domain rules cannot mean what they say (see [`RulesError`]).
+    Domains(RulesError),
+    /// `--allow-domain` with `--network allow`: every host is reachable already.
+    DomainsWithNetworkAllowed,
+    /// `--allow-domain` with `--allow-tcp-connect`: a port rule reaches every host on
+    /// that port, around the domain list.
+    DomainsWithTcpPorts,
+    /// Domain rules without the port the launcher reserves for the proxy.
+    ProxyPortMissing,
 }
 
 impl fmt::Display for PolicyError {
@@ -440,6 +498,16 @@ impl fmt::Display for PolicyError {
                 f,
                 "{flag} needs the namespace stage, which --no-stage turns off; drop one of them"
             ),
+            PolicyError::Domains(e) => write!(f, "{e}"),
+            PolicyError::DomainsWithNetworkAllowed => f.write_str(
+                "--allow-domain has no effect with --network allow (every host is reachable); drop one of them",
+            ),
+            PolicyError::DomainsWithTcpPorts => f.write_str(
+                "--allow-tcp-connect lets the command reach every host on that port, around the --allow-domain list; use one of them (a port of an allowed host is --allow-domain HOST:PORT)",
+            ),
+            PolicyError::ProxyPortMissing => {
+                f.write_str("no port was reserved for the network proxy")
+            }
             PolicyError::TcpPortsWithNetworkAllowed => f.write_str(
                 "--allow-tcp-connect has no effect with --network allow (every port is reachable); drop one of them",
             ),
@@ -517,6 +585,8 @@ impl PolicyRequest {
             pids: None,
             no_stage: false,
             keep_capabilities: Vec::new(),
+            domains: DomainRules::default(),
+            proxy_port: None,
         }
     }
 
@@ -650,6 +720,7 @@ impl PolicyRequest {
         if self.mode.is_confined() && network == Network::Allow && !allow_tcp_connect.is_empty() {
             return Err(PolicyError::TcpPortsWithNetworkAllowed);
         }
+        let domains = self.resolve_domains(network, &allow_tcp_connect)?;
         // Protection only means something where the command can write: the workspace and
         // the extra roots (not the shared /tmp or $TMPDIR, which are no repositories).
         let protect_roots: Vec<PathBuf> = if self.mode == Mode::WorkspaceWrite {
@@ -744,11 +815,40 @@ impl PolicyRequest {
             },
             stage,
             keep_capabilities,
+            domains,
         };
         if self.mode.is_confined() {
             policy.hidden = self.resolve_hidden(cwd, &policy, invoker)?;
         }
         Ok(policy)
+    }
+
+    /// The network by name: `None` without rules (and in danger-full-access, which
+    /// confines nothing); the rules checked as a whole, and against the other network
+    /// flags, which would make them mean nothing.
+    fn resolve_domains(
+        &self,
+        network: Network,
+        allow_tcp_connect: &[u16],
+    ) -> Result<Option<DomainPolicy>, PolicyError> {
+        if !self.mode.is_confined() || self.domains.is_empty() {
+            return Ok(None);
+        }
+        self.domains.check().map_err(PolicyError::Domains)?;
+        if network == Network::Allow {
+            return Err(PolicyError::DomainsWithNetworkAllowed);
+        }
+        if !allow_tcp_connect.is_empty() {
+            return Err(PolicyError::DomainsWithTcpPorts);
+        }
+        let proxy_port = self
+            .proxy_port
+            .filter(|&p| p != 0)
+            .ok_or(PolicyError::ProxyPortMissing)?;
+        Ok(Some(DomainPolicy {
+            rules: self.domains.clone(),
+            proxy_port,
+        }))
     }
 
     /// The hidden set of `policy`: `--hide` paths, the defaults (unless dropped) and the
@@ -1026,6 +1126,66 @@ mod tests {
                 "{mode}"
             );
         }
+    }
+
+    #[test]
+    fn domain_rules_resolve_with_the_proxy_port_and_refuse_what_would_bypass_them() {
+        use crate::domains::{HostRule, Pin, RuleKind};
+        let dir = tempdir();
+        let rules = DomainRules {
+            allow: vec![HostRule::parse("*.example.org", RuleKind::Allow).unwrap()],
+            ..DomainRules::default()
+        };
+        let req = PolicyRequest {
+            domains: rules.clone(),
+            proxy_port: Some(40000),
+            ..PolicyRequest::new(Mode::WorkspaceWrite)
+        };
+        let policy = req.resolve(&dir, None, &invoker()).unwrap();
+        let d = policy.domains().unwrap();
+        assert_eq!((d.rules(), d.proxy_port()), (&rules, 40000));
+        assert_eq!(policy.network(), Network::Deny);
+        let err = |r: PolicyRequest| r.resolve(&dir, None, &invoker()).unwrap_err();
+        assert!(matches!(
+            err(PolicyRequest {
+                network: Some(Network::Allow),
+                ..req.clone()
+            }),
+            PolicyError::DomainsWithNetworkAllowed
+        ));
+        let e = err(PolicyRequest {
+            allow_tcp_connect: vec![22],
+            ..req.clone()
+        });
+        assert!(matches!(e, PolicyError::DomainsWithTcpPorts), "{e}");
+        assert!(e.to_string().contains("--allow-domain HOST:PORT"), "{e}");
+        assert!(matches!(
+            err(PolicyRequest {
+                proxy_port: None,
+                ..req.clone()
+            }),
+            PolicyError::ProxyPortMissing
+        ));
+        let mut pinned = req.clone();
+        pinned.domains.pins = vec![Pin::parse("a.example.org=127.0.0.1").unwrap()];
+        let e = err(pinned);
+        assert!(matches!(e, PolicyError::Domains(_)), "{e}");
+        // Controls: no rules, no proxy; danger-full-access confines nothing.
+        let none = PolicyRequest::new(Mode::WorkspaceWrite)
+            .resolve(&dir, None, &invoker())
+            .unwrap();
+        assert!(none.domains().is_none());
+        let danger = PolicyRequest {
+            mode: Mode::DangerFullAccess,
+            ..req
+        };
+        assert!(
+            danger
+                .resolve(&dir, None, &invoker())
+                .unwrap()
+                .domains()
+                .is_none()
+        );
     }
 
     #[test]

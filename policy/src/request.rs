@@ -6,7 +6,7 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic  b"STKDREQ\n"
-//! 8       2     format version, little endian (currently 2)
+//! 8       2     format version, little endian (currently 3)
 //! 10      4     body length N, little endian
 //! 14      N     body: bincode 2 (standard config) encoding of the request
 //! ```
@@ -32,7 +32,7 @@ use std::path::PathBuf;
 /// The first bytes of every launch request file.
 pub const MAGIC: [u8; 8] = *b"STKDREQ\n";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 /// Magic, version and body length.
 pub const HEADER_LEN: usize = 8 + 2 + 4;
 /// The largest request file accepted (4 MiB): larger than any argv + environment the
@@ -180,6 +180,11 @@ pub enum ValidationError {
     UnidentifiedRoot {
         path: PathBuf,
     },
+    /// Domain rules that resolution would have refused, a proxy on port 0, or a
+    /// network that is not denied under them.
+    BadDomains {
+        why: String,
+    },
 }
 
 impl fmt::Display for ValidationError {
@@ -216,6 +221,9 @@ impl fmt::Display for ValidationError {
             ),
             ValidationError::TcpPortZero => {
                 f.write_str("request allows TCP port 0, which cannot be connected to")
+            }
+            ValidationError::BadDomains { why } => {
+                write!(f, "request's network by name is not usable: {why}")
             }
             ValidationError::RelativeStatusPath { path } => {
                 write!(f, "request status path {} is not absolute", path.display())
@@ -369,6 +377,18 @@ impl LaunchRequest {
         }
         if has_port_zero(&p.allow_tcp_connect) {
             return Err(ValidationError::TcpPortZero);
+        }
+        if let Some(d) = &p.domains {
+            let bad = |why: String| Err(ValidationError::BadDomains { why });
+            if let Err(e) = d.rules.check() {
+                return bad(e.to_string());
+            }
+            if d.proxy_port == 0 {
+                return bad("the proxy's port is 0".into());
+            }
+            if p.network != crate::policy::Network::Deny || !p.allow_tcp_connect.is_empty() {
+                return bad("the network is not denied around the proxy".into());
+            }
         }
         if let Some(status) = &self.status_path {
             if status.as_os_str().as_bytes().contains(&0) {
@@ -646,6 +666,27 @@ mod tests {
         check(
             &|r| r.policy.allow_tcp_connect.push(0),
             ValidationError::TcpPortZero,
+        );
+        check(
+            &|r| {
+                r.policy.network = crate::policy::Network::Deny;
+                r.policy.domains = Some(crate::domains::DomainPolicy {
+                    rules: crate::domains::DomainRules {
+                        allow: vec![
+                            crate::domains::HostRule::parse(
+                                "a.test",
+                                crate::domains::RuleKind::Allow,
+                            )
+                            .unwrap(),
+                        ],
+                        ..Default::default()
+                    },
+                    proxy_port: 0,
+                })
+            },
+            ValidationError::BadDomains {
+                why: "the proxy's port is 0".into(),
+            },
         );
         check(
             &|r| r.status_path = Some("status".into()),

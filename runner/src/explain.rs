@@ -182,10 +182,36 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     }
     let _ = writeln!(w, "everything else: denied");
     let p = &request.policy;
-    let network = match (p.network(), p.allow_tcp_connect().is_empty()) {
-        (Network::Allow, _) => "allowed".to_string(),
-        (Network::Deny, true) => "denied (no socket but AF_UNIX)".to_string(),
-        (Network::Deny, false) => {
+    let network = match (p.network(), p.allow_tcp_connect().is_empty(), p.domains()) {
+        (Network::Allow, _, _) => "allowed".to_string(),
+        (Network::Deny, _, Some(d)) => {
+            let rules = d.rules();
+            let list = |r: &[stockade_policy::domains::HostRule]| {
+                r.iter()
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let mut text = format!(
+                "by name through the proxy on 127.0.0.1:{} ({}): allowed {}",
+                d.proxy_port(),
+                if request.promised.namespaces {
+                    "the network namespace has only loopback"
+                } else {
+                    "only the proxy's port may be connected to, on any host"
+                },
+                list(&rules.allow)
+            );
+            if !rules.deny.is_empty() {
+                text.push_str(&format!("; denied {}", list(&rules.deny)));
+            }
+            for pin in &rules.pins {
+                text.push_str(&format!("; {} resolves to {}", pin.name, pin.addr));
+            }
+            text
+        }
+        (Network::Deny, true, None) => "denied (no socket but AF_UNIX)".to_string(),
+        (Network::Deny, false, None) => {
             let ports: Vec<String> = p.allow_tcp_connect().iter().map(u16::to_string).collect();
             format!("denied, except outgoing TCP to port {}", ports.join(", "))
         }

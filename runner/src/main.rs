@@ -170,7 +170,14 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     enter_cwd(request)?;
     session::apply(request.session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
-    let landlock_abi = ruleset::restrict(policy)?;
+    // Checked only when promised: the check is a few system calls, and a runner started
+    // without the stage must not pay for it. Before the filter, which refuses the
+    // netlink socket the network namespace's check reads interfaces through.
+    let staged = request.promised.namespaces && stage::achieved(policy);
+    // With the network by name under the stage, the command's network namespace holds
+    // the network (a stage that did not run is refused below, before anything starts).
+    let netns = request.promised.namespaces && policy.domains().is_some();
+    let landlock_abi = ruleset::restrict(policy, netns)?;
     caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
     seccomp::install(&filter)?;
@@ -179,9 +186,7 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     let achieved = KernelFacts {
         landlock_abi,
         seccomp: true,
-        // Checked only when promised: the check is two system calls, and a runner
-        // started without the stage must not pay for it.
-        namespaces: request.promised.namespaces && stage::achieved(policy),
+        namespaces: staged,
     };
     judge(&Asks::of(policy), &achieved, request)
 }

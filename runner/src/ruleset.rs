@@ -11,9 +11,9 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
     PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
+use stockade_policy::Policy;
 use stockade_policy::grants::{self, Access as GrantAccess, Grant, Opened};
 use stockade_policy::hidden;
-use stockade_policy::{Network, Policy};
 
 /// The ABI whose filesystem access rights are handled (ABI 5 adds the last one,
 /// IOCTL_DEV; 6 and 7 add none).
@@ -192,13 +192,14 @@ fn abi_number(status: &LandlockStatus) -> u32 {
 /// Best effort: what an older kernel lacks is left out here and judged afterwards from
 /// the ABI it reports (`guarantees::verdict`), which refuses to run when a required
 /// guarantee is missing. A ruleset the kernel did not enforce at all is refused here.
-pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
+pub fn restrict(policy: &Policy, netns: bool) -> Result<u32, RunnerError> {
     let ll = |e: landlock::RulesetError| RunnerError::Landlock(LandlockError::Ruleset(e));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(HANDLED_ABI))
         .map_err(ll)?;
-    if policy.network() == Network::Deny {
+    let ports = policy.landlock_connect_ports(netns);
+    if ports.is_some() {
         // Handled even without allowed ports: a second lock behind the socket filter.
         ruleset = ruleset
             .handle_access(AccessNet::from_all(HANDLED_NET_ABI))
@@ -209,12 +210,10 @@ pub fn restrict(policy: &Policy) -> Result<u32, RunnerError> {
         .map_err(ll)?
         .create()
         .map_err(ll)?;
-    if policy.network() == Network::Deny {
-        for &port in policy.allow_tcp_connect() {
-            created = created
-                .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
-                .map_err(ll)?;
-        }
+    for port in ports.unwrap_or_default() {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(ll)?;
     }
     let mut tree = Tree::default();
     let carved = carved_grants(policy, &mut tree);

@@ -7,7 +7,8 @@
 //! - the root of the filesystem is mounted read-only (the stage remounts the whole tree
 //!   read-only and binds only the writable roots back);
 //! - with a pid namespace, this process is pid 2: the namespace's init (pid 1) starts
-//!   exactly one child, the runner. On the host, pid 2 is a kernel thread.
+//!   exactly one child, the runner. On the host, pid 2 is a kernel thread;
+//! - with the network by name, the network namespace has no interface but loopback.
 
 use stockade_policy::Policy;
 use stockade_policy::stage::PidMode;
@@ -19,5 +20,27 @@ pub fn achieved(policy: &Policy) -> bool {
     // SAFETY: initialised by the successful call above.
     let root_read_only = ok && unsafe { fs.assume_init() }.f_flag & libc::ST_RDONLY != 0;
     let pids_ok = policy.pids() == PidMode::Share || std::process::id() == 2;
-    root_read_only && pids_ok
+    let net_ok = policy.domains().is_none() || only_loopback();
+    root_read_only && pids_ok && net_ok
+}
+
+/// Whether this network namespace has no interface but `lo`.
+fn only_loopback() -> bool {
+    // SAFETY: if_nameindex returns an array ending in a zero entry, or null; it is read
+    // up to that entry and freed once.
+    unsafe {
+        let list = libc::if_nameindex();
+        if list.is_null() {
+            return false;
+        }
+        let mut only_lo = true;
+        let mut entry = list;
+        while (*entry).if_index != 0 {
+            let name = std::ffi::CStr::from_ptr((*entry).if_name);
+            only_lo &= name.to_bytes() == b"lo";
+            entry = entry.add(1);
+        }
+        libc::if_freenameindex(list);
+        only_lo
+    }
 }

@@ -31,6 +31,7 @@
 
 pub mod host;
 mod http;
+pub mod netns;
 mod record;
 mod relay;
 mod socks;
@@ -93,6 +94,15 @@ impl Shared {
             .record
             .refused(NetworkDenial::new(host, port, why));
     }
+}
+
+/// A free port on the host's loopback for the proxy: the kernel picks one, and it is
+/// released at once so that the proxy host can bind it when the command starts. Another
+/// process taking it in between makes that start fail (a runner failure that says so),
+/// never run the command with another listener on its proxy port.
+pub fn reserve_port() -> io::Result<u16> {
+    let probe = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+    Ok(probe.local_addr()?.port())
 }
 
 /// Stack size of a connection thread: it parses a bounded head and copies through heap

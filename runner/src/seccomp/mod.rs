@@ -366,7 +366,7 @@ fn rules(policy: &Policy) -> Vec<(i64, To<Label>)> {
             (libc::SYS_sendmmsg, To::Label(FastOpen(3))),
             (libc::SYS_setsockopt, To::Label(Setsockopt)),
         ]);
-        if !policy.allow_tcp_connect().is_empty() {
+        if policy.tcp_sockets() {
             // listen() on an unbound TCP socket binds it to a free port without the bind
             // hook Landlock's rules sit on, and then accepts connections. listen cannot
             // tell a TCP socket from a unix one, so with TCP sockets creatable it is
@@ -430,7 +430,7 @@ fn blocks(
     }
     match policy.network() {
         Network::Allow => socket.push(ret(RET_ALLOW)),
-        Network::Deny if policy.allow_tcp_connect().is_empty() => {
+        Network::Deny if !policy.tcp_sockets() => {
             socket.push((JEQ_K, unix, ALLOW, EACCES));
         }
         Network::Deny => {
@@ -449,7 +449,7 @@ fn blocks(
     if deny || !policy.allow_unix_sockets() {
         block(Socket, &socket);
     }
-    if deny && !policy.allow_tcp_connect().is_empty() {
+    if deny && policy.tcp_sockets() {
         block(
             InetSocket,
             &[

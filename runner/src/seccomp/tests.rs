@@ -110,7 +110,7 @@ fn socket_rules(policy: &Policy) -> Result<Rules, RunnerError> {
     if policy.network() == Network::Deny {
         // socketpair only ever connects a process to itself: AF_UNIX stays allowed.
         socketpair.push(rule(vec![cond(0, Len::Dword, Op::Ne, unix)?])?);
-        if policy.allow_tcp_connect().is_empty() {
+        if !policy.tcp_sockets() {
             socket.push(rule(vec![cond(0, Len::Dword, Op::Ne, unix)?])?);
         } else {
             // TCP stays creatable so that Landlock can allow the named ports (and deny
@@ -394,7 +394,7 @@ fn sealing_rules(policy: &Policy) -> Result<Rules, RunnerError> {
             libc::SYS_setsockopt,
             vec![opt(libc::TCP_FASTOPEN)?, opt(libc::TCP_FASTOPEN_CONNECT)?],
         );
-        if !policy.allow_tcp_connect().is_empty() {
+        if policy.tcp_sockets() {
             rules.insert(libc::SYS_listen, Vec::new());
         }
     }
@@ -644,6 +644,22 @@ fn socket_families_follow_the_policy() {
     assert_eq!(socket(&p, AF_INET, SOCK_DGRAM, 0), EACCES);
     assert_eq!(socket(&p, AF_INET, SOCK_STREAM, mptcp), EACCES);
     assert_eq!(socket(&p, AF_NETLINK, libc::SOCK_RAW, 0), EACCES);
+
+    // The network by name: TCP creatable to reach the proxy, exactly as with an allowed
+    // port (which port is Landlock's business, or the network namespace's).
+    let rules = stockade_policy::domains::DomainRules {
+        allow: vec![
+            stockade_policy::domains::HostRule::parse(
+                "example.org",
+                stockade_policy::domains::RuleKind::Allow,
+            )
+            .unwrap(),
+        ],
+        ..Default::default()
+    };
+    let by_name = policy(Network::Deny, &[], true).with_domains(rules, 40000);
+    assert_eq!(programs(&by_name).unwrap(), p);
+    assert_eq!(socket(&p, AF_INET, SOCK_DGRAM, 0), EACCES);
 
     let p = programs(&policy(Network::Allow, &[], false)).unwrap();
     assert_eq!(socket(&p, AF_INET, SOCK_DGRAM, 0), RET_ALLOW);
