@@ -1,0 +1,528 @@
+//! The network by name end to end: `--allow-domain` through the filtering proxy, with
+//! the namespace stage (the command's network namespace has only loopback) and without
+//! it (Landlock allows the proxy's port only).
+//!
+//! Everything stays on this machine: the test's servers listen on 127.0.0.1, names are
+//! pinned to them with `--resolve` (loopback allowed explicitly on their port), and the
+//! client inside the sandbox is the `netclient` helper, which finds the proxy through the
+//! same variables real clients read.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::process::{Command, Output};
+use support::*;
+
+/// An echo server on loopback: each connection gets back what it sends.
+fn echo_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut s = stream;
+                let mut buf = [0u8; 16 * 1024];
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 || s.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = s.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    port
+}
+
+/// An HTTP server on loopback: `/redirect` answers 302 to `http://denied.test:PORT/`,
+/// everything else 200.
+fn http_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                let _ = reader.read_line(&mut line);
+                let mut rest = String::new();
+                while reader.read_line(&mut rest).unwrap_or(0) > 2 {
+                    rest.clear();
+                }
+                let mut s = stream;
+                let answer = if line.contains("/redirect") {
+                    format!(
+                        "HTTP/1.1 302 Found\r\nLocation: http://denied.test:{port}/\r\nContent-Length: 0\r\n\r\n"
+                    )
+                } else {
+                    "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi".to_string()
+                };
+                let _ = s.write_all(answer.as_bytes());
+            });
+        }
+    });
+    port
+}
+
+/// The flags that allow `allowed.test` on `port`, pinned to loopback (allowed
+/// explicitly on that port, as a pin to a non-public address must be).
+fn allow(port: u16) -> Vec<String> {
+    vec![
+        "--allow-domain".into(),
+        format!("allowed.test:{port}"),
+        "--allow-domain".into(),
+        format!("127.0.0.1:{port}"),
+        "--resolve".into(),
+        "allowed.test=127.0.0.1".into(),
+    ]
+}
+
+/// `stockade run FLAGS -- netclient ARGS`, or with `--json`.
+fn client(fx: &Fixture, flags: &[String], json: bool, args: &[&str]) -> Command {
+    let mut all: Vec<String> = vec!["run".into()];
+    if json {
+        all.push("--json".into());
+    }
+    all.extend(flags.iter().cloned());
+    all.push("--".into());
+    all.push(bin("netclient").to_string_lossy().into_owned());
+    all.extend(args.iter().map(|a| a.to_string()));
+    fx.stockade(all)
+}
+
+fn lines(out: &Output) -> Vec<String> {
+    text(&out.stdout).lines().map(str::to_string).collect()
+}
+
+/// Both ways the network by name is held: the stage's network namespace, and the
+/// proxy-port fallback (`--no-stage`). The staged one is skipped, named, where this
+/// machine cannot make namespaces (the fallback is what runs there).
+fn fixtures(name: &str) -> Vec<(Fixture, bool)> {
+    let staged = Fixture::staged();
+    let c = staged.confine(&["--allow-domain", "example.org", "--", "true"]);
+    let netns = c["guarantees"]["domainFilter"]["status"] == "enforced";
+    // That request is never spawned: its private directory goes now.
+    let status = std::path::Path::new(c["statusPath"].as_str().unwrap());
+    let _ = std::fs::remove_dir_all(status.parent().unwrap());
+    let mut out = vec![(Fixture::new(), false)];
+    if netns {
+        out.push((staged, true));
+    } else {
+        eprintln!("SKIPPED (no namespaces here): {name} with the network namespace");
+    }
+    out
+}
+
+#[test]
+fn an_allowed_name_is_reached_over_connect_and_socks5_and_a_denied_one_is_refused_and_reported() {
+    let port = echo_server();
+    let p = port.to_string();
+    for (fx, netns) in fixtures("connect_and_socks5") {
+        let script = format!(
+            "{nc} connect allowed.test {p} hello; {nc} socks allowed.test {p} hi; \
+             {nc} connect denied.test {p} x; {nc} socks other.test {p} x; exit 3",
+            nc = bin("netclient").display()
+        );
+        let mut flags = allow(port);
+        flags.extend(["--".into(), "sh".into(), "-c".into(), script]);
+        let mut all = vec!["run".to_string()];
+        all.extend(flags);
+        let out = fx.stockade(&all).output().unwrap();
+        assert_code(&out, 3);
+        assert_eq!(
+            lines(&out),
+            ["200 echo hello", "0 echo hi", "403", "2"],
+            "netns {netns}: {}",
+            text(&out.stderr)
+        );
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "[sandbox: network access to denied.test:{p} denied]"
+            )) && err.contains(&format!(
+                "[sandbox: network access to other.test:{p} denied]"
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("file access denied"), "{err}");
+        assert!(
+            !err.contains("allowed.test:"),
+            "an allowed host is not reported: {err}"
+        );
+
+        // The same in --json: network.denied, and no file denial.
+        let (out, json) = run_json(&mut client(
+            &fx,
+            &allow(port),
+            true,
+            &["connect", "denied.test", &p, "x"],
+        ));
+        assert_code(&out, 0);
+        assert_eq!(
+            json["network"]["denied"],
+            serde_json::json!([{"host": "denied.test", "port": port, "reason": "not-allowed"}]),
+            "{json}"
+        );
+        assert_eq!(json["network"]["moreDenied"], false);
+        assert_eq!(json["sandbox"]["denied"], false);
+    }
+}
+
+#[test]
+fn ip_literals_and_names_that_resolve_to_loopback_are_refused_unless_allowed() {
+    let port = echo_server();
+    let p = port.to_string();
+    let fx = Fixture::new();
+    // No address rule: the literal is refused, and `localhost` (which the proxy resolves
+    // from the hosts file, to loopback) too.
+    let flags: Vec<String> = ["--allow-domain", &format!("localhost:{p}")]
+        .map(String::from)
+        .to_vec();
+    let (_, json) = run_json(&mut client(
+        &fx,
+        &flags,
+        true,
+        &["connect", "127.0.0.1", &p, "x"],
+    ));
+    assert_eq!(json["stdout"]["text"], "403\n", "{json}");
+    assert_eq!(
+        json["network"]["denied"][0]["reason"], "ip-literal",
+        "{json}"
+    );
+    let (_, json) = run_json(&mut client(
+        &fx,
+        &flags,
+        true,
+        &["connect", "localhost", &p, "x"],
+    ));
+    assert_eq!(json["stdout"]["text"], "403\n", "{json}");
+    assert_eq!(
+        json["network"]["denied"][0]["reason"], "loopback-address",
+        "{json}"
+    );
+    // Controls: loopback allowed explicitly on that port.
+    let mut flags = flags;
+    flags.extend(["--allow-domain".into(), format!("127.0.0.0/8:{p}")]);
+    for host in ["127.0.0.1", "localhost"] {
+        let (_, json) = run_json(&mut client(&fx, &flags, true, &["connect", host, &p, "ok"]));
+        assert_eq!(json["stdout"]["text"], "200 echo ok\n", "{host}: {json}");
+        assert_eq!(json["network"]["denied"], serde_json::json!([]));
+    }
+}
+
+#[test]
+fn a_redirect_to_a_denied_name_is_refused() {
+    let port = http_server();
+    let url = format!("http://allowed.test:{port}/");
+    let fx = Fixture::new();
+    let out = client(&fx, &allow(port), false, &["get", &url])
+        .output()
+        .unwrap();
+    assert_eq!(lines(&out), ["200"], "{}", text(&out.stderr));
+    let redirect = format!("http://allowed.test:{port}/redirect");
+    let out = client(&fx, &allow(port), false, &["get", &redirect, "follow"])
+        .output()
+        .unwrap();
+    assert_eq!(lines(&out), ["302", "403"], "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "[sandbox: network access to denied.test:{port} denied]"
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_direct_connection_around_the_proxy_is_refused() {
+    let port = echo_server();
+    let p = port.to_string();
+    for (fx, netns) in fixtures("around_the_proxy") {
+        let out = client(&fx, &allow(port), false, &["direct", &p])
+            .output()
+            .unwrap();
+        // Without the namespace Landlock refuses every port but the proxy's; in the
+        // namespace, its loopback has nothing on that port (the server is on the host's).
+        let want = if netns {
+            "errno ECONNREFUSED"
+        } else {
+            "errno EACCES"
+        };
+        assert_eq!(lines(&out), [want], "netns {netns}: {}", text(&out.stderr));
+        // Control: the same server through the proxy.
+        let out = client(
+            &fx,
+            &allow(port),
+            false,
+            &["connect", "allowed.test", &p, "x"],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(lines(&out), ["200 echo x"], "netns {netns}");
+    }
+    // Control: with the network allowed the direct connection works.
+    let fx = Fixture::new();
+    let flags = ["--network".to_string(), "allow".to_string()];
+    let out = client(&fx, &flags, false, &["direct", &p])
+        .output()
+        .unwrap();
+    assert_eq!(lines(&out), ["ok"]);
+}
+
+#[test]
+fn many_parallel_connections_each_get_their_own_bytes() {
+    let port = echo_server();
+    for (fx, netns) in fixtures("parallel") {
+        let out = client(
+            &fx,
+            &allow(port),
+            false,
+            &["parallel", "64", "allowed.test", &port.to_string()],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(
+            lines(&out),
+            ["ok 64"],
+            "netns {netns}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn bad_input_to_the_proxy_is_answered_without_affecting_other_connections() {
+    let port = echo_server();
+    for (fx, netns) in fixtures("bad_input") {
+        let out = client(
+            &fx,
+            &allow(port),
+            false,
+            &["abuse", "allowed.test", &port.to_string()],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(
+            lines(&out),
+            ["garbage 400", "oversized 431", "good 200 echo still served"],
+            "netns {netns}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            !text(&out.stderr).contains("[sandbox: network access"),
+            "malformed requests are not recorded: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+/// The proxy's port, from the `HTTP_PROXY` a command printed.
+fn proxy_port(printed: &str) -> u16 {
+    printed
+        .lines()
+        .find_map(|l| l.strip_prefix("HTTP_PROXY=http://127.0.0.1:"))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP_PROXY in {printed:?}"))
+}
+
+#[test]
+fn the_command_gets_the_proxy_variables_and_the_proxy_is_gone_when_it_ends() {
+    let fx = Fixture::new();
+    let out = fx
+        .stockade(["run", "--allow-domain", "example.org", "--", "env"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let env = text(&out.stdout);
+    let port = proxy_port(&env);
+    for var in [
+        format!("http_proxy=http://127.0.0.1:{port}"),
+        format!("HTTPS_PROXY=http://127.0.0.1:{port}"),
+        format!("https_proxy=http://127.0.0.1:{port}"),
+        format!("ALL_PROXY=socks5h://127.0.0.1:{port}"),
+        "NO_PROXY=".into(),
+        "no_proxy=".into(),
+    ] {
+        assert!(env.lines().any(|l| l == var), "{var} missing from {env}");
+    }
+    // The proxy lived on the host's loopback for the command (no namespace here), and
+    // nothing listens there any more.
+    let gone = TcpStream::connect(("127.0.0.1", port));
+    assert_eq!(
+        gone.map(drop).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionRefused)
+    );
+    assert!(fixture_processes(&fx.tag).is_empty());
+    // Control: while the command runs, the proxy does listen there.
+    let script = "env; sleep 0.2; echo done";
+    let child = fx
+        .stockade([
+            "run",
+            "--allow-domain",
+            "example.org",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.unwrap());
+    let mut printed = String::new();
+    let mut line = String::new();
+    while reader.read_line(&mut line).unwrap() > 0 && !line.starts_with("HTTP_PROXY=") {
+        line.clear();
+    }
+    printed.push_str(&line);
+    let port = proxy_port(&printed);
+    assert!(TcpStream::connect(("127.0.0.1", port)).is_ok());
+    let mut rest = String::new();
+    reader.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("done"));
+}
+
+#[test]
+fn on_the_confine_path_the_proxy_lives_and_dies_with_the_spawned_argv() {
+    let port = echo_server();
+    let p = port.to_string();
+    for (fx, netns) in fixtures("confine_path") {
+        let mut args: Vec<String> = allow(port);
+        args.extend([
+            "--".into(),
+            bin("netclient").to_string_lossy().into_owned(),
+            "connect".into(),
+            "denied.test".into(),
+            p.clone(),
+            "x".into(),
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let c = fx.confine(&args);
+        let argv = confined_argv(&c);
+        assert!(argv[1] == "__proxy", "{argv:?}");
+        let report = &c["guarantees"]["domainFilter"];
+        if netns {
+            assert_eq!(report["status"], "enforced", "{c}");
+        } else {
+            assert_eq!(report["status"], "unavailable", "{c}");
+            assert!(report["note"].as_str().unwrap().contains("any host"), "{c}");
+            assert_eq!(c["guarantees"]["network"]["status"], "enforced");
+        }
+        let out = spawn_argv(&c);
+        assert_code(&out, 0);
+        assert_eq!(lines(&out), ["403"], "{}", text(&out.stderr));
+        // classify reads the proxy's record, and the outcome stays the command's.
+        let dir = fx.outside.join("c.json");
+        std::fs::write(&dir, c.to_string()).unwrap();
+        let verdict = fx
+            .stockade([
+                "classify",
+                "--confined",
+                dir.to_str().unwrap(),
+                "--exit-code",
+                "0",
+            ])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&verdict.stdout).unwrap();
+        assert_eq!(v["outcome"], "ok", "{v}");
+        assert_eq!(v["network"]["denied"][0]["host"], "denied.test", "{v}");
+        let private = std::path::Path::new(c["statusPath"].as_str().unwrap())
+            .parent()
+            .unwrap();
+        assert!(
+            !private.exists(),
+            "classify removes the private directory, record included: {:?}",
+            std::fs::read_dir(private)
+                .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+        );
+    }
+}
+
+#[test]
+fn killing_the_proxy_host_ends_the_command() {
+    let fx = Fixture::new();
+    let tag = unique_tag("killed-host");
+    let c = fx.confine(&[
+        "--allow-domain",
+        "example.org",
+        "--env",
+        &format!("KILLED_HOST={tag}"),
+        "--",
+        "sleep",
+        "600",
+    ]);
+    let argv = confined_argv(&c);
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the command itself runs (it carries the tag in its environment).
+    for _ in 0..6000 {
+        if tagged_processes(&tag)
+            .iter()
+            .any(|(_, cmd)| cmd.starts_with("sleep"))
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for _ in 0..6000 {
+        if tagged_processes(&tag).is_empty() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    panic!(
+        "the command outlived its proxy host: {:?}",
+        tagged_processes(&tag)
+    );
+}
+
+#[test]
+fn bad_network_flags_are_refused_naming_them_and_nothing_runs() {
+    let fx = Fixture::new();
+    for (flags, names) in [
+        (&["--allow-domain", "a.*.org"][..], "--allow-domain"),
+        (&["--allow-domain", "example.org:0"], "--allow-domain"),
+        (&["--deny-domain", "[fd00::1"], "--deny-domain"),
+        (&["--resolve", "a.test"], "--resolve"),
+        (
+            &["--allow-domain", "a.test", "--resolve", "a.test=127.0.0.1"],
+            "--allow-domain 127.0.0.1",
+        ),
+        (
+            &["--allow-domain", "a.test", "--resolve", "b.test=192.0.2.1"],
+            "--resolve b.test",
+        ),
+        (&["--deny-domain", "a.test"], "--deny-domain"),
+        (
+            &["--allow-domain", "a.test", "--allow-tcp-connect", "22"],
+            "--allow-tcp-connect",
+        ),
+        (
+            &["--allow-domain", "a.test", "--network", "allow"],
+            "--network allow",
+        ),
+        (
+            &["--mode", "danger-full-access", "--allow-domain", "a.test"],
+            "--allow-domain",
+        ),
+    ] {
+        let mut args = vec!["run"];
+        args.extend(flags);
+        args.extend(["--", "touch", "ran"]);
+        let out = fx.stockade(&args).output().unwrap();
+        assert_code(&out, 125);
+        let err = text(&out.stderr);
+        assert!(
+            err.starts_with("stockade: ") && err.contains(names),
+            "{flags:?}: {err}"
+        );
+        assert!(!fx.ws.join("ran").exists(), "{flags:?} ran the command");
+    }
+}
