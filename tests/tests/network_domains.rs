@@ -356,7 +356,7 @@ fn the_command_gets_the_proxy_variables_and_the_proxy_is_gone_when_it_ends() {
     assert!(fixture_processes(&fx.tag).is_empty());
     // Control: while the command runs, the proxy does listen there.
     let script = "env; sleep 0.2; echo done";
-    let child = fx
+    let mut child = fx
         .stockade([
             "run",
             "--allow-domain",
@@ -369,7 +369,7 @@ fn the_command_gets_the_proxy_variables_and_the_proxy_is_gone_when_it_ends() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut reader = BufReader::new(child.stdout.unwrap());
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
     let mut printed = String::new();
     let mut line = String::new();
     while reader.read_line(&mut line).unwrap() > 0 && !line.starts_with("HTTP_PROXY=") {
@@ -381,6 +381,7 @@ fn the_command_gets_the_proxy_variables_and_the_proxy_is_gone_when_it_ends() {
     let mut rest = String::new();
     reader.read_to_string(&mut rest).unwrap();
     assert!(rest.contains("done"));
+    assert!(child.wait().unwrap().success());
 }
 
 #[test]
