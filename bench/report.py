@@ -220,6 +220,33 @@ if not json_ok:
 w("")
 
 
+# 4b. The network by name
+if "proxy_direct_mibs" in facts:
+    w("## 3b. The network by name: 100 MiB through the filtering proxy")
+    w("")
+    w("`bench/proxy-throughput`: curl inside `stockade run` downloads 100 MiB from a "
+      "server on 127.0.0.1, 9 interleaved rounds; the rate is curl's own "
+      "(`%{speed_download}`), so start-up is not in it. Target: at least 80% of direct.")
+    w("")
+    w("| path | MiB/s (median) | share of direct |")
+    w("|---|---|---|")
+    for key, label in [("direct", "direct (`--network allow`)"),
+                       ("tunnel", "CONNECT tunnel, network namespace (`--allow-domain`)"),
+                       ("tunnel_nostage", "CONNECT tunnel, no stage (proxy on the host's loopback)"),
+                       ("forward", "plain HTTP forwarded by the proxy")]:
+        if f"proxy_{key}_mibs" in facts:
+            w(f"| {label} | {facts[f'proxy_{key}_mibs']} | {facts.get(f'proxy_{key}_share', '?')} |")
+    w("")
+    w("On loopback every byte crosses the TCP stack twice through the proxy (server to "
+      "proxy, proxy to client) instead of once, and the proxy copies it in and out: the "
+      "share measures that CPU cost on this machine's cores, not a network's bandwidth. "
+      "The start-up of a run with an allow-list is the `--allow-domain` row of section 2.")
+    w("")
+elif "proxy_error" in facts:
+    w(f"## 3b. The network by name: not measured ({facts['proxy_error']})")
+    w("")
+
+
 def kib(k):
     return f"{int(k) / 1024:.1f} MiB"
 
