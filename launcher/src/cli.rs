@@ -109,6 +109,12 @@ pub struct PolicyArgs {
     /// is reachable).
     #[arg(long = "allow-tcp-connect", value_name = "PORT")]
     pub allow_tcp_connect: Vec<u16>,
+    /// With the network denied, let the command resolve names: TCP to port 53 (of any
+    /// host) and RES_OPTIONS=use-vc, so that the C library's resolver asks over TCP
+    /// (needs Landlock ABI 4; UDP stays refused; resolvers that never use TCP, such as
+    /// musl's and Go's own, still fail).
+    #[arg(long = "allow-dns")]
+    pub allow_dns: bool,
     /// Allow creating unix sockets, which can reach services outside the sandbox (a
     /// D-Bus, systemd or docker socket). socketpair is always allowed.
     #[arg(long = "allow-unix-sockets")]
@@ -215,6 +221,7 @@ impl PolicyArgs {
             },
             // Reserved by `confine`, which knows whether a proxy runs at all.
             proxy_port: None,
+            allow_dns: self.allow_dns,
         }
     }
 }
@@ -400,6 +407,7 @@ use --mode workspace-write or drop it"
                     ("--writable", !self.writable.is_empty()),
                     ("--network", self.network.is_some()),
                     ("--allow-tcp-connect", !self.allow_tcp_connect.is_empty()),
+                    ("--allow-dns", self.allow_dns),
                     ("--allow-unix-sockets", self.allow_unix_sockets),
                     ("--keep-fd", !self.keep_fd.is_empty()),
                     ("--hide", !self.hide.is_empty()),

@@ -139,6 +139,7 @@ pub fn confine_inheriting(
         policy.proxy_port = Some(proxy::reserve_port().map_err(LauncherError::ProxyPort)?);
     }
     let resolved = policy.resolve(&cwd, tmpdir, &invoker)?;
+    let allow_dns = resolved.allow_dns();
     let proxy_port = resolved.domains().map(|d| d.proxy_port());
     let asks = Asks::of(&resolved);
     let facts = probe::kernel_facts(&asks);
@@ -201,6 +202,21 @@ pub fn confine_inheriting(
         };
         target.retain(|(k, _)| !vars.iter().any(|(name, _)| name == k));
         target.extend(vars);
+    }
+    if allow_dns {
+        // The C library's resolver asks over UDP unless told otherwise, and UDP is
+        // refused: `use-vc` makes it use TCP, which port 53 is allowed for.
+        let target = match inherit.env.as_mut() {
+            Some(inherited) => &mut inherited.set,
+            None => &mut env,
+        };
+        let was = stockade_policy::environment::lookup(target, "RES_OPTIONS").cloned();
+        let mut value = OsString::from("use-vc");
+        if let Some(was) = was.filter(|w| !w.is_empty()) {
+            value = [was, value].join(std::ffi::OsStr::new(" "));
+        }
+        target.retain(|(k, _)| k != "RES_OPTIONS");
+        target.push(("RES_OPTIONS".into(), value));
     }
     let env = if inherit.env.is_some() {
         Vec::new()

@@ -117,7 +117,8 @@ impl Asks {
         Asks {
             mode: policy.mode,
             network: policy.network,
-            tcp_connect: policy.network == Network::Deny && !policy.allow_tcp_connect.is_empty(),
+            tcp_connect: policy.network == Network::Deny
+                && (!policy.allow_tcp_connect.is_empty() || policy.allow_dns),
             domains: policy.domains.is_some(),
             allow_unix_sockets: policy.allow_unix_sockets,
             protect: if policy.protect_explicit {

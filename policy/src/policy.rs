@@ -16,6 +16,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+/// The port `--allow-dns` opens (TCP).
+pub const DNS_PORT: u16 = 53;
+
 /// The shared scratch directory granted to `workspace-write` commands.
 pub const SHARED_TMP: &str = "/tmp";
 
@@ -116,6 +119,9 @@ pub struct PolicyRequest {
     /// The loopback port the launcher reserved for the proxy; required with `domains`
     /// (the launcher finds a free one: it is not the caller's choice).
     pub proxy_port: Option<u16>,
+    /// `--allow-dns`: with the network denied, name resolution over TCP port 53 (see
+    /// [`Policy::allow_dns`]).
+    pub allow_dns: bool,
 }
 
 /// A resolved policy: every path absolute, canonical and known to exist as a directory
@@ -182,6 +188,8 @@ pub struct Policy {
     /// The network by name: present when the command reaches the network only through
     /// the filtering proxy.
     pub(crate) domains: Option<DomainPolicy>,
+    /// Whether TCP port 53 may be connected to, for name resolution over TCP.
+    pub(crate) allow_dns: bool,
 }
 
 /// Read access to a resolved policy (see the fields for what each means).
@@ -267,12 +275,20 @@ impl Policy {
         self.domains.as_ref()
     }
 
+    /// `--allow-dns`: with the network denied, TCP connects to port 53 are allowed (on
+    /// any host: a Landlock port rule names no address), and the launcher sets
+    /// `RES_OPTIONS=use-vc` so that the C library's resolver asks over TCP. UDP stays
+    /// refused: no rule can limit it to a port or a host.
+    pub fn allow_dns(&self) -> bool {
+        self.allow_dns
+    }
+
     /// Whether TCP sockets must stay creatable while the network is denied: for the
     /// allowed ports, or to reach the proxy. Every other family, type and protocol is
     /// refused either way.
     pub fn tcp_sockets(&self) -> bool {
         self.network == Network::Deny
-            && (!self.allow_tcp_connect.is_empty() || self.domains.is_some())
+            && (!self.allow_tcp_connect.is_empty() || self.domains.is_some() || self.allow_dns)
     }
 
     /// The TCP ports Landlock lets the command connect to, with every other connect and
@@ -288,7 +304,13 @@ impl Policy {
             (Network::Allow, _) => None,
             (Network::Deny, Some(_)) if netns => None,
             (Network::Deny, Some(d)) => Some(vec![d.proxy_port]),
-            (Network::Deny, None) => Some(self.allow_tcp_connect.clone()),
+            (Network::Deny, None) => {
+                let mut ports = self.allow_tcp_connect.clone();
+                if self.allow_dns && !ports.contains(&DNS_PORT) {
+                    ports.push(DNS_PORT);
+                }
+                Some(ports)
+            }
         }
     }
 }
@@ -324,6 +346,7 @@ impl Policy {
             stage: false,
             keep_capabilities: Vec::new(),
             domains: None,
+            allow_dns: false,
         }
     }
     /// Network by name through a proxy on `proxy_port` (the network is then denied).
@@ -440,6 +463,9 @@ pub enum PolicyError {
     DomainsWithTcpPorts,
     /// Domain rules without the port the launcher reserves for the proxy.
     ProxyPortMissing,
+    /// `--allow-dns` with `--network allow`, or with `--allow-domain` (whose proxy
+    /// resolves names itself).
+    DnsWithoutDeniedNetwork { with: &'static str },
 }
 
 impl fmt::Display for PolicyError {
@@ -504,6 +530,10 @@ impl fmt::Display for PolicyError {
             ),
             PolicyError::DomainsWithTcpPorts => f.write_str(
                 "--allow-tcp-connect lets the command reach every host on that port, around the --allow-domain list; use one of them (a port of an allowed host is --allow-domain HOST:PORT)",
+            ),
+            PolicyError::DnsWithoutDeniedNetwork { with } => write!(
+                f,
+                "--allow-dns has no effect with {with}; drop one of them"
             ),
             PolicyError::ProxyPortMissing => {
                 f.write_str("no port was reserved for the network proxy")
@@ -587,6 +617,7 @@ impl PolicyRequest {
             keep_capabilities: Vec::new(),
             domains: DomainRules::default(),
             proxy_port: None,
+            allow_dns: false,
         }
     }
 
@@ -721,6 +752,18 @@ impl PolicyRequest {
             return Err(PolicyError::TcpPortsWithNetworkAllowed);
         }
         let domains = self.resolve_domains(network, &allow_tcp_connect)?;
+        if self.mode.is_confined() && self.allow_dns {
+            if network == Network::Allow {
+                return Err(PolicyError::DnsWithoutDeniedNetwork {
+                    with: "--network allow (every port is reachable)",
+                });
+            }
+            if domains.is_some() {
+                return Err(PolicyError::DnsWithoutDeniedNetwork {
+                    with: "--allow-domain (the proxy resolves the names its clients ask for)",
+                });
+            }
+        }
         // Protection only means something where the command can write: the workspace and
         // the extra roots (not the shared /tmp or $TMPDIR, which are no repositories).
         let protect_roots: Vec<PathBuf> = if self.mode == Mode::WorkspaceWrite {
@@ -816,6 +859,7 @@ impl PolicyRequest {
             stage,
             keep_capabilities,
             domains,
+            allow_dns: self.mode.is_confined() && self.allow_dns,
         };
         if self.mode.is_confined() {
             policy.hidden = self.resolve_hidden(cwd, &policy, invoker)?;

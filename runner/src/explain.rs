@@ -210,10 +210,21 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
             }
             text
         }
-        (Network::Deny, true, None) => "denied (no socket but AF_UNIX)".to_string(),
-        (Network::Deny, false, None) => {
-            let ports: Vec<String> = p.allow_tcp_connect().iter().map(u16::to_string).collect();
-            format!("denied, except outgoing TCP to port {}", ports.join(", "))
+        (Network::Deny, true, None) if !p.allow_dns() => {
+            "denied (no socket but AF_UNIX)".to_string()
+        }
+        (Network::Deny, _, None) => {
+            let ports: Vec<String> = p
+                .landlock_connect_ports(false)
+                .unwrap_or_default()
+                .iter()
+                .map(u16::to_string)
+                .collect();
+            let mut text = format!("denied, except outgoing TCP to port {}", ports.join(", "));
+            if p.allow_dns() {
+                text.push_str(" (53: name resolution over TCP, RES_OPTIONS=use-vc)");
+            }
+            text
         }
     };
     let _ = writeln!(w, "network:     {network}");
