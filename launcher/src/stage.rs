@@ -1246,10 +1246,25 @@ mod tests {
             keep_capabilities: CapabilitySet::of(&[Capability::Fowner, Capability::Chown]),
             ..Watch::default()
         };
-        let argv = argv(&MountPlan::default(), &watch, "/l", &["/r".into()]);
+        let net = NetProxy {
+            channel: 3,
+            port: 40000,
+        };
+        let argv = argv(
+            &MountPlan::default(),
+            &watch,
+            Some(net),
+            "/l",
+            &["/r".into()],
+        );
         let args: Vec<OsString> = argv[2..].iter().map(OsString::from).collect();
-        let (_, parsed, runner) = parse(&args).unwrap();
+        let (_, parsed, parsed_net, runner) = parse(&args).unwrap();
         assert_eq!(parsed, watch);
+        assert_eq!(
+            parsed_net,
+            Some(net),
+            "the network namespace's proxy round trips too"
+        );
         assert_eq!(runner, [OsString::from("/r")]);
         // Only names of the allow-list: anything else is refused, not dropped.
         let bad: Vec<OsString> = ["--keep-capability", "CAP_SYS_ADMIN", "--", "/r"]
