@@ -442,6 +442,35 @@ fn on_the_confine_path_the_proxy_lives_and_dies_with_the_spawned_argv() {
 }
 
 #[test]
+fn an_inherited_environment_gets_the_proxy_variables_over_the_spawners() {
+    let fx = Fixture::new();
+    let c = fx.confine(&[
+        "--inherit-env",
+        "--allow-domain",
+        "example.org",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$HTTPS_PROXY $no_proxy|\"",
+    ]);
+    let argv = confined_argv(&c);
+    // The executor's own proxy settings would lead around the sandbox's proxy.
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .env("HTTPS_PROXY", "http://proxy.corp.example:3128")
+        .env("no_proxy", "*")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let printed = text(&out.stdout);
+    assert!(
+        printed.starts_with("http://127.0.0.1:") && printed.ends_with(" |\n"),
+        "{printed:?}"
+    );
+}
+
+#[test]
 fn killing_the_proxy_host_ends_the_command() {
     let fx = Fixture::new();
     let tag = unique_tag("killed-host");
