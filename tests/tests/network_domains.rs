@@ -471,6 +471,30 @@ fn an_inherited_environment_gets_the_proxy_variables_over_the_spawners() {
 }
 
 #[test]
+fn a_proxy_port_taken_since_confine_is_a_runner_failure_and_nothing_runs() {
+    let fx = Fixture::new();
+    let c = fx.confine(&["--allow-domain", "example.org", "--", "touch", "ran"]);
+    let argv = confined_argv(&c);
+    let port = argv
+        .iter()
+        .position(|a| a == "--listen")
+        .map(|i| argv[i + 1].clone())
+        .expect("the fallback's proxy host listens on the host's loopback");
+    // Someone else listens there now.
+    let _squatter = TcpListener::bind(format!("127.0.0.1:{port}")).unwrap();
+    let out = spawn_argv(&c);
+    assert_code(&out, 125);
+    let line = runner_failure_line(&out);
+    let tag = c["runnerFailureRules"][0]["fatalSignatures"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(line.starts_with(&tag), "tagged like the runner's: {line}");
+    assert!(line.contains(&format!("127.0.0.1:{port}")), "{line}");
+    assert!(!fx.ws.join("ran").exists());
+}
+
+#[test]
 fn killing_the_proxy_host_ends_the_command() {
     let fx = Fixture::new();
     let tag = unique_tag("killed-host");
