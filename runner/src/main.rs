@@ -1,10 +1,11 @@
 //! `stockade-runner`: consumes one launch request, confines itself, and execs the target.
 //!
 //! Order: consume request (its bytes must have the digest given as `--sha256`) -> open
-//! status file -> refuse danger-full-access -> build the
-//! seccomp filter (a filter that cannot be built fails before anything changes) ->
-//! chdir(cwd) -> new session (stdin a terminal, not a group leader) -> no_new_privs ->
-//! Landlock -> drop capabilities (all but those the policy keeps) -> inherited fds marked close-on-exec -> install the
+//! status file -> refuse danger-full-access -> build the seccomp filter, which keeps
+//! signals from the parent and its group (a filter that cannot be built fails before
+//! anything changes) -> chdir(cwd) -> new session (as the request says; decided before
+//! the filter is built) -> no_new_privs -> Landlock -> drop capabilities (all but those
+//! the policy keeps) -> inherited fds marked close-on-exec -> install the
 //! filter (last: it filters what the steps before use) -> judge what the kernel gave
 //! against what was reported -> `confined` status record -> execve. A failure after the
 //! status file is open also writes a `failed` record (see status.rs). The status file
@@ -166,9 +167,11 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     if !policy.mode().is_confined() {
         return Err(RunnerError::Unconfined);
     }
-    let filter = seccomp::program(policy)?;
+    let new_session = session::starts_new(request.session);
+    // Who is outside is known now, before the session changes: the parent and its group.
+    let filter = seccomp::program(policy, &seccomp::Outside::of_parent(new_session))?;
     enter_cwd(request)?;
-    session::apply(request.session)?;
+    session::apply(new_session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
     // Checked only when promised: the check is a few system calls, and a runner started
     // without the stage must not pay for it. Before the filter, which refuses the

@@ -7,16 +7,22 @@ use crate::error::RunnerError;
 use nix::unistd::{getpgrp, getpid, isatty, setsid};
 use stockade_policy::session::RunnerSession;
 
-/// Starts a new session if `rule` says so.
-pub fn apply(rule: RunnerSession) -> Result<(), RunnerError> {
-    let new = match rule {
+/// Whether `rule` starts a new session here. Decided before anything changes: the
+/// seccomp filter, built first, needs to know whether the command will share its
+/// parent's process group.
+pub fn starts_new(rule: RunnerSession) -> bool {
+    match rule {
         RunnerSession::New => true,
         RunnerSession::Keep => false,
         // A leader cannot start a session; its spawner put it there on purpose.
         RunnerSession::WhenTerminal => {
             isatty(std::io::stdin()).unwrap_or(false) && getpgrp() != getpid()
         }
-    };
+    }
+}
+
+/// Starts a new session if [`starts_new`] said so.
+pub fn apply(new: bool) -> Result<(), RunnerError> {
     if new {
         setsid().map_err(|e| RunnerError::Setsid(e.into()))?;
     }

@@ -12,9 +12,10 @@
 //!    back to clone, whose flags it can);
 //! 2. a binary search over the system call numbers that have a rule, each leading to an
 //!    answer or to a short block that checks its arguments: the privileged escape
-//!    hatches are answered EPERM ("operation not permitted"); `socket` and `socketpair`
-//!    of a family the policy denies EACCES ("permission denied", which `socket(2)`
-//!    documents for a denied family or type);
+//!    hatches are answered EPERM ("operation not permitted"), and so are signals to
+//!    the processes outside the command that [`Outside`] names; `socket` and
+//!    `socketpair` of a family the policy denies EACCES ("permission denied", which
+//!    `socket(2)` documents for a denied family or type);
 //! 3. allow, for every other call.
 //!
 //! Both errnos appear in the ConfinedArgv `denialSignatures`.
@@ -28,6 +29,7 @@
 //! by call in the unit tests.
 
 mod bpf;
+mod signals;
 #[cfg(test)]
 mod tests;
 
@@ -38,6 +40,8 @@ use bpf::{
 };
 use seccompiler::BpfProgram;
 use stockade_policy::{Mode, Network, Policy};
+
+pub use signals::Outside;
 
 #[cfg(target_arch = "x86_64")]
 mod arch {
@@ -83,6 +87,16 @@ enum Label {
     IoprioOfSelf,
     /// EPERM when the flags in this argument ask for TCP Fast Open.
     FastOpen(u32),
+    /// EPERM when the pid in the first argument names a process outside (see
+    /// [`Outside`]): the signal calls. Loads it for [`Label::Targets`].
+    SignalTarget,
+    /// EPERM when the accumulator holds a pid outside, allow otherwise.
+    Targets,
+    /// `fcntl(F_SETOWN)` to a process outside, or `F_SETOWN_EX` (whose pid is in memory):
+    /// the owner of a descriptor is sent SIGIO, or the signal F_SETSIG names, on I/O.
+    Fcntl,
+    /// `setpgid` into the parent's process group, where `kill(0, ...)` would reach it.
+    Setpgid,
     /// `setsockopt(IPPROTO_TCP, TCP_FASTOPEN or TCP_FASTOPEN_CONNECT)`.
     Setsockopt,
 }
@@ -114,6 +128,10 @@ fn guard(code: &mut Asm) {
 
 const TIOCSTI: u32 = 0x5412;
 const TIOCLINUX: u32 = 0x541C;
+/// The socket ioctls that set a descriptor's owner (as `F_SETOWN` does), from a pid in
+/// memory the filter cannot read: refused.
+const FIOSETOWN: u32 = 0x8901;
+const SIOCSPGRP: u32 = 0x8902;
 /// `personality(0xffffffff)` only queries the persona.
 const PERSONALITY_QUERY: u32 = 0xffff_ffff;
 const NAMESPACE_FLAGS: [u64; 7] = [
@@ -321,7 +339,7 @@ const IPC: &[i64] = &[
 const IOPRIO_WHO_PROCESS: u32 = 1;
 
 /// Which system calls have a rule under `policy`, and where each one goes.
-fn rules(policy: &Policy) -> Vec<(i64, To<Label>)> {
+fn rules(policy: &Policy, outside: &Outside) -> Vec<(i64, To<Label>)> {
     let eperm = |list: &[i64]| list.iter().map(|&nr| (nr, EPERM)).collect::<Vec<_>>();
     let mut rules: Vec<(i64, To<Label>)> = eperm(DENIED);
     rules.extend([
@@ -353,6 +371,7 @@ fn rules(policy: &Policy) -> Vec<(i64, To<Label>)> {
     ]);
     rules.extend(eperm(OTHER_PROCESSES));
     rules.extend(eperm(IPC));
+    rules.extend(signals::rules(outside));
     if policy.network() == Network::Deny || !policy.allow_unix_sockets() {
         rules.push((libc::SYS_socket, To::Label(Socket)));
     }
@@ -382,6 +401,7 @@ fn rules(policy: &Policy) -> Vec<(i64, To<Label>)> {
 /// decision tree; a block only jumps to blocks after it).
 fn blocks(
     policy: &Policy,
+    outside: &Outside,
     code: &mut Asm,
     labels: &mut Vec<(Label, usize)>,
     used: &mut Vec<Label>,
@@ -420,7 +440,11 @@ fn blocks(
     if policy.mode() == Mode::ReadOnly {
         ioctl.extend(SETATTR_IOCTLS.map(|cmd| (JEQ_K, cmd, EPERM, To::Next)));
     }
-    ioctl.push((JEQ_K, TIOCLINUX, EPERM, ALLOW));
+    ioctl.extend([
+        (JEQ_K, FIOSETOWN, EPERM, To::Next),
+        (JEQ_K, SIOCSPGRP, EPERM, To::Next),
+        (JEQ_K, TIOCLINUX, EPERM, ALLOW),
+    ]);
     block(Ioctl, &ioctl);
     let unix = libc::AF_UNIX as u32;
     // socket(family, type, protocol): the family is an int.
@@ -517,6 +541,14 @@ fn blocks(
             ],
         );
     }
+    if let Some(group) = outside.parent_group {
+        block(Setpgid, &signals::setpgid(group));
+    }
+    // fcntl checks its owner argument with the compares the signal calls use, which
+    // come after both.
+    block(Fcntl, &signals::fcntl());
+    block(SignalTarget, &signals::signal_target());
+    block(Targets, &signals::targets(&outside.targets()));
     // Last: classic BPF only jumps forwards.
     block(Allow, &[ret(RET_ALLOW)]);
     block(Eperm, &[ret(ret_errno(libc::EPERM))]);
@@ -525,10 +557,11 @@ fn blocks(
     block(Enosys, &[ret(ret_errno(libc::ENOSYS))]);
 }
 
-/// The one filter `policy` needs, built before anything is applied so that a filter
-/// that cannot be built fails the run before it changes the process.
-pub fn program(policy: &Policy) -> Result<BpfProgram, RunnerError> {
-    let mut keys: Vec<(u32, To<Label>)> = rules(policy)
+/// The one filter `policy` needs, keeping signals from the processes `outside` names;
+/// built before anything is applied so that a filter that cannot be built fails the run
+/// before it changes the process.
+pub fn program(policy: &Policy, outside: &Outside) -> Result<BpfProgram, RunnerError> {
+    let mut keys: Vec<(u32, To<Label>)> = rules(policy, outside)
         .into_iter()
         .map(|(nr, to)| (nr as u32, to))
         .collect();
@@ -548,7 +581,7 @@ pub fn program(policy: &Policy) -> Result<BpfProgram, RunnerError> {
         })
         .collect();
     let mut labels = Vec::new();
-    blocks(policy, &mut code, &mut labels, &mut used);
+    blocks(policy, outside, &mut code, &mut labels, &mut used);
     bpf::assemble(&code, &labels).ok_or(RunnerError::Seccomp(SeccompError::JumpTooFar))
 }
 

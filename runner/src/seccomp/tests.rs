@@ -22,6 +22,59 @@ const BPF_LD_W_ABS: u16 = LD_W_ABS;
 const TIOCSTI: u64 = super::TIOCSTI as u64;
 const TIOCLINUX: u64 = super::TIOCLINUX as u64;
 const PERSONALITY_QUERY: u64 = super::PERSONALITY_QUERY as u64;
+const FIOSETOWN: u64 = super::FIOSETOWN as u64;
+const SIOCSPGRP: u64 = super::SIOCSPGRP as u64;
+
+/// The parent and its group the filters of these tests protect (pids that need not
+/// exist: the filter compares numbers).
+const PARENT: i32 = 4321;
+const PARENT_GROUP: i32 = 4300;
+const OUTSIDE: Outside = Outside {
+    parent: Some(PARENT),
+    parent_group: Some(PARENT_GROUP),
+    shares_group: false,
+};
+
+/// A pid as the register holds it when a caller passes the `int` (sign-extended).
+const fn pid(p: i32) -> u64 {
+    p as i64 as u64
+}
+
+/// seccompiler's rules for the signal calls under `outside`, refused with EPERM.
+fn signal_rules(outside: &Outside) -> Result<Rules, RunnerError> {
+    let targets = outside.targets();
+    let by_arg = |arg: u8| -> Result<Vec<SeccompRule>, RunnerError> {
+        targets
+            .iter()
+            .map(|&t| rule(vec![cond(arg, Len::Dword, Op::Eq, t as u64)?]))
+            .collect()
+    };
+    let mut rules = Rules::new();
+    for nr in [
+        libc::SYS_kill,
+        libc::SYS_tkill,
+        libc::SYS_tgkill,
+        libc::SYS_rt_sigqueueinfo,
+        libc::SYS_rt_tgsigqueueinfo,
+    ] {
+        rules.insert(nr, by_arg(0)?);
+    }
+    let mut fcntl = vec![rule(vec![cond(1, Len::Dword, Op::Eq, 15)?])?];
+    for &t in &targets {
+        fcntl.push(rule(vec![
+            cond(1, Len::Dword, Op::Eq, libc::F_SETOWN as u64)?,
+            cond(2, Len::Dword, Op::Eq, t as u64)?,
+        ])?);
+    }
+    rules.insert(libc::SYS_fcntl, fcntl);
+    if let Some(group) = outside.parent_group {
+        rules.insert(
+            libc::SYS_setpgid,
+            vec![rule(vec![cond(1, Len::Dword, Op::Eq, group as u32 as u64)?])?],
+        );
+    }
+    Ok(rules)
+}
 const BPF_RET_K: u16 = RET_K;
 const RET_ERRNO: u32 = libc::SECCOMP_RET_ERRNO;
 
@@ -79,6 +132,8 @@ fn privileged_rules() -> Result<Rules, RunnerError> {
         vec![
             rule(vec![cond(1, Len::Dword, Op::Eq, TIOCSTI)?])?,
             rule(vec![cond(1, Len::Dword, Op::Eq, TIOCLINUX)?])?,
+            rule(vec![cond(1, Len::Dword, Op::Eq, FIOSETOWN)?])?,
+            rule(vec![cond(1, Len::Dword, Op::Eq, SIOCSPGRP)?])?,
         ],
     );
     Ok(rules)
@@ -89,6 +144,8 @@ fn read_only_ioctl_rules() -> Result<Vec<SeccompRule>, RunnerError> {
     let mut rules = vec![
         rule(vec![cond(1, Len::Dword, Op::Eq, TIOCSTI)?])?,
         rule(vec![cond(1, Len::Dword, Op::Eq, TIOCLINUX)?])?,
+        rule(vec![cond(1, Len::Dword, Op::Eq, FIOSETOWN)?])?,
+        rule(vec![cond(1, Len::Dword, Op::Eq, SIOCSPGRP)?])?,
     ];
     for cmd in SETATTR_IOCTLS {
         rules.push(rule(vec![cond(1, Len::Dword, Op::Eq, cmd as u64)?])?);
@@ -240,7 +297,7 @@ fn run(program: &[sock_filter], c: &Call) -> u32 {
 
 /// What [`program`] installs for `policy`, as a list [`verdict`] takes.
 fn programs(policy: &Policy) -> Result<Vec<BpfProgram>, RunnerError> {
-    Ok(vec![program(policy)?])
+    Ok(vec![program(policy, &OUTSIDE)?])
 }
 
 /// What the kernel answers with all programs installed: the most severe action.
@@ -313,7 +370,7 @@ fn escape_hatches_get_eperm_and_ordinary_calls_pass() {
 
 /// The filter of a policy that denies no socket family.
 fn privileged() -> BpfProgram {
-    program(&policy(Network::Allow, &[], true)).unwrap()
+    program(&policy(Network::Allow, &[], true), &OUTSIDE).unwrap()
 }
 
 /// seccompiler's rules for the sealing rules under `policy` (metadata, other processes,
@@ -406,7 +463,13 @@ fn sealing_rules(policy: &Policy) -> Result<Rules, RunnerError> {
 fn reference(policy: &Policy) -> Vec<BpfProgram> {
     let mut eperm = privileged_rules().unwrap();
     eperm.extend(sealing_rules(policy).unwrap());
-    let enosys: Rules = [(libc::SYS_openat2, Vec::new())].into_iter().collect();
+    eperm.extend(signal_rules(&OUTSIDE).unwrap());
+    let enosys: Rules = [
+        (libc::SYS_openat2, Vec::new()),
+        (libc::SYS_pidfd_send_signal, Vec::new()),
+    ]
+    .into_iter()
+    .collect();
     let xattrs: Rules = XATTR_WRITES.iter().map(|&nr| (nr, Vec::new())).collect();
     let mut reference = vec![
         reference_guard(),
@@ -449,6 +512,24 @@ fn the_one_filter_answers_as_the_separate_programs_did_for_every_policy() {
         [2, 0, 0, 0],
         [0x1_0000_0000, 0, 0, 0],
         [u64::MAX, u64::MAX, 0, 0],
+        // Signal targets: the parent and its group, as processes and groups, -1, others;
+        // `fcntl` owners and `setpgid` groups in the next arguments.
+        [pid(PARENT), 9, 0, 0],
+        [pid(-PARENT), 9, 0, 0],
+        [pid(PARENT_GROUP), 19, 0, 0],
+        [pid(-PARENT_GROUP) & 0xffff_ffff, 19, 0, 0],
+        [pid(-1), 9, 0, 0],
+        [pid(-1234), 9, 0, 0],
+        [pid(PARENT) | 0x7_0000_0000, 9, 0, 0],
+        [3, libc::F_SETOWN as u64, pid(PARENT), 0],
+        [3, libc::F_SETOWN as u64, pid(-PARENT_GROUP), 0],
+        [3, libc::F_SETOWN as u64, 1234, 0],
+        [3, 15, 0, 0],
+        [3, libc::F_GETOWN as u64, pid(PARENT), 0],
+        [0, pid(PARENT_GROUP), 0, 0],
+        [0, pid(PARENT_GROUP) | 0x1_0000_0000, 0, 0],
+        [3, FIOSETOWN, 0, 0],
+        [3, SIOCSPGRP | 0x1_0000_0000, 0, 0],
         // MSG_FASTOPEN and the TCP options.
         [3, 0, fastopen, 0],
         [3, 0, 0, fastopen | libc::MSG_NOSIGNAL as u64],
@@ -519,7 +600,7 @@ fn the_one_filter_answers_as_the_separate_programs_did_for_every_policy() {
     {
         let policy = policy(network, ports, unix).with_mode(mode);
         let reference = reference(&policy);
-        let program = program(&policy).unwrap();
+        let program = program(&policy, &OUTSIDE).unwrap();
         let mut check = |c: &Call| {
             assert_eq!(
                 run(&program, c),
@@ -679,6 +760,11 @@ fn every_policy_s_filter_stays_short() {
     // Attaching costs the kernel time in proportion to the length: allowed TCP ports
     // are a masked compare, not a rule per socket type (seccompiler's 350 instructions),
     // and runs of consecutive numbers (System V IPC, the mount family) two compares.
+    // The signal rules (one compare per protected pid, in two blocks) cost about 30.
+    let outside = Outside {
+        shares_group: true,
+        ..OUTSIDE
+    };
     for (network, ports, unix) in [
         (Network::Deny, &[][..], false),
         (Network::Deny, &[443][..], false),
@@ -686,10 +772,12 @@ fn every_policy_s_filter_stays_short() {
         (Network::Allow, &[][..], false),
         (Network::Allow, &[][..], true),
     ] {
-        let len = program(&policy(network, ports, unix)).unwrap().len();
+        let len = program(&policy(network, ports, unix), &outside)
+            .unwrap()
+            .len();
         eprintln!("{network:?} {ports:?} {unix}: {len} instructions");
         assert!(
-            len < 150,
+            len < 180,
             "{network:?} {ports:?} {unix}: {len} instructions"
         );
     }
@@ -870,6 +958,47 @@ mod table {
         ("process_madvise", 440, [3, 0, 1, 0], ALL_P),
         ("process_mrelease", 448, [3, 0, 0, 0], ALL_P),
         ("kcmp", 312, [0; 4], ALL_P),
+        // Signals: not to -1, the parent (4321) or its group (4300), as a process or a
+        // group; the caller's own group (0) only when it is not the parent's.
+        ("kill parent", 62, [4321, 19, 0, 0], ALL_P),
+        ("kill parent high bits", 62, [0x7_0000_10e1, 19, 0, 0], ALL_P),
+        ("kill -parent", 62, [0xffff_ffff_ffff_ef1f, 19, 0, 0], ALL_P),
+        ("kill parent group", 62, [4300, 9, 0, 0], ALL_P),
+        ("kill -parent group", 62, [0xffff_ffff_ffff_ef34, 9, 0, 0], ALL_P),
+        ("kill -parent group zero-extended", 62, [0xffff_ef34, 9, 0, 0], ALL_P),
+        ("kill -1", 62, [0xffff_ffff_ffff_ffff, 9, 0, 0], ALL_P),
+        ("kill -1 zero-extended", 62, [0xffff_ffff, 9, 0, 0], ALL_P),
+        ("kill own group", 62, [0, 15, 0, 0], ALL_A),
+        ("kill another pid", 62, [1234, 15, 0, 0], ALL_A),
+        ("kill another group", 62, [0xffff_ffff_ffff_fb2e, 15, 0, 0], ALL_A),
+        ("kill -2", 62, [0xffff_ffff_ffff_fffe, 15, 0, 0], ALL_A),
+        ("tkill parent", 200, [4321, 19, 0, 0], ALL_P),
+        ("tkill another", 200, [1234, 19, 0, 0], ALL_A),
+        ("tgkill parent", 234, [4321, 4321, 19, 0], ALL_P),
+        ("tgkill parent group leader", 234, [4300, 4300, 19, 0], ALL_P),
+        ("tgkill another", 234, [1234, 4321, 19, 0], ALL_A),
+        ("rt_sigqueueinfo parent", 129, [4321, 19, 0, 0], ALL_P),
+        ("rt_sigqueueinfo -1", 129, [0xffff_ffff, 19, 0, 0], ALL_P),
+        ("rt_sigqueueinfo another", 129, [1234, 19, 0, 0], ALL_A),
+        ("rt_tgsigqueueinfo parent", 297, [4321, 4321, 19, 0], ALL_P),
+        ("rt_tgsigqueueinfo another", 297, [1234, 1234, 19, 0], ALL_A),
+        ("pidfd_send_signal", 424, [3, 9, 0, 0], [N; 5]),
+        ("pidfd_open parent", 434, [4321, 0, 0, 0], ALL_A),
+        ("fcntl F_SETOWN parent", 72, [3, 8, 4321, 0], ALL_P),
+        ("fcntl F_SETOWN -parent group", 72, [3, 8, 0xffff_ffff_ffff_ef34, 0], ALL_P),
+        ("fcntl F_SETOWN -1", 72, [3, 8, 0xffff_ffff, 0], ALL_P),
+        ("fcntl F_SETOWN another", 72, [3, 8, 1234, 0], ALL_A),
+        ("fcntl F_SETOWN_EX", 72, [3, 15, 0x7ffd_0000, 0], ALL_P),
+        ("fcntl F_GETOWN", 72, [3, 9, 4321, 0], ALL_A),
+        ("fcntl F_SETSIG", 72, [3, 10, 9, 0], ALL_A),
+        ("fcntl F_SETFL", 72, [3, 4, 4321, 0], ALL_A),
+        ("fcntl F_DUPFD 4321", 72, [3, 0, 4321, 0], ALL_A),
+        ("setpgid parent group", 109, [0, 4300, 0, 0], ALL_P),
+        ("setpgid own", 109, [0, 0, 0, 0], ALL_A),
+        ("setpgid another", 109, [5, 5, 0, 0], ALL_A),
+        ("ioctl FIOSETOWN", 16, [3, 0x8901, 0, 0], ALL_P),
+        ("ioctl SIOCSPGRP", 16, [3, 0x8902, 0, 0], ALL_P),
+        ("ioctl SIOCGPGRP", 16, [3, 0x8904, 0, 0], ALL_A),
         // System V IPC and POSIX message queues.
         ("shmget", 29, [0, 4096, 0o600, 0], ALL_P),
         ("shmat", 30, [0; 4], ALL_P),
@@ -921,7 +1050,10 @@ mod table {
 
     #[test]
     fn every_call_gets_the_answer_written_down_for_every_policy() {
-        let programs: Vec<BpfProgram> = policies().iter().map(|p| program(p).unwrap()).collect();
+        let programs: Vec<BpfProgram> = policies()
+            .iter()
+            .map(|p| program(p, &OUTSIDE).unwrap())
+            .collect();
         let mut wrong = Vec::new();
         for &(name, nr, args, answers) in TABLE {
             for (i, p) in programs.iter().enumerate() {
@@ -947,6 +1079,31 @@ mod table {
             }
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn kill_0_is_refused_only_in_the_parent_s_group_and_minus_1_always() {
+        let p = policy(Network::Deny, &[], false);
+        let kill = |outside: &Outside, pid: u64| {
+            let mut c = call(0, &[pid, 9]);
+            c.nr = 62;
+            run(&program(&p, outside).unwrap(), &c)
+        };
+        let shared = Outside {
+            shares_group: true,
+            ..OUTSIDE
+        };
+        assert_eq!(kill(&shared, 0), P);
+        assert_eq!(kill(&OUTSIDE, 0), A);
+        // A parent outside the pid namespace has no number here: -1 stays refused, and
+        // setpgid has no rule.
+        let none = Outside::default();
+        assert_eq!(kill(&none, 0xffff_ffff), P);
+        assert_eq!(kill(&none, 0), A);
+        assert_eq!(kill(&none, 4321), A);
+        let mut c = call(0, &[0, 4300]);
+        c.nr = 109;
+        assert_eq!(run(&program(&p, &none).unwrap(), &c), A);
     }
 }
 
@@ -1106,8 +1263,7 @@ mod alone {
 
     /// Runs every call in a forked child, with `program` installed first when given;
     /// the errno of each (0 when it succeeded), and how the child ended.
-    fn in_child(program: Option<&BpfProgram>, ia32: bool) -> (Vec<i32>, i32) {
-        let calls = calls();
+    fn in_child(calls: &Calls, program: Option<&BpfProgram>, ia32: bool) -> (Vec<i32>, i32) {
         let mut fds = [0; 2];
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
         let mut results = vec![0i32; calls.len()];
@@ -1120,7 +1276,7 @@ mod alone {
                     unsafe { libc::_exit(3) };
                 }
             }
-            for (slot, (_, call)) in results.iter_mut().zip(&calls) {
+            for (slot, (_, call)) in results.iter_mut().zip(calls) {
                 *slot = if call() < 0 {
                     std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
                 } else {
@@ -1176,14 +1332,15 @@ mod alone {
             );
             return;
         }
-        let names: Vec<_> = calls().into_iter().map(|(n, _)| n).collect();
-        let filter = program(&policy(Network::Deny, &[], false)).unwrap();
-        let (control, status) = in_child(None, true);
+        let calls = calls();
+        let names: Vec<_> = calls.iter().map(|(n, _)| *n).collect();
+        let filter = program(&policy(Network::Deny, &[], false), &OUTSIDE).unwrap();
+        let (control, status) = in_child(&calls, None, true);
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "the control child ended with {status:#x}"
         );
-        let (filtered, status) = in_child(Some(&filter), true);
+        let (filtered, status) = in_child(&calls, Some(&filter), true);
         // The ia32 call ends the filtered child, after it reported.
         assert!(
             libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSYS,
@@ -1211,5 +1368,204 @@ mod alone {
             .filter(|&&e| e != libc::EPERM && e != libc::EOPNOTSUPP)
             .count();
         assert!(proven * 2 > names.len(), "control answers {control:?}");
+    }
+
+    /// Signal 0 checks whether a signal would be allowed and sends nothing.
+    const PROBE: i64 = 0;
+
+    /// Signal calls from a forked child at its parent (this test process) and the
+    /// group they share, each with the errno the filter must give (0: allowed), and
+    /// calls on the child's own processes that must stay allowed. The kernel lets a
+    /// process signal any other of its user, so without the filter every call succeeds.
+    fn signal_calls() -> (Calls, Vec<i32>) {
+        // SAFETY (every closure): raw system calls on the child's own descriptors and
+        // memory, or signal 0, which sends nothing.
+        let parent = || unsafe { libc::getppid() } as i64;
+        let parent_group = move || unsafe { libc::getpgid(parent() as i32) } as i64;
+        let pipe_owner = |cmd: i32, arg: i64| -> i64 {
+            let mut fds = [0; 2];
+            if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+                return -1;
+            }
+            let r = unsafe { s(libc::SYS_fcntl, fds[0], cmd, arg) };
+            unsafe { libc::close(fds[0]) };
+            unsafe { libc::close(fds[1]) };
+            r
+        };
+        use libc::syscall as s;
+        let calls: Vec<(&'static str, Box<dyn Fn() -> i64>, i32)> = vec![
+            (
+                "kill the parent",
+                Box::new(move || unsafe { s(libc::SYS_kill, parent(), PROBE) }),
+                libc::EPERM,
+            ),
+            (
+                "kill the parent's group",
+                Box::new(move || unsafe { s(libc::SYS_kill, -parent_group(), PROBE) }),
+                libc::EPERM,
+            ),
+            (
+                "kill -1",
+                Box::new(|| unsafe { s(libc::SYS_kill, -1, PROBE) }),
+                libc::EPERM,
+            ),
+            (
+                "kill 0 (the group shared with the parent)",
+                Box::new(|| unsafe { s(libc::SYS_kill, 0, PROBE) }),
+                libc::EPERM,
+            ),
+            (
+                "tgkill the parent",
+                Box::new(move || unsafe { s(libc::SYS_tgkill, parent(), parent(), PROBE) }),
+                libc::EPERM,
+            ),
+            (
+                "tkill the parent",
+                Box::new(move || unsafe { s(libc::SYS_tkill, parent(), PROBE) }),
+                libc::EPERM,
+            ),
+            (
+                "rt_sigqueueinfo the parent",
+                Box::new(move || {
+                    // si_signo, si_errno, si_code = SI_QUEUE: what sigqueue(3) sends.
+                    let mut info = [0i32; 32];
+                    info[2] = -1;
+                    unsafe { s(libc::SYS_rt_sigqueueinfo, parent(), PROBE, info.as_ptr()) }
+                }),
+                libc::EPERM,
+            ),
+            (
+                "fcntl F_SETOWN the parent",
+                Box::new(move || pipe_owner(libc::F_SETOWN, parent())),
+                libc::EPERM,
+            ),
+            (
+                "fcntl F_SETOWN the parent's group",
+                Box::new(move || pipe_owner(libc::F_SETOWN, -parent_group())),
+                libc::EPERM,
+            ),
+            (
+                "fcntl F_SETOWN_EX the parent",
+                Box::new(move || {
+                    // struct f_owner_ex { F_OWNER_PID, pid }
+                    let owner = [1i32, parent() as i32];
+                    pipe_owner(15, owner.as_ptr() as i64)
+                }),
+                libc::EPERM,
+            ),
+            (
+                "ioctl FIOSETOWN the parent",
+                Box::new(move || {
+                    let mut fds = [0; 2];
+                    let unix = libc::AF_UNIX;
+                    if unsafe { libc::socketpair(unix, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) }
+                        != 0
+                    {
+                        return -1;
+                    }
+                    let owner = parent() as i32;
+                    let r = unsafe { s(libc::SYS_ioctl, fds[0], 0x8901, &owner) };
+                    unsafe { libc::close(fds[0]) };
+                    unsafe { libc::close(fds[1]) };
+                    r
+                }),
+                libc::EPERM,
+            ),
+            (
+                "pidfd_send_signal through pidfd_open of the parent",
+                Box::new(move || {
+                    let fd = unsafe { s(libc::SYS_pidfd_open, parent(), 0) };
+                    if fd < 0 {
+                        return fd;
+                    }
+                    let r = unsafe { s(libc::SYS_pidfd_send_signal, fd, PROBE, 0, 0) };
+                    unsafe { libc::close(fd as i32) };
+                    r
+                }),
+                libc::ENOSYS,
+            ),
+            // Controls: the child's own processes stay reachable.
+            (
+                "kill itself",
+                Box::new(|| unsafe { s(libc::SYS_kill, libc::getpid(), PROBE) }),
+                0,
+            ),
+            (
+                "SIGKILL its own child",
+                Box::new(|| {
+                    let child = unsafe { libc::fork() };
+                    if child == 0 {
+                        unsafe { libc::pause() };
+                        unsafe { libc::_exit(0) };
+                    }
+                    let r = unsafe { s(libc::SYS_kill, child, libc::SIGKILL) };
+                    let mut status = 0;
+                    unsafe { libc::waitpid(child, &mut status, 0) };
+                    if r == 0 && !(libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == 9) {
+                        return -1;
+                    }
+                    r
+                }),
+                0,
+            ),
+            (
+                "fcntl F_SETOWN itself",
+                Box::new(move || pipe_owner(libc::F_SETOWN, unsafe { libc::getpid() } as i64)),
+                0,
+            ),
+            // Last: it leaves the parent's group.
+            (
+                "setpgid into the parent's group (after leaving it)",
+                Box::new(move || {
+                    let group = parent_group();
+                    if unsafe { libc::setpgid(0, 0) } != 0 {
+                        return -1;
+                    }
+                    unsafe { s(libc::SYS_setpgid, 0, group) }
+                }),
+                libc::EPERM,
+            ),
+        ];
+        let wants = calls.iter().map(|c| c.2).collect();
+        let calls = calls.into_iter().map(|(n, f, _)| (n, f)).collect();
+        (calls, wants)
+    }
+
+    #[test]
+    fn signals_to_the_parent_and_its_group_are_refused_by_the_filter_alone() {
+        // Landlock's signal scope is not applied here: what the child gets is the
+        // filter's answer alone (this machine's Landlock would hide a missing rule).
+        let (calls, wants) = signal_calls();
+        // What the child computes with `Outside::of_parent(false)`: its parent is this
+        // process, whose group it shares after fork.
+        let outside = Outside {
+            parent: Some(std::process::id() as i32),
+            parent_group: Some(unsafe { libc::getpgrp() }),
+            shares_group: true,
+        };
+        let filter = program(&policy(Network::Deny, &[], false), &outside).unwrap();
+        let (control, status) = in_child(&calls, None, false);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "control child: {status:#x}"
+        );
+        let (filtered, status) = in_child(&calls, Some(&filter), false);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "filtered child: {status:#x}"
+        );
+        let mut wrong = Vec::new();
+        for (i, (name, _)) in calls.iter().enumerate() {
+            if control[i] != 0 {
+                wrong.push(format!("{name}: errno {} without the filter", control[i]));
+            }
+            if filtered[i] != wants[i] {
+                wrong.push(format!(
+                    "{name}: errno {} under the filter, want {}",
+                    filtered[i], wants[i]
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 }

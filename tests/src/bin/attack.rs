@@ -595,6 +595,19 @@ fn main() {
             report(unsafe { libc::kill(pid, sig) } as i64)
         }
         "kill-parent" => report(unsafe { libc::kill(libc::getppid(), 0) } as i64),
+        // Signal 0 to every process this one may signal (`kill -9 -1` without the 9).
+        "kill-all" => report(unsafe { libc::kill(-1, 0) } as i64),
+        // The parent as the owner of a pipe: I/O on it would signal the parent.
+        "setown-parent" => {
+            let mut fds = [0i32; 2];
+            must(unsafe { libc::pipe(fds.as_mut_ptr()) } as i64);
+            report(unsafe { libc::fcntl(fds[0], libc::F_SETOWN, libc::getppid()) } as i64)
+        }
+        // A pidfd of the parent, then signal 0 through it.
+        "pidfd-signal-parent" => {
+            let fd = must(unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getppid(), 0) });
+            report(unsafe { libc::syscall(libc::SYS_pidfd_send_signal, fd, 0, 0, 0) })
+        }
         "ptrace" => {
             let pid: i32 = num(&args, 1);
             report(unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0usize, 0usize) } as i64)

@@ -1,0 +1,156 @@
+//! Signals to processes outside the command, refused by pid.
+//!
+//! Landlock's signal scope (ABI 6) keeps every process outside the sandbox out of a
+//! command's reach, and the namespace stage's pid namespace hides them. Where neither
+//! holds (a kernel before 6.12 with `--no-stage`, in a container, or where user
+//! namespaces are restricted), the kernel lets a command signal every process of its
+//! user: `kill -STOP $PPID` stops `stockade run` (its timeout never fires and the
+//! command outlives it), `kill -9 -1` ends every process of the user (as root, nearly
+//! all of them), and the parent's process group is one `kill` away.
+//!
+//! A filter sees numbers, not processes, so it protects the ones the runner can name
+//! when it builds the filter ([`Outside`]): its parent (the launcher, the executor, or
+//! the stage) and the parent's process group. Every signal call whose target is one of
+//! them, or `-1` (every process the caller may signal), is refused with EPERM, as the
+//! kernel refuses a signal it does not permit:
+//! - `kill` and `rt_sigqueueinfo` by the pid (a negative one names a group);
+//! - `tkill`, `tgkill` and `rt_tgsigqueueinfo` by the first argument: the thread group
+//!   of `tgkill` must be the thread's own, so naming the parent means naming its pid;
+//! - `kill(0, ...)`, the caller's own group, when the runner starts in the parent's;
+//! - `setpgid` into the parent's group (from where `kill(0, ...)` would reach it);
+//! - `fcntl(F_SETOWN)` to them: the owner of a descriptor is sent SIGIO, or whatever
+//!   `F_SETSIG` names (SIGKILL included), when I/O happens on it; `F_SETOWN_EX`, and the
+//!   socket ioctls `FIOSETOWN`/`SIOCSPGRP`, carry the pid in memory and are refused
+//!   whatever it is (in the ioctl block);
+//! - `pidfd_send_signal` always, with ENOSYS ("not implemented", as before 5.1): a
+//!   pidfd may come from opening `/proc/PID`, so the filter cannot know whose it is;
+//!   callers (Go's runtime among them) then fall back to `kill`, which is checked.
+//!   `pidfd_open` stays allowed: with sending refused, a pidfd of an outside process
+//!   only tells when it exits (`pidfd_getfd`, `process_madvise`, `setns` are refused
+//!   elsewhere).
+//!
+//! What stays open below ABI 6 without the stage: any other process of the same user
+//! (a grandparent, a sibling, the parent's other threads by their thread ids) named by
+//! its explicit pid. The `signals` guarantee says so in its note.
+
+use super::bpf::{Code, Insn, JEQ_K, To, load_arg};
+use super::{ALLOW, EPERM, ENOSYS, Label};
+use nix::unistd::{Pid, getpgid, getpgrp, getppid};
+
+/// `F_SETOWN_EX` (linux/fcntl.h; the same number on every architecture), which libc
+/// does not name.
+const F_SETOWN_EX: u32 = 15;
+
+/// The processes outside the command that the filter keeps signals from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outside {
+    /// The runner's parent; `None` when it has no pid here (outside this pid namespace).
+    pub parent: Option<i32>,
+    /// The parent's process group; `None` when it has no id here.
+    pub parent_group: Option<i32>,
+    /// Whether the command starts in the parent's process group: then `kill(0, ...)`,
+    /// which signals the caller's own group, reaches the parent too.
+    pub shares_group: bool,
+}
+
+impl Outside {
+    /// The runner's parent as it is now, for a runner that starts a new session
+    /// (`new_session`) or stays in its process group.
+    pub fn of_parent(new_session: bool) -> Outside {
+        // 0: the parent lives outside this pid namespace (the stage's), where nothing
+        // can name it anyway.
+        let ppid = getppid().as_raw();
+        if ppid <= 0 {
+            return Outside::default();
+        }
+        let group = getpgid(Some(Pid::from_raw(ppid)))
+            .ok()
+            .map(Pid::as_raw)
+            .filter(|&g| g > 0);
+        Outside {
+            parent: Some(ppid),
+            parent_group: group,
+            shares_group: !new_session && group == Some(getpgrp().as_raw()),
+        }
+    }
+
+    /// The pid arguments a signal must not carry, as the 32-bit words the filter
+    /// compares (a pid is an `int`: the kernel reads the low half of the register):
+    /// `-1`, the parent and its group each as a process and as a group, and `0` when the
+    /// caller's group is the parent's.
+    pub fn targets(&self) -> Vec<u32> {
+        let mut pids = vec![-1];
+        for id in [self.parent, self.parent_group].into_iter().flatten() {
+            pids.extend([id, -id]);
+        }
+        if self.shares_group {
+            pids.push(0);
+        }
+        let mut words: Vec<u32> = pids.into_iter().map(|p| p as u32).collect();
+        words.sort_unstable();
+        words.dedup();
+        words
+    }
+}
+
+/// The signal calls and where each goes.
+pub(super) fn rules(outside: &Outside) -> Vec<(i64, To<Label>)> {
+    let target = To::Label(Label::SignalTarget);
+    let mut rules = vec![
+        (libc::SYS_kill, target),
+        (libc::SYS_tkill, target),
+        (libc::SYS_tgkill, target),
+        (libc::SYS_rt_sigqueueinfo, target),
+        (libc::SYS_rt_tgsigqueueinfo, target),
+        (libc::SYS_fcntl, To::Label(Label::Fcntl)),
+        (libc::SYS_pidfd_send_signal, ENOSYS),
+    ];
+    if outside.parent_group.is_some() {
+        rules.push((libc::SYS_setpgid, To::Label(Label::Setpgid)));
+    }
+    rules
+}
+
+/// EPERM when the accumulator is one of `targets`, allow otherwise.
+pub(super) fn targets(targets: &[u32]) -> Code<Label> {
+    let mut code = Code::new();
+    for (i, &t) in targets.iter().enumerate() {
+        let miss = if i + 1 == targets.len() {
+            ALLOW
+        } else {
+            To::Next
+        };
+        code.push((JEQ_K, t, EPERM, miss));
+    }
+    code
+}
+
+/// The signal calls: the pid (or thread group) in the first argument, to [`targets`].
+pub(super) fn signal_target() -> [Insn<Label>; 2] {
+    to_targets(load_arg(0))
+}
+
+/// Loads a pid and goes to [`targets`].
+fn to_targets(load: Insn<Label>) -> [Insn<Label>; 2] {
+    let check = To::Label(Label::Targets);
+    // Either way: classic BPF's conditional jump, used as an unconditional one.
+    [load, (JEQ_K, 0, check, check)]
+}
+
+/// `fcntl(fd, cmd, arg)`: `F_SETOWN_EX` refused, `F_SETOWN`'s argument (an `int`
+/// there) loaded and checked by [`targets`], every other command allowed.
+pub(super) fn fcntl() -> Code<Label> {
+    let mut code = vec![
+        load_arg(1),
+        (JEQ_K, F_SETOWN_EX, EPERM, To::Next),
+        (JEQ_K, libc::F_SETOWN as u32, To::Next, ALLOW),
+    ];
+    code.extend(to_targets(load_arg(2)));
+    code
+}
+
+/// `setpgid(pid, pgid)`: EPERM when `pgid` is the parent's group. `0` (a group of its
+/// own) and every group of the command's own stay allowed.
+pub(super) fn setpgid(group: i32) -> [Insn<Label>; 2] {
+    [load_arg(1), (JEQ_K, group as u32, EPERM, ALLOW)]
+}
