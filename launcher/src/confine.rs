@@ -180,6 +180,7 @@ pub fn confine_inheriting(
         .into_iter()
         .map(str::to_string)
         .collect();
+    not_granted.extend(resolved.hidden_not_followed().iter().cloned());
     not_granted.extend(resolved.protect_links().iter().map(|p| {
         format!(
             "protected path {} is a symbolic link (planted by an earlier command?): not protected",

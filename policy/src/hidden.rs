@@ -24,11 +24,21 @@
 //! the rules on its target, so `~/link -> ~/.ssh` stays hidden. Which entries exist is
 //! asked of a listing function, so this module stays free of I/O and unit-testable; the
 //! runner lists at start (see `runner/src/carve.rs` for why there).
+//!
+//! Links among the *default* names: a default name is resolved through links when the
+//! policy is made, so that `~/.ssh -> ~/dotfiles/ssh` hides the real directory. But a
+//! command that can write where a default name lies (`--writable ~/.cargo`, a workspace
+//! `~/.config`) can plant a link there, and whatever it points at would be hidden from
+//! every later command: `ln -s /usr ~/.cargo/credentials.toml` made them all exit 126,
+//! `ln -s / ...` made every `confine` fail. So [`judge_default`] follows a default
+//! name's links only as far as a command cannot have chosen them (see there); what it
+//! does not follow hides nothing and is reported. `--hide` paths are the caller's own
+//! words and are followed as before.
 
 use crate::grants::{Access, Grant, Opened};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// Credential stores in the invoking user's home directory, hidden by default.
 pub const HOME_SECRETS: &[&str] = &[
@@ -86,6 +96,194 @@ pub fn defaults(invoker: &Invoker) -> Vec<PathBuf> {
         out.extend(ROOT_SECRETS.iter().map(PathBuf::from));
     }
     out
+}
+
+/// What a path is, as [`walk`] needs to know: a link with its target, or what else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Node {
+    Missing,
+    Link(PathBuf),
+    Directory,
+    /// A regular file.
+    File,
+    /// A device, socket or FIFO.
+    Other,
+}
+
+/// What a path leads to once every link on the way is followed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Walked {
+    /// The canonical path it leads to.
+    pub target: PathBuf,
+    /// Each link met on the way, as the path where it lies (its parent canonical).
+    pub links: Vec<PathBuf>,
+    /// What the target is ([`Node::Directory`], [`Node::File`] or [`Node::Other`]).
+    pub kind: Node,
+}
+
+/// The most links one resolution follows, as the kernel's path walk allows.
+const MAX_LINKS: usize = 40;
+
+/// One step of a path walk.
+enum Step {
+    Root,
+    Parent,
+    Name(OsString),
+}
+
+fn steps(path: &Path) -> impl Iterator<Item = Step> + '_ {
+    path.components().filter_map(|c| match c {
+        Component::RootDir => Some(Step::Root),
+        Component::ParentDir => Some(Step::Parent),
+        Component::Normal(n) => Some(Step::Name(n.to_os_string())),
+        Component::CurDir | Component::Prefix(_) => None,
+    })
+}
+
+/// Resolves the absolute `path` as the kernel would, component by component, asking
+/// `node` what each partial path is (without following it), and noting every link it
+/// follows. `None` when the path does not lead anywhere: a missing component, a
+/// non-directory in the middle, too many links, or a relative path.
+pub fn walk<F: FnMut(&Path) -> Node>(path: &Path, mut node: F) -> Option<Walked> {
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut pending: VecDeque<Step> = steps(path).collect();
+    let mut resolved = PathBuf::from("/");
+    let mut kind = Node::Directory;
+    let mut links = Vec::new();
+    while let Some(step) = pending.pop_front() {
+        let name = match step {
+            Step::Root => {
+                resolved = PathBuf::from("/");
+                kind = Node::Directory;
+                continue;
+            }
+            Step::Parent => {
+                resolved.pop();
+                kind = Node::Directory;
+                continue;
+            }
+            Step::Name(name) => name,
+        };
+        if kind != Node::Directory {
+            return None;
+        }
+        let candidate = resolved.join(&name);
+        match node(&candidate) {
+            Node::Missing => return None,
+            Node::Link(target) => {
+                if links.len() == MAX_LINKS {
+                    return None;
+                }
+                links.push(candidate);
+                // The target's steps come next, before what followed the link; a
+                // relative target goes on from the link's directory (`resolved`).
+                for step in steps(&target).collect::<Vec<_>>().into_iter().rev() {
+                    pending.push_front(step);
+                }
+            }
+            other => {
+                resolved = candidate;
+                kind = other;
+            }
+        }
+    }
+    Some(Walked {
+        target: resolved,
+        links,
+        kind,
+    })
+}
+
+/// Trees of the system that no default name's link may hide: programs, libraries and
+/// the kernel's interfaces.
+const SYSTEM_TREES: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc",
+    "/sys", "/nix", "/snap",
+];
+
+/// Top-level directories no default name's link may hide as a whole (what lies beneath
+/// them may be a user's secret).
+const SYSTEM_DIRS: &[&str] = &[
+    "/etc", "/var", "/opt", "/run", "/srv", "/home", "/root", "/tmp", "/mnt", "/media",
+];
+
+/// Whether `path` is `/`, one of the system's top-level directories, or lies in one of
+/// its program, library or kernel trees.
+fn is_system(path: &Path) -> bool {
+    path == Path::new("/")
+        || SYSTEM_TREES.iter().any(|t| path.starts_with(t))
+        || SYSTEM_DIRS.iter().any(|d| path == Path::new(d))
+}
+
+/// Where a policy's commands stand, for [`judge_default`].
+pub struct Reach<'a> {
+    /// The directories a command may write beneath: where it could have planted a link
+    /// (this policy's writable roots, and the shared temporary directories every
+    /// workspace-write command can write).
+    pub writable: &'a [PathBuf],
+    /// The workspace and every writable root: never hidden, nor any ancestor of one.
+    pub roots: &'a [PathBuf],
+    /// The invoking user's home directories.
+    pub homes: &'a [PathBuf],
+}
+
+/// Whether the default hidden name `name`, which resolved as `walked`, hides its target:
+/// `Ok(target)`, or `Err(why)` when its links are not followed (nothing is hidden for
+/// it, and `why`, naming it, is reported in ConfinedArgv's `notGranted`).
+///
+/// A name without links hides what it is. A name that leads through links hides their
+/// target only when it is none of: `/`, a system directory ([`is_system`]), a root or
+/// an ancestor of one, a home directory or an ancestor of one. And when any of those
+/// links lies inside a directory a command may write (it could have planted it for the
+/// next command), only a regular file beneath a home directory and outside everything a
+/// command may write is hidden: a user's own `~/.netrc -> ~/secrets/netrc` in a writable
+/// `~` keeps working, and a planted link can at worst hide one of the user's own files.
+pub fn judge_default(name: &Path, walked: &Walked, reach: &Reach) -> Result<PathBuf, String> {
+    let target = &walked.target;
+    if walked.links.is_empty() {
+        return Ok(target.clone());
+    }
+    let refuse = |what: String| {
+        Err(format!(
+            "hidden path {} leads through a symbolic link to {}, {what}: not followed, nothing hidden for it",
+            name.display(),
+            target.display()
+        ))
+    };
+    if is_system(target) {
+        return refuse("a system directory".into());
+    }
+    if let Some(root) = reach.roots.iter().find(|r| r.starts_with(target)) {
+        return refuse(format!("which holds {}, where the command works", root.display()));
+    }
+    if let Some(home) = reach.homes.iter().find(|h| h.starts_with(target)) {
+        return refuse(format!("which holds the home directory {}", home.display()));
+    }
+    let planted = walked
+        .links
+        .iter()
+        .find_map(|l| reach.writable.iter().find(|w| l.starts_with(w)).map(|w| (l, w)));
+    if let Some((link, root)) = planted {
+        // A home of `/` (a forged $HOME) would admit every file.
+        let user_file = walked.kind == Node::File
+            && reach
+                .homes
+                .iter()
+                .any(|h| h.parent().is_some() && target.starts_with(h) && target != h)
+            && !reach.writable.iter().any(|w| target.starts_with(w));
+        if !user_file {
+            return Err(format!(
+                "hidden path {} leads through the symbolic link {}, which lies in {} where commands can write (a command could have planted it), to {}: only a file of the home directory outside every writable root is hidden that way; not followed, nothing hidden for it",
+                name.display(),
+                link.display(),
+                root.display(),
+                target.display()
+            ));
+        }
+    }
+    Ok(target.clone())
 }
 
 /// Drops every path that lies beneath (or equals) another one: hiding a directory hides

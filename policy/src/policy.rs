@@ -168,6 +168,10 @@ pub struct Policy {
     /// beneath another, sorted (see [`crate::hidden`]).
     #[serde(with = "crate::raw")]
     pub(crate) hidden: Vec<PathBuf>,
+    /// Default hidden names whose symbolic links were not followed, each with why (the
+    /// text names the path): nothing is hidden for them. Reported in ConfinedArgv's
+    /// `notGranted` (see [`crate::hidden::judge_default`]).
+    pub(crate) hidden_not_followed: Vec<String>,
     /// The protected paths that existed at resolution time (see [`stage`]).
     pub(crate) protected: Vec<Protected>,
     /// Protected names that were symbolic links at resolution time: not protected (a
@@ -234,6 +238,10 @@ impl Policy {
     /// Paths no confined command may read.
     pub fn hidden(&self) -> &[PathBuf] {
         &self.hidden
+    }
+    /// Default hidden names whose links were not followed, each with why.
+    pub fn hidden_not_followed(&self) -> &[String] {
+        &self.hidden_not_followed
     }
     /// The protected paths that existed at resolution time.
     pub fn protected(&self) -> &[Protected] {
@@ -337,6 +345,7 @@ impl Policy {
             root_ids: Vec::new(),
             tmpdir_refused: None,
             hidden: Vec::new(),
+            hidden_not_followed: Vec::new(),
             protected: Vec::new(),
             protect_links: Vec::new(),
             protect_explicit: false,
@@ -846,6 +855,7 @@ impl PolicyRequest {
             root_ids,
             tmpdir_refused,
             hidden: Vec::new(),
+            hidden_not_followed: Vec::new(),
             protected: if stage { protected } else { Vec::new() },
             protect_links: if stage { protect_links } else { Vec::new() },
             protect_explicit: stage && !self.protect.is_empty(),
@@ -862,7 +872,8 @@ impl PolicyRequest {
             allow_dns: self.mode.is_confined() && self.allow_dns,
         };
         if self.mode.is_confined() {
-            policy.hidden = self.resolve_hidden(cwd, &policy, invoker)?;
+            (policy.hidden, policy.hidden_not_followed) =
+                self.resolve_hidden(cwd, &policy, invoker)?;
         }
         Ok(policy)
     }
@@ -897,7 +908,9 @@ impl PolicyRequest {
 
     /// The hidden set of `policy`: `--hide` paths, the defaults (unless dropped) and the
     /// control bases, each canonicalised (a link hides its target); paths that do not
-    /// exist cost nothing and are dropped. A hidden path that contains the workspace or a
+    /// exist cost nothing and are dropped. A default name's links are followed only as
+    /// [`hidden::judge_default`] allows; the ones it does not follow come back as the
+    /// second list, each with why. A hidden path that contains the workspace or a
     /// writable root is refused. A control base beneath a writable root is not hidden:
     /// carving it out would make every file created directly in that root (`/tmp`)
     /// unreadable; the request's status channel is in-band then anyway. Nor is one that
@@ -907,19 +920,43 @@ impl PolicyRequest {
         cwd: &Path,
         policy: &Policy,
         invoker: &Invoker,
-    ) -> Result<Vec<PathBuf>, PolicyError> {
+    ) -> Result<(Vec<PathBuf>, Vec<String>), PolicyError> {
         let writable = crate::grants::writable_roots(policy);
         let mut roots = writable.clone();
         roots.push(policy.workspace.clone());
+        // Where a command of any policy could have planted a link: this one's roots,
+        // and the shared temporary directories every workspace-write command writes.
+        let mut plantable = writable.clone();
+        plantable.extend(SHARED_WRITABLE.iter().map(PathBuf::from));
+        let reach = hidden::Reach {
+            writable: &plantable,
+            roots: &roots,
+            homes: &invoker.homes,
+        };
         let mut asked: Vec<(PathBuf, bool)> =
             self.hide.iter().map(|p| (cwd.join(p), false)).collect();
         if self.default_hide {
             asked.extend(hidden::defaults(invoker).into_iter().map(|p| (p, true)));
         }
         let mut out = Vec::new();
+        let mut not_followed = Vec::new();
         for (path, default) in asked {
-            let Ok(canonical) = path.canonicalize() else {
-                continue;
+            let canonical = if default {
+                let Some(walked) = hidden::walk(&path, node) else {
+                    continue;
+                };
+                match hidden::judge_default(&path, &walked, &reach) {
+                    Ok(target) => target,
+                    Err(why) => {
+                        not_followed.push(why);
+                        continue;
+                    }
+                }
+            } else {
+                let Ok(canonical) = path.canonicalize() else {
+                    continue;
+                };
+                canonical
             };
             if let Some(root) = roots.iter().find(|r| r.starts_with(&canonical)) {
                 return Err(PolicyError::HiddenContainsRoot {
@@ -957,7 +994,27 @@ impl PolicyRequest {
             }
             out.push(canonical);
         }
-        Ok(hidden::outermost(&out))
+        Ok((hidden::outermost(&out), not_followed))
+    }
+}
+
+/// Directories every user (and so every workspace-write command) can write, whatever
+/// the policy: a link there was not necessarily made by the user.
+const SHARED_WRITABLE: &[&str] = &[SHARED_TMP, "/var/tmp", "/dev/shm"];
+
+/// What `path` is, not following it: for [`hidden::walk`]. A path that cannot be
+/// examined counts as missing (nothing is hidden for it, as `canonicalize` failing).
+fn node(path: &Path) -> hidden::Node {
+    use hidden::Node;
+    match path.symlink_metadata() {
+        Err(_) => Node::Missing,
+        Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(path) {
+            Ok(target) => Node::Link(target),
+            Err(_) => Node::Missing,
+        },
+        Ok(m) if m.is_dir() => Node::Directory,
+        Ok(m) if m.is_file() => Node::File,
+        Ok(_) => Node::Other,
     }
 }
 

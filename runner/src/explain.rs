@@ -137,6 +137,9 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     for h in request.policy.hidden() {
         let _ = writeln!(w, "  {}", h.display());
     }
+    for why in request.policy.hidden_not_followed() {
+        let _ = writeln!(w, "  not hidden: {why}");
+    }
     let _ = writeln!(w, "grants:");
     let carved = ruleset::carved_grants(&request.policy, &mut Tree::default());
     let mut beside = 0;

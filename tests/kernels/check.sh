@@ -118,6 +118,48 @@ if [ "$EXPECT_ABI" != 0 ]; then
     left=$(survivors 1003)
     [ $rc = 0 ] && [ -z "$left" ] && ok "background process ended after the command" ||
         bad "background: exit $rc, left: $left, $(cat "$base/err")"
+
+    # --- signals: the launcher and everyone out of reach, supervision intact --------
+    # Without the stage (no pid namespace) and below ABI 6 (no Landlock signal scope)
+    # the syscall filter alone refuses these, by pid. The guests send SIGKILL to -1 for
+    # real (a miss ends this script); the host run only probes with signal 0.
+    if [ -n "${SCRATCH:-}" ]; then all_sig=0; else all_sig=9; fi
+    "$S" run --no-stage --timeout 2s --grace 1s -- sh -c "
+        kill -STOP \$PPID; echo stop=\$?
+        kill -$all_sig -1; echo all=\$?
+        sleep 1005" >"$base/out" 2>"$base/err" &
+    lp=$!
+    # A stopped launcher never times its command out: note it and continue it.
+    stopped=no
+    while kill -0 $lp 2>/dev/null; do
+        if [ "$(cut -d' ' -f3 /proc/$lp/stat 2>/dev/null)" = T ]; then
+            stopped=yes
+            kill -CONT $lp
+        fi
+        sleep 1
+    done
+    wait $lp
+    rc=$?
+    left=$(survivors 1005)
+    if [ $rc = 124 ] && [ $stopped = no ] && grep -qx stop=1 "$base/out" &&
+        grep -qx all=1 "$base/out" && [ -z "$left" ]; then
+        ok "signals: kill -STOP \$PPID and kill -$all_sig -1 refused, the timeout ended the command"
+    else
+        bad "signals: exit $rc, launcher stopped: $stopped, $(tr '\n' ' ' <"$base/out"), left: $left, $(cat "$base/err")"
+    fi
+    # Control: signals within the command's own tree still work.
+    out=$("$S" run --no-stage -- sh -c '
+        sleep 1006 & kill $!; wait $!; echo child=$?
+        kill -0 0; echo group=$?
+        timeout 1 sleep 1007; echo timeout=$?' 2>"$base/err" | tr '\n' ' ')
+    case $out in
+    "child=143 group=0 timeout=124 " | "child=143 group=0 timeout=143 ")
+        ok "signals: the command's own child, group and timeout(1) still work" ;;
+    *) bad "signals within the command's tree: $out $(cat "$base/err")" ;;
+    esac
+    out=$("$S" run --mode danger-full-access -- sh -c 'kill -0 $PPID; echo parent=$?' 2>&1)
+    [ "$out" = parent=0 ] && ok "signals: unconfined, the launcher can be signalled (control)" ||
+        bad "signals control: $out"
 else
     # --- no Landlock: every confined mode refuses and runs nothing ------------------
     for mode in read-only workspace-write; do

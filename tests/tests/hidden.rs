@@ -495,3 +495,168 @@ fn fifos_sockets_and_mount_points_beside_a_hidden_path_neither_hang_nor_break_th
     want.extend(readable.iter().map(|p| format!("READ {}", p.display())));
     assert_eq!(verdicts(&out), want, "{}", text(&out.stderr));
 }
+
+/// A command that may write where a default hidden name lies (`--writable ~/.cargo`, a
+/// workspace `~/.config`) can plant a link there. Followed, it hid whatever it named
+/// from every later command: `/usr` made them all exit 126, `/` or the workspace made
+/// every `confine` fail with 125 ("hidden path / contains ..."), a directory of the home
+/// lost its contents. Such a link is not followed: nothing is hidden for it, later
+/// commands run and read, and ConfinedArgv's `notGranted` (and `--explain`) name it.
+#[test]
+fn a_default_name_planted_as_a_link_in_a_writable_root_hides_nothing_and_is_reported() {
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let home = fx.root.join("home");
+        let cargo = home.join(".cargo");
+        let name = cargo.join("credentials.toml");
+        let projects = home.join("projects");
+        std::fs::create_dir_all(&cargo).unwrap();
+        std::fs::create_dir_all(&projects).unwrap();
+        std::fs::write(projects.join("notes.txt"), "visible\n").unwrap();
+        let usr = PathBuf::from("/usr");
+        for (target, readable) in [
+            (usr.clone(), usr.join("bin/env")),
+            (PathBuf::from("/"), PathBuf::from("/etc/hostname")),
+            (fx.ws.clone(), fx.ws.join("file")),
+            (projects.clone(), projects.join("notes.txt")),
+        ] {
+            let what = format!("link to {}, stage {}", target.display(), fx.stage);
+            std::fs::write(fx.ws.join("file"), "ws\n").unwrap();
+            let _ = std::fs::remove_file(&name);
+            // The attack: a confined command with ~/.cargo writable plants the link.
+            let plant = fx
+                .stockade(["run", "--writable"])
+                .arg(&cargo)
+                .args(["--", "ln", "-s"])
+                .args([&target, &name])
+                .env("HOME", &home)
+                .output()
+                .unwrap();
+            assert_code(&plant, 0);
+            assert!(name.symlink_metadata().is_ok(), "{what}: not planted");
+            // Later commands, with and without that root, still run and read the target.
+            // A command that cannot write ~/.cargo takes the link for the user's own (the
+            // documented limit): it may hide a directory of the home from it, never `/`, a
+            // system directory, a root or an ancestor of one.
+            let later = if target == projects {
+                &[true][..]
+            } else {
+                &[true, false][..]
+            };
+            for &writable in later {
+                let mut cmd = fx.stockade(["run"]);
+                if writable {
+                    cmd.arg("--writable").arg(&cargo);
+                }
+                let out = cmd
+                    .args(["--", "sh", "-c"])
+                    .arg(cat_or_denied(&readable))
+                    .env("HOME", &home)
+                    .output()
+                    .unwrap();
+                assert_code(&out, 0);
+                assert!(
+                    text(&out.stdout).ends_with("READ\n"),
+                    "{what}, writable {writable}: {} unreadable: {out:?}",
+                    readable.display()
+                );
+            }
+            // confine does not fail, and says what it did not follow.
+            let out = fx
+                .stockade(["confine", "--writable"])
+                .arg(&cargo)
+                .args(["--", "true"])
+                .env("HOME", &home)
+                .output()
+                .unwrap();
+            assert_code(&out, 0);
+            let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let not_granted = c["notGranted"].to_string();
+            assert!(
+                not_granted.contains(&name.display().to_string())
+                    && not_granted.contains("not followed"),
+                "{what}: {c}"
+            );
+            let argv = confined_argv(&c);
+            let request = argv
+                .iter()
+                .position(|a| a == "--request")
+                .map(|i| argv[i + 1].clone())
+                .unwrap();
+            let explain = std::process::Command::new(runner_bin())
+                .arg("--explain")
+                .arg(request)
+                .output()
+                .unwrap();
+            let explained = text(&explain.stdout);
+            assert!(
+                explained.contains(&format!("not hidden: hidden path {}", name.display())),
+                "{what}: {explained}"
+            );
+            assert_code(&spawn_argv(&c), 0);
+        }
+    }
+}
+
+/// `cat PATH`, then `READ` or `DENIED`.
+fn cat_or_denied(path: &Path) -> String {
+    format!(
+        "cat '{}' >/dev/null 2>&1 && echo READ || echo DENIED",
+        path.display()
+    )
+}
+
+/// The control: a default name the user linked to a real secret stays hidden, whether
+/// the link lies outside every writable root (`~/.netrc -> ~/vault/netrc`) or inside
+/// one (`~/.cargo/credentials.toml -> ~/vault/cargo-token`, with `~/.cargo` writable),
+/// as long as it leads to a file of the home outside every writable root: the one kind
+/// of target a planted link may name.
+#[test]
+fn a_default_name_the_user_linked_to_a_secret_file_stays_hidden() {
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let home = fx.root.join("home");
+        let vault = home.join("vault");
+        let cargo = home.join(".cargo");
+        std::fs::create_dir_all(&vault).unwrap();
+        std::fs::create_dir_all(&cargo).unwrap();
+        std::fs::write(vault.join("netrc"), "machine m password p\n").unwrap();
+        std::fs::write(vault.join("cargo-token"), "token\n").unwrap();
+        std::os::unix::fs::symlink(vault.join("netrc"), home.join(".netrc")).unwrap();
+        std::os::unix::fs::symlink(vault.join("cargo-token"), cargo.join("credentials.toml"))
+            .unwrap();
+        let secrets = [
+            home.join(".netrc"),
+            vault.join("netrc"),
+            cargo.join("credentials.toml"),
+            vault.join("cargo-token"),
+        ];
+        let script = probe_reads(&secrets);
+        for (mode, writable) in [("read-only", false), ("workspace-write", true)] {
+            for default_hide in [true, false] {
+                let mut cmd = fx.stockade(["run", "--mode", mode]);
+                if writable {
+                    cmd.arg("--writable").arg(&cargo);
+                }
+                if !default_hide {
+                    cmd.arg("--no-default-hide");
+                }
+                let out = cmd
+                    .args(["--", "sh", "-c", &script])
+                    .env("HOME", &home)
+                    .output()
+                    .unwrap();
+                let v = verdicts(&out);
+                // Without the defaults (the control) every one is readable.
+                let want = if default_hide { "DENIED" } else { "READ" };
+                for s in &secrets {
+                    assert!(
+                        v.contains(&format!("{want} {}", s.display())),
+                        "{mode}, stage {}, default hide {default_hide}: {}: {v:?} {}",
+                        fx.stage,
+                        s.display(),
+                        text(&out.stderr)
+                    );
+                }
+            }
+        }
+    }
+}
