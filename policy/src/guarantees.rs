@@ -192,7 +192,9 @@ pub enum Guarantee {
     /// No `AF_UNIX` socket can be created, so no host service (D-Bus, systemd, docker)
     /// can be reached through one; `socketpair` still works (seccomp).
     UnixSockets,
-    /// No process outside the sandbox can be signalled (Landlock ABI 6 scope).
+    /// No process outside the sandbox can be signalled (Landlock ABI 6 scope). Without
+    /// it the seccomp filter still refuses the signals it can name by pid: to `-1`, the
+    /// runner's parent and the parent's process group (the note says what stays open).
     Signals,
     /// No abstract unix socket created outside the sandbox can be connected to (ABI 6).
     AbstractSockets,
@@ -572,6 +574,11 @@ fn note(
         (Guarantee::DomainFilter, _, GuaranteeStatus::Unavailable) => Some(
             "without a network namespace the command may connect to the proxy's port number on any host (Landlock rules name ports, not hosts): clients that use the proxy are decided by name, a connection made around it to that port elsewhere is not",
         ),
+        // Below ABI 6 the filter's rules by pid are what is left (see the runner's
+        // seccomp signals module).
+        (Guarantee::Signals, _, GuaranteeStatus::Unavailable) => Some(
+            "without the Landlock signal scope the syscall filter refuses signals to every process (-1), to the runner's parent (stockade run, or the executor that spawned the argv) and to the parent's process group, and kill(0) when the command starts in that group; any other process of the same user (a grandparent, a sibling, the parent's other threads) can still be signalled by its own pid unless the namespace stage's pid namespace hides it (pidIsolation)",
+        ),
         _ => None,
     };
     text.map(str::to_string)
@@ -777,6 +784,13 @@ mod tests {
         assert!(r["filesystemWrites"].required);
         assert_eq!(r["signals"].status, GuaranteeStatus::Unavailable);
         assert_eq!(r["signals"].needs, "landlock-abi-6");
+        // What the filter still refuses, and what stays open, is said.
+        let note = r["signals"].note.as_deref().unwrap_or_default();
+        assert!(
+            note.contains("parent") && note.contains("own pid"),
+            "{note}"
+        );
+        assert_eq!(report(&asks, &abi(6))["signals"].note, None);
         assert_eq!(r["network"].status, GuaranteeStatus::NotRequested);
         assert_eq!(r["unixSockets"].status, GuaranteeStatus::NotRequested);
         assert_eq!(r["syscallFilter"].needs, "seccomp");

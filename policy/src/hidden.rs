@@ -256,15 +256,21 @@ pub fn judge_default(name: &Path, walked: &Walked, reach: &Reach) -> Result<Path
         return refuse("a system directory".into());
     }
     if let Some(root) = reach.roots.iter().find(|r| r.starts_with(target)) {
-        return refuse(format!("which holds {}, where the command works", root.display()));
+        return refuse(format!(
+            "which holds {}, where the command works",
+            root.display()
+        ));
     }
     if let Some(home) = reach.homes.iter().find(|h| h.starts_with(target)) {
         return refuse(format!("which holds the home directory {}", home.display()));
     }
-    let planted = walked
-        .links
-        .iter()
-        .find_map(|l| reach.writable.iter().find(|w| l.starts_with(w)).map(|w| (l, w)));
+    let planted = walked.links.iter().find_map(|l| {
+        reach
+            .writable
+            .iter()
+            .find(|w| l.starts_with(w))
+            .map(|w| (l, w))
+    });
     if let Some((link, root)) = planted {
         // A home of `/` (a forged $HOME) would admit every file.
         let user_file = walked.kind == Node::File
@@ -631,5 +637,175 @@ mod tests {
         let root = Invoker { uid: 0, ..inv };
         assert!(defaults(&root).contains(&PathBuf::from("/etc/shadow")));
         assert!(defaults(&root).contains(&PathBuf::from("/root/.ssh")));
+    }
+
+    /// A fake filesystem for [`walk`]: path -> node; everything else is missing.
+    fn nodes(entries: &[(&str, Node)]) -> impl FnMut(&Path) -> Node {
+        let map: BTreeMap<PathBuf, Node> = entries
+            .iter()
+            .map(|(p, n)| (PathBuf::from(p), n.clone()))
+            .collect();
+        move |p: &Path| map.get(p).cloned().unwrap_or(Node::Missing)
+    }
+
+    fn link(t: &str) -> Node {
+        Node::Link(t.into())
+    }
+
+    fn home_tree() -> Vec<(&'static str, Node)> {
+        vec![
+            ("/home", Node::Directory),
+            ("/home/u", Node::Directory),
+            ("/home/u/.cargo", Node::Directory),
+            ("/home/u/vault", Node::Directory),
+            ("/home/u/vault/token", Node::File),
+            ("/home/u/dotfiles", link("vault")),
+            ("/usr", Node::Directory),
+            ("/etc", Node::Directory),
+        ]
+    }
+
+    #[test]
+    fn walk_follows_links_as_the_kernel_does_and_notes_where_each_lies() {
+        let mut tree = home_tree();
+        tree.extend([
+            ("/home/u/.netrc", link("dotfiles/token")),
+            (
+                "/home/u/.cargo/credentials.toml",
+                link("../dotfiles/./token"),
+            ),
+            ("/home/u/.ssh", link("/usr")),
+            ("/home/u/loop", link("loop")),
+            ("/home/u/dangling", link("/nowhere")),
+        ]);
+        let w = walk(Path::new("/home/u/.netrc"), nodes(&tree)).unwrap();
+        assert_eq!(w.target, Path::new("/home/u/vault/token"));
+        assert_eq!(w.kind, Node::File);
+        assert_eq!(
+            w.links,
+            vec![
+                PathBuf::from("/home/u/.netrc"),
+                PathBuf::from("/home/u/dotfiles")
+            ]
+        );
+        let w = walk(Path::new("/home/u/.cargo/credentials.toml"), nodes(&tree)).unwrap();
+        assert_eq!(w.target, Path::new("/home/u/vault/token"));
+        assert_eq!(w.links.len(), 2);
+        let w = walk(Path::new("/home/u/.ssh"), nodes(&tree)).unwrap();
+        assert_eq!(
+            (w.target.as_path(), w.kind),
+            (Path::new("/usr"), Node::Directory)
+        );
+        // No links: the path itself.
+        let w = walk(Path::new("/home/u/vault/token"), nodes(&tree)).unwrap();
+        assert!(w.links.is_empty());
+        // Nowhere to go: missing, dangling, a loop, a file in the middle, relative.
+        for p in [
+            "/home/u/.aws",
+            "/home/u/dangling",
+            "/home/u/loop",
+            "/home/u/vault/token/x",
+            "home/u/vault",
+        ] {
+            assert_eq!(walk(Path::new(p), nodes(&tree)), None, "{p}");
+        }
+    }
+
+    fn judged(
+        name: &str,
+        extra: &[(&'static str, Node)],
+        writable: &[&str],
+    ) -> Result<PathBuf, String> {
+        let mut tree = home_tree();
+        tree.extend(extra.iter().cloned());
+        let walked = walk(Path::new(name), nodes(&tree)).expect("resolves");
+        let writable: Vec<PathBuf> = writable.iter().map(PathBuf::from).collect();
+        let mut roots = writable.clone();
+        roots.push("/home/u/ws".into());
+        let homes = vec![PathBuf::from("/home/u")];
+        let reach = Reach {
+            writable: &writable,
+            roots: &roots,
+            homes: &homes,
+        };
+        judge_default(Path::new(name), &walked, &reach)
+    }
+
+    #[test]
+    fn a_default_name_s_link_never_hides_the_system_a_root_a_home_or_an_ancestor() {
+        let name = "/home/u/.cargo/credentials.toml";
+        for (target, why) in [
+            ("/usr", "system directory"),
+            ("/", "system directory"),
+            ("/usr/share/keyrings", "system directory"),
+            ("/etc", "system directory"),
+            ("/home", "system directory"),
+            ("/home/u", "which holds"),
+            ("/home/u/ws", "where the command works"),
+        ] {
+            let extra = [
+                (name, link(target)),
+                ("/home/u/ws", Node::Directory),
+                ("/usr/share", Node::Directory),
+                ("/usr/share/keyrings", Node::Directory),
+            ];
+            // Whether or not a command could have planted it.
+            for writable in [&["/home/u/.cargo"][..], &[][..]] {
+                let err = judged(name, &extra, writable).unwrap_err();
+                assert!(err.contains(why), "{target} {writable:?}: {err}");
+                assert!(err.contains(name) && err.contains("not followed"), "{err}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_link_where_commands_write_hides_only_a_file_of_the_home_outside_the_roots() {
+        let name = "/home/u/.cargo/credentials.toml";
+        let cargo = &["/home/u/.cargo"][..];
+        // The user's own link to a secret file: hidden, planted or not.
+        let to_token = [(name, link("/home/u/vault/token"))];
+        for writable in [cargo, &[][..]] {
+            assert_eq!(
+                judged(name, &to_token, writable),
+                Ok(PathBuf::from("/home/u/vault/token"))
+            );
+        }
+        // A directory of the home: followed only when no command could have planted it.
+        let to_dir = [(name, link("/home/u/vault"))];
+        let err = judged(name, &to_dir, cargo).unwrap_err();
+        assert!(
+            err.contains("could have planted") && err.contains("/home/u/.cargo"),
+            "{err}"
+        );
+        assert_eq!(
+            judged(name, &to_dir, &[]),
+            Ok(PathBuf::from("/home/u/vault"))
+        );
+        // A file inside a writable root, or outside every home.
+        let in_root = [
+            (name, link("/home/u/.cargo/other")),
+            ("/home/u/.cargo/other", Node::File),
+        ];
+        assert!(judged(name, &in_root, cargo).is_err());
+        let elsewhere = [
+            (name, link("/srv/token")),
+            ("/srv", Node::Directory),
+            ("/srv/token", Node::File),
+        ];
+        assert!(judged(name, &elsewhere, cargo).is_err());
+        assert_eq!(
+            judged(name, &elsewhere, &[]),
+            Ok(PathBuf::from("/srv/token"))
+        );
+        // A link on the way counts as much as the name itself: ~/.config planted in a
+        // writable ~ leads every name beneath it.
+        let through = [
+            ("/home/u/.config", link("/home/u/vault")),
+            ("/home/u/vault/gh", Node::Directory),
+        ];
+        assert!(judged("/home/u/.config/gh", &through, &["/home/u"]).is_err());
+        // No link: hidden as it is (a directory a command made hides only itself).
+        let plain = [(name, Node::Directory)];
+        assert_eq!(judged(name, &plain, cargo), Ok(PathBuf::from(name)));
     }
 }

@@ -34,7 +34,7 @@
 //! its explicit pid. The `signals` guarantee says so in its note.
 
 use super::bpf::{Code, Insn, JEQ_K, To, load_arg};
-use super::{ALLOW, EPERM, ENOSYS, Label};
+use super::{ALLOW, ENOSYS, EPERM, Label};
 use nix::unistd::{Pid, getpgid, getpgrp, getppid};
 
 /// `F_SETOWN_EX` (linux/fcntl.h; the same number on every architecture), which libc

@@ -70,7 +70,12 @@ fn signal_rules(outside: &Outside) -> Result<Rules, RunnerError> {
     if let Some(group) = outside.parent_group {
         rules.insert(
             libc::SYS_setpgid,
-            vec![rule(vec![cond(1, Len::Dword, Op::Eq, group as u32 as u64)?])?],
+            vec![rule(vec![cond(
+                1,
+                Len::Dword,
+                Op::Eq,
+                group as u32 as u64,
+            )?])?],
         );
     }
     Ok(rules)
@@ -1373,6 +1378,9 @@ mod alone {
     /// Signal 0 checks whether a signal would be allowed and sends nothing.
     const PROBE: i64 = 0;
 
+    /// One raw system call (or a few), returning what the last one returned.
+    type Syscall = Box<dyn Fn() -> i64>;
+
     /// Signal calls from a forked child at its parent (this test process) and the
     /// group they share, each with the errno the filter must give (0: allowed), and
     /// calls on the child's own processes that must stay allowed. The kernel lets a
@@ -1393,7 +1401,7 @@ mod alone {
             r
         };
         use libc::syscall as s;
-        let calls: Vec<(&'static str, Box<dyn Fn() -> i64>, i32)> = vec![
+        let calls: Vec<(&'static str, Syscall, i32)> = vec![
             (
                 "kill the parent",
                 Box::new(move || unsafe { s(libc::SYS_kill, parent(), PROBE) }),
