@@ -563,3 +563,32 @@ fn the_in_band_rule_matches_the_runners_failure_and_not_a_forgery() {
     let out = spawn_argv(&c);
     assert!(matches(&c, &out), "{}", text(&out.stderr));
 }
+
+/// Every file the launcher, the stage or the proxy puts in a private directory is named
+/// in the provider contract and removed by the harness provider (which removes by name
+/// and then `rmdir`s: a file it does not know leaves the directory behind).
+#[test]
+fn the_files_of_a_private_directory_are_named_where_executors_remove_them() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let contract = std::fs::read_to_string(root.join("docs/provider-contract.md")).unwrap();
+    let provider = std::fs::read_to_string(root.join("integrations/dsh/src/index.ts")).unwrap();
+    let list = provider
+        .lines()
+        .find(|l| l.starts_with("const PRIVATE_FILES"))
+        .expect("integrations/dsh/src/index.ts has no PRIVATE_FILES list");
+    for name in [
+        "request",
+        stockade_policy::status::STATUS_FILE,
+        stockade_policy::stage_report::REPORT_FILE,
+        stockade_policy::network_denials::LOG_FILE,
+    ] {
+        assert!(
+            list.contains(&format!("'{name}'")),
+            "integrations/dsh does not remove {name}: {list}"
+        );
+        assert!(
+            contract.contains(&format!("`{name}`")),
+            "docs/provider-contract.md does not name {name}"
+        );
+    }
+}

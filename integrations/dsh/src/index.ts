@@ -244,7 +244,7 @@ export class StockadeSandboxProvider extends SandboxProvider {
   }
 
   /**
-   * Removes one private directory: its two files by name, then the directory, never
+   * Removes one private directory: its files by name, then the directory, never
    * recursively and only when it is still a real directory (not a symlink) that we own,
    * so a command that could reach an in-band directory cannot turn the removal into a
    * deletion elsewhere.
@@ -255,13 +255,20 @@ export class StockadeSandboxProvider extends SandboxProvider {
     try {
       const st = lstatSync(dir)
       if (!st.isDirectory() || st.uid !== process.getuid?.()) return
-      for (const name of ['request', 'status']) rmSync(join(dir, name), { force: true })
+      for (const name of PRIVATE_FILES) rmSync(join(dir, name), { force: true })
       rmdirSync(dir)
     } catch {
       // Gone already, or not ours to remove: stockade's own sweep handles leftovers.
     }
   }
 }
+
+/**
+ * Every file a private directory can hold (docs/provider-contract.md, "The status file"):
+ * the request, the runner's status record, the namespace stage's report, and the
+ * domain proxy's record of refused connections.
+ */
+const PRIVATE_FILES = ['request', 'status', 'stage', 'network-denied'] as const
 
 /** A failed `stockade confine` as the harness's fail-closed error. */
 function unavailable(policy: SandboxPolicy, error: unknown): SandboxUnavailableError {
