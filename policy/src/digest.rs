@@ -2,6 +2,9 @@
 //! `confine` puts the digest of the bytes it wrote in the argv (`--sha256 HEX`), and the
 //! runner refuses, and leaves untouched, a file whose bytes do not have that digest.
 //!
+//! [`Sha256`] hashes a stream piece by piece: the receipts of `stockade run` digest the
+//! complete output as it passes through, and the runner an executable as it reads it.
+//!
 //! Written here rather than taken from a crate: it is a page of code with published test
 //! vectors, and the runner (on the path of every command) stays free of dependencies.
 
@@ -59,34 +62,110 @@ fn compress(state: &mut [u32; 8], block: &[u8]) {
     }
 }
 
+/// A SHA-256 computed over data that arrives in pieces: a stream is hashed as it passes
+/// through, with no more memory than one block.
+#[derive(Clone, Debug)]
+pub struct Sha256 {
+    state: [u32; 8],
+    /// The bytes of an incomplete block.
+    block: [u8; 64],
+    filled: usize,
+    /// Every byte taken so far.
+    len: u64,
+}
+
+impl Default for Sha256 {
+    fn default() -> Self {
+        Sha256::new()
+    }
+}
+
+impl Sha256 {
+    pub fn new() -> Sha256 {
+        Sha256 {
+            state: H0,
+            block: [0; 64],
+            filled: 0,
+            len: 0,
+        }
+    }
+
+    /// Takes the next bytes of the message.
+    pub fn update(&mut self, mut data: &[u8]) {
+        self.len = self.len.wrapping_add(data.len() as u64);
+        if self.filled > 0 {
+            let take = data.len().min(64 - self.filled);
+            self.block[self.filled..self.filled + take].copy_from_slice(&data[..take]);
+            self.filled += take;
+            data = &data[take..];
+            if self.filled < 64 {
+                return;
+            }
+            let block = self.block;
+            compress(&mut self.state, &block);
+            self.filled = 0;
+        }
+        let mut blocks = data.chunks_exact(64);
+        for block in &mut blocks {
+            compress(&mut self.state, block);
+        }
+        let rest = blocks.remainder();
+        self.block[..rest.len()].copy_from_slice(rest);
+        self.filled = rest.len();
+    }
+
+    /// How many bytes the message has so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether no byte was taken yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The digest of everything taken.
+    pub fn finish(&self) -> [u8; 32] {
+        let mut state = self.state;
+        // Padding: 0x80, zeros, then the length in bits as a big-endian u64.
+        let rest = &self.block[..self.filled];
+        let mut tail = [0u8; 128];
+        tail[..rest.len()].copy_from_slice(rest);
+        tail[rest.len()] = 0x80;
+        let len = if rest.len() < 56 { 64 } else { 128 };
+        let bits = self.len.wrapping_mul(8);
+        tail[len - 8..len].copy_from_slice(&bits.to_be_bytes());
+        for block in tail[..len].chunks_exact(64) {
+            compress(&mut state, block);
+        }
+        let mut out = [0u8; 32];
+        for (chunk, word) in out.chunks_exact_mut(4).zip(state) {
+            chunk.copy_from_slice(&word.to_be_bytes());
+        }
+        out
+    }
+
+    /// [`Sha256::finish`] as 64 lower-case hexadecimal digits.
+    pub fn finish_hex(&self) -> String {
+        hex(&self.finish())
+    }
+}
+
 /// The SHA-256 digest of `data`.
 pub fn sha256(data: &[u8]) -> [u8; 32] {
-    let mut state = H0;
-    let mut blocks = data.chunks_exact(64);
-    for block in &mut blocks {
-        compress(&mut state, block);
-    }
-    // Padding: 0x80, zeros, then the length in bits as a big-endian u64.
-    let rest = blocks.remainder();
-    let mut tail = [0u8; 128];
-    tail[..rest.len()].copy_from_slice(rest);
-    tail[rest.len()] = 0x80;
-    let len = if rest.len() < 56 { 64 } else { 128 };
-    let bits = (data.len() as u64).wrapping_mul(8);
-    tail[len - 8..len].copy_from_slice(&bits.to_be_bytes());
-    for block in tail[..len].chunks_exact(64) {
-        compress(&mut state, block);
-    }
-    let mut out = [0u8; 32];
-    for (chunk, word) in out.chunks_exact_mut(4).zip(state) {
-        chunk.copy_from_slice(&word.to_be_bytes());
-    }
-    out
+    let mut h = Sha256::new();
+    h.update(data);
+    h.finish()
+}
+
+/// A digest as 64 lower-case hexadecimal digits.
+pub fn hex(digest: &[u8; 32]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The digest as 64 lower-case hexadecimal digits, as it appears in an argv.
 pub fn sha256_hex(data: &[u8]) -> String {
-    sha256(data).iter().map(|b| format!("{b:02x}")).collect()
+    hex(&sha256(data))
 }
 
 /// Parses 64 hexadecimal digits (either case) into a digest.
@@ -195,6 +274,34 @@ mod tests {
         for (n, want) in known {
             assert_eq!(sha256_hex(&msg[..n]), want, "length {n}");
         }
+    }
+
+    #[test]
+    fn pieces_of_any_size_give_the_digest_of_the_whole() {
+        let msg: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let whole = sha256(&msg);
+        for piece in [1, 3, 55, 63, 64, 65, 127, 128, 999, 1000] {
+            let mut h = Sha256::new();
+            for chunk in msg.chunks(piece) {
+                h.update(chunk);
+            }
+            assert_eq!(h.finish(), whole, "pieces of {piece}");
+            assert_eq!(h.len(), 1000);
+        }
+        // Pieces of changing sizes, an empty one included.
+        let mut h = Sha256::new();
+        let mut at = 0;
+        for (i, size) in [0usize, 1, 62, 2, 64, 200, 0, 671].iter().enumerate() {
+            h.update(&msg[at..at + size]);
+            at += size;
+            assert!(i > 0 || h.is_empty());
+        }
+        assert_eq!(at, 1000);
+        assert_eq!(h.finish(), whole);
+        assert_eq!(
+            Sha256::new().finish_hex(),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
     }
 
     #[test]
