@@ -42,8 +42,12 @@
 //!   proxy's decision; [`addresses`]: which resolved addresses are not public;
 //!   [`network_denials`]: the record of refused connections and its markers;
 //!   [`proxy_env`]: the variables that point a command's clients at the proxy.
+//! - [`binding`]: the executable and working directory bound at confine time, the one
+//!   rule that resolves `argv[0]`, and how a change is named.
+//! - [`receipt`]: the record of a run (`stockade run --json`, `stockade classify`).
 
 pub mod addresses;
+pub mod binding;
 pub mod capability;
 pub mod classify;
 pub mod confined;
@@ -62,6 +66,7 @@ pub mod network_denials;
 pub mod policy;
 pub mod proxy_env;
 pub mod raw;
+pub mod receipt;
 pub mod request;
 pub mod roots;
 pub mod session;

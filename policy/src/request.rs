@@ -6,7 +6,7 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic  b"STKDREQ\n"
-//! 8       2     format version, little endian (currently 3)
+//! 8       2     format version, little endian (currently 4)
 //! 10      4     body length N, little endian
 //! 14      N     body: bincode 2 (standard config) encoding of the request
 //! ```
@@ -17,6 +17,7 @@
 //! Paths, arguments and environment entries are carried as raw bytes: Linux allows any
 //! byte but NUL in them, and the format must not lose what the caller passed.
 
+use crate::binding::{Binding, CwdBinding, ExecBinding};
 use crate::environment;
 use crate::grants::{self, Access};
 use crate::guarantees::KernelFacts;
@@ -32,7 +33,7 @@ use std::path::PathBuf;
 /// The first bytes of every launch request file.
 pub const MAGIC: [u8; 8] = *b"STKDREQ\n";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 /// Magic, version and body length.
 pub const HEADER_LEN: usize = 8 + 2 + 4;
 /// The largest request file accepted (4 MiB): larger than any argv + environment the
@@ -69,6 +70,9 @@ pub struct LaunchRequest {
     pub inherit: Inherit,
     /// Whether the runner starts a new session (see [`crate::session`]).
     pub session: RunnerSession,
+    /// The executable and working directory as they were when the command was confined:
+    /// the runner refuses to start anything else (see [`crate::binding`]).
+    pub binding: Binding,
 }
 
 /// Why request bytes could not be decoded.
@@ -185,6 +189,14 @@ pub enum ValidationError {
     BadDomains {
         why: String,
     },
+    /// A path of the binding is relative or holds a NUL byte.
+    BadBindingPath {
+        path: PathBuf,
+    },
+    /// The working directory binding does not fit the request: bound to another
+    /// directory than `cwd`, bound although the directory is inherited, or not bound
+    /// although it is not.
+    CwdBindingMismatch,
 }
 
 impl fmt::Display for ValidationError {
@@ -236,6 +248,14 @@ impl fmt::Display for ValidationError {
                 "request grants writable root {} without its device and inode",
                 path.display()
             ),
+            ValidationError::BadBindingPath { path } => write!(
+                f,
+                "request binds the path {} which is not absolute or holds a NUL byte",
+                path.display()
+            ),
+            ValidationError::CwdBindingMismatch => f.write_str(
+                "request's working directory binding does not match its cwd (or binds an inherited one)",
+            ),
         }
     }
 }
@@ -245,7 +265,7 @@ impl std::error::Error for ValidationError {}
 /// The one bincode configuration for both directions: standard encoding, and a decode
 /// limit so that a hostile length prefix cannot make the decoder allocate more than a
 /// request file may hold.
-fn config() -> impl bincode::config::Config {
+pub(crate) fn config() -> impl bincode::config::Config {
     bincode::config::standard().with_limit::<MAX_REQUEST_BYTES>()
 }
 
@@ -390,6 +410,25 @@ impl LaunchRequest {
                 return bad("the network is not denied around the proxy".into());
             }
         }
+        let bound_paths = match (&self.binding.executable, &self.binding.cwd) {
+            (ExecBinding::Found(e), CwdBinding::Bound { path, .. }) => vec![&e.path, path],
+            (ExecBinding::Found(e), CwdBinding::Inherited) => vec![&e.path],
+            (_, CwdBinding::Bound { path, .. }) => vec![path],
+            (_, CwdBinding::Inherited) => Vec::new(),
+        };
+        if let Some(path) = bound_paths
+            .into_iter()
+            .find(|p| !p.is_absolute() || p.as_os_str().as_bytes().contains(&0))
+        {
+            return Err(ValidationError::BadBindingPath { path: path.clone() });
+        }
+        let cwd_fits = match &self.binding.cwd {
+            CwdBinding::Bound { path, .. } => !self.inherit.cwd && *path == self.cwd,
+            CwdBinding::Inherited => self.inherit.cwd,
+        };
+        if !cwd_fits {
+            return Err(ValidationError::CwdBindingMismatch);
+        }
         if let Some(status) = &self.status_path {
             if status.as_os_str().as_bytes().contains(&0) {
                 return Err(ValidationError::NulInStatusPath);
@@ -411,7 +450,9 @@ impl LaunchRequest {
     /// A request for tests (feature `testing`): `argv` in `cwd` under `policy`, judged
     /// against `promised`, with an empty environment, no status channel, nothing
     /// inherited and the runner's session left to the spawn. Tests set the public fields
-    /// they need; the field list is written here, not in each test.
+    /// they need; the field list is written here, not in each test. The binding is a
+    /// placeholder (nothing found, the cwd as device 0 inode 0) that validates but that no
+    /// runner accepts: a test that runs the request binds it as `confine` would.
     #[cfg(any(test, feature = "testing"))]
     pub fn for_tests(
         argv: Vec<OsString>,
@@ -419,15 +460,27 @@ impl LaunchRequest {
         policy: Policy,
         promised: KernelFacts,
     ) -> LaunchRequest {
+        let cwd = cwd.into();
         LaunchRequest {
             argv,
-            cwd: cwd.into(),
+            cwd: cwd.clone(),
             env: Vec::new(),
             policy,
             promised,
             status_path: None,
             inherit: Inherit::default(),
             session: RunnerSession::default(),
+            binding: Binding {
+                executable: ExecBinding::NotFound,
+                cwd: CwdBinding::Bound {
+                    path: cwd,
+                    id: crate::roots::FileId {
+                        dev: 0,
+                        ino: 0,
+                        birth: None,
+                    },
+                },
+            },
         }
     }
 }
@@ -505,6 +558,20 @@ mod tests {
                 }),
             },
             session: RunnerSession::New,
+            binding: Binding {
+                executable: ExecBinding::Found(crate::binding::Executable {
+                    path: PathBuf::from(OsString::from_vec(b"/usr/bin/\xfebash".to_vec())),
+                    id: crate::binding::ExecId {
+                        dev: 8,
+                        ino: 77,
+                        size: 1_400_000,
+                        modified: crate::binding::Timestamp { sec: 1, nsec: 2 },
+                        changed: crate::binding::Timestamp { sec: 3, nsec: 4 },
+                    },
+                    sha256: Some([9; 32]),
+                }),
+                cwd: CwdBinding::Inherited,
+            },
         }
     }
 
@@ -697,6 +764,45 @@ mod tests {
         check(
             &|r| r.status_path = Some(PathBuf::from(OsString::from_vec(b"/s\0".to_vec()))),
             ValidationError::NulInStatusPath,
+        );
+        check(
+            &|r| {
+                if let ExecBinding::Found(e) = &mut r.binding.executable {
+                    e.path = "bash".into();
+                }
+            },
+            ValidationError::BadBindingPath {
+                path: "bash".into(),
+            },
+        );
+        let dir = crate::roots::FileId {
+            dev: 1,
+            ino: 2,
+            birth: None,
+        };
+        // Inherited, yet bound; then not inherited, bound elsewhere; then unbound.
+        check(
+            &|r| {
+                r.binding.cwd = CwdBinding::Bound {
+                    path: r.cwd.clone(),
+                    id: dir,
+                }
+            },
+            ValidationError::CwdBindingMismatch,
+        );
+        check(
+            &|r| {
+                r.inherit.cwd = false;
+                r.binding.cwd = CwdBinding::Bound {
+                    path: "/elsewhere".into(),
+                    id: dir,
+                }
+            },
+            ValidationError::CwdBindingMismatch,
+        );
+        check(
+            &|r| r.inherit.cwd = false,
+            ValidationError::CwdBindingMismatch,
         );
     }
 

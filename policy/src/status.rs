@@ -83,11 +83,16 @@ pub enum FailureKind {
     Stdout,
     NotFound,
     CannotExecute,
+    /// The executable or working directory is not what `confine` bound (see
+    /// [`crate::binding`]): nothing was run.
+    BindingChanged,
+    /// The bound executable's content could not be read to compare its digest.
+    BindingUnverifiable,
 }
 
 impl FailureKind {
     /// Every kind, for parsing and tests.
-    pub const ALL: [FailureKind; 32] = [
+    pub const ALL: [FailureKind; 34] = [
         FailureKind::Usage,
         FailureKind::RequestMissing,
         FailureKind::RequestSymlink,
@@ -120,6 +125,8 @@ impl FailureKind {
         FailureKind::CannotExecute,
         FailureKind::RootReplaced,
         FailureKind::InheritedCwd,
+        FailureKind::BindingChanged,
+        FailureKind::BindingUnverifiable,
     ];
 
     /// The wire identifier.
@@ -157,6 +164,8 @@ impl FailureKind {
             FailureKind::CannotExecute => "cannot-execute",
             FailureKind::RootReplaced => "root-replaced",
             FailureKind::InheritedCwd => "inherited-cwd",
+            FailureKind::BindingChanged => "binding-changed",
+            FailureKind::BindingUnverifiable => "binding-unverifiable",
         }
     }
 
@@ -346,6 +355,8 @@ mod tests {
             FailureKind::CannotExecute => 29,
             FailureKind::RootReplaced => 30,
             FailureKind::InheritedCwd => 31,
+            FailureKind::BindingChanged => 32,
+            FailureKind::BindingUnverifiable => 33,
         }
     }
 
