@@ -304,8 +304,8 @@ pub enum Drift {
     ExecutableChanged {
         path: PathBuf,
         what: Difference,
-        then: ExecId,
-        now: ExecId,
+        then: Box<ExecId>,
+        now: Box<ExecId>,
     },
     /// Identity unchanged, content not (`--bind-executable-hash`).
     Content {
@@ -408,8 +408,8 @@ impl ExecBinding {
                     Some(what) => Err(Drift::ExecutableChanged {
                         path: path.to_path_buf(),
                         what,
-                        then: bound.id,
-                        now: *id,
+                        then: Box::new(bound.id),
+                        now: Box::new(*id),
                     }),
                 }
             }
