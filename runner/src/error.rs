@@ -9,6 +9,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
+use stockade_policy::binding::Drift;
 use stockade_policy::exit;
 use stockade_policy::guarantees::{Feature, Guarantee, KernelFacts};
 use stockade_policy::request::{DecodeError, ValidationError};
@@ -136,6 +137,13 @@ pub enum RunnerError {
         program: OsString,
         source: io::Error,
     },
+    /// The executable or the working directory is not what `confine` bound.
+    BindingChanged(Drift),
+    /// The bound executable could not be read to compare its content's digest.
+    BindingUnverifiable {
+        path: PathBuf,
+        source: io::Error,
+    },
 }
 
 impl RunnerError {
@@ -181,6 +189,8 @@ impl RunnerError {
             RunnerError::Stdout(_) => FailureKind::Stdout,
             RunnerError::NotFound { .. } => FailureKind::NotFound,
             RunnerError::CannotExecute { .. } => FailureKind::CannotExecute,
+            RunnerError::BindingChanged(_) => FailureKind::BindingChanged,
+            RunnerError::BindingUnverifiable { .. } => FailureKind::BindingUnverifiable,
         }
     }
 }
@@ -320,6 +330,13 @@ impl fmt::Display for RunnerError {
                 program.to_string_lossy(),
                 errno_name(source)
             ),
+            RunnerError::BindingChanged(drift) => drift.fmt(f),
+            RunnerError::BindingUnverifiable { path, source } => write!(
+                f,
+                "cannot read the executable {} to compare its content with the digest bound when the command was confined: {}; nothing was run",
+                path.display(),
+                errno_name(source)
+            ),
         }
     }
 }
@@ -438,6 +455,15 @@ mod tests {
             },
             RunnerError::CannotExecute {
                 program: "x".into(),
+                source: io(),
+            },
+            RunnerError::BindingChanged(Drift::Executable {
+                program: "x".into(),
+                then: String::new(),
+                now: String::new(),
+            }),
+            RunnerError::BindingUnverifiable {
+                path: p(),
                 source: io(),
             },
         ];

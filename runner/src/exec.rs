@@ -1,6 +1,8 @@
-//! Starting the target: `execve` with exactly the request's environment, resolving a bare
-//! program name like `execvp` does, but over the *request's* `PATH`.
+//! Starting the target: `execve` with exactly the request's environment, of the file
+//! the binding check verified (binding.rs): from its descriptor, or by path when an
+//! interpreter must open it by name.
 
+use crate::binding::{Method, Start};
 use crate::error::RunnerError;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
@@ -8,8 +10,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use stockade_policy::LaunchRequest;
 
-/// The search path used when the request's environment has no `PATH`.
-pub const DEFAULT_PATH: &str = "/usr/bin:/bin";
 /// The interpreter for a file the kernel will not execute itself (`ENOEXEC`).
 const SHELL: &str = "/bin/sh";
 
@@ -20,21 +20,28 @@ fn cstring(bytes: &[u8]) -> CString {
 
 /// Execs the target. Returns only on failure.
 ///
-/// SIGPIPE is back at the disposition the caller left for every `execve` tried (an
-/// ignored signal stays ignored across `execve`: were the runner's own ignore passed on,
+/// SIGPIPE is back at the disposition the caller left for the `execve` (an ignored
+/// signal stays ignored across `execve`: were the runner's own ignore passed on,
 /// `yes | head -1` in the target would see EPIPE instead of dying by SIGPIPE as it does
-/// outside the sandbox). It is set once around the whole search, which writes nothing,
-/// and ignored again when every attempt failed, so writing the runner's own failure line
-/// cannot kill it.
-pub fn exec(request: &LaunchRequest) -> RunnerError {
+/// outside the sandbox). It is set just around the attempt, which writes nothing, and
+/// ignored again when it failed, so writing the runner's own failure line cannot kill it.
+pub fn exec(request: &LaunchRequest, start: Start) -> RunnerError {
     sigpipe(INHERITED_SIGPIPE.load(Ordering::Relaxed));
-    let err = search_and_exec(request);
+    let err = start_target(request, start);
     sigpipe(libc::SIG_IGN);
     err
 }
 
-/// `execve` of the program itself, or of each candidate on the search path in turn.
-fn search_and_exec(request: &LaunchRequest) -> RunnerError {
+/// `execve` of what the binding check found; or the failure it already knew.
+fn start_target(request: &LaunchRequest, start: Start) -> RunnerError {
+    let program = request.argv[0].as_os_str();
+    let target = match start {
+        Start::Exec(target) => target,
+        Start::NotFound => return failure(program, io::Error::from_raw_os_error(libc::ENOENT)),
+        Start::NotExecutable { errno } => {
+            return failure(program, io::Error::from_raw_os_error(errno));
+        }
+    };
     let argv: Vec<CString> = request.argv.iter().map(|a| cstring(a.as_bytes())).collect();
     let envp: Vec<CString> = request
         .env
@@ -47,40 +54,27 @@ fn search_and_exec(request: &LaunchRequest) -> RunnerError {
             cstring(&kv)
         })
         .collect();
-    let program = request.argv[0].as_os_str();
-
-    if program.as_bytes().contains(&b'/') {
-        let err = exec_or_sh(&argv[0], &argv, &envp);
-        return failure(program, err);
-    }
-
-    let search = request
-        .env_var("PATH")
-        .map(|p| p.as_os_str())
-        .unwrap_or(OsStr::new(DEFAULT_PATH));
-    let mut saw_eacces = false;
-    for dir in search.as_bytes().split(|&b| b == b':') {
-        // An empty entry means the current directory, as for execvp.
-        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
-        let mut candidate = Vec::with_capacity(dir.len() + 1 + program.len());
-        candidate.extend_from_slice(dir);
-        candidate.push(b'/');
-        candidate.extend_from_slice(program.as_bytes());
-        let err = exec_or_sh(&cstring(&candidate), &argv, &envp);
-        match err.raw_os_error() {
-            // Not here: keep looking.
-            Some(libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT) => {}
-            // Here but not executable: remember it, a later entry may still work.
-            Some(libc::EACCES) => saw_eacces = true,
-            _ => return failure(program, err),
+    let err = match target.method {
+        Method::Descriptor => {
+            let empty = c"";
+            match nix::unistd::execveat(
+                &target.fd,
+                empty,
+                &argv,
+                &envp,
+                nix::fcntl::AtFlags::AT_EMPTY_PATH,
+            ) {
+                Err(e) => io::Error::from(e),
+                Ok(never) => match never {},
+            }
         }
-    }
-    let errno = if saw_eacces {
-        libc::EACCES
-    } else {
-        libc::ENOENT
+        Method::Path => exec_or_sh(
+            &cstring(target.path.as_os_str().as_bytes()),
+            &argv,
+            &envp,
+        ),
     };
-    failure(program, io::Error::from_raw_os_error(errno))
+    failure(program, err)
 }
 
 /// The SIGPIPE disposition the runner was started with (default or ignored: a handler

@@ -12,6 +12,7 @@ use stockade_policy::guarantees::{self, Asks, ModeVerdict};
 use stockade_policy::request::FORMAT_VERSION;
 use stockade_policy::stage::{self, PidMode};
 use stockade_policy::stage_report::{self, DirMeta};
+use stockade_policy::binding::{CwdBinding, ExecBinding};
 use stockade_policy::{LaunchRequest, Network};
 
 pub fn explain(path: &Path) -> Result<String, RunnerError> {
@@ -102,6 +103,34 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     let _ = writeln!(w, "argv:");
     for (i, a) in request.argv.iter().enumerate() {
         let _ = writeln!(w, "  [{i}] {a:?}");
+    }
+    let bound = match &request.binding.executable {
+        ExecBinding::Found(e) => format!(
+            "{} ({}{})",
+            e.path.display(),
+            e.id,
+            match &e.sha256 {
+                Some(d) => format!(", SHA-256 {}", stockade_policy::digest::hex(d)),
+                None => String::new(),
+            }
+        ),
+        ExecBinding::NotFound => "nothing: not found (the command fails with 127)".into(),
+        ExecBinding::NotExecutable => {
+            "no file that can be executed (the command fails with 126)".into()
+        }
+    };
+    let _ = writeln!(
+        w,
+        "bound:       argv[0] resolves to {bound}; anything else is refused"
+    );
+    if let CwdBinding::Bound { path, id } = &request.binding.cwd {
+        let _ = writeln!(
+            w,
+            "bound:       cwd {} is device {} inode {}; another directory there is refused",
+            path.display(),
+            id.dev,
+            id.ino
+        );
     }
     if let Some(inherit) = &request.inherit.env {
         let keep: Vec<_> = inherit.keep.iter().map(|k| k.to_string_lossy()).collect();

@@ -7,7 +7,9 @@
 //! the filter is built) -> no_new_privs -> Landlock -> drop capabilities (all but those
 //! the policy keeps) -> inherited fds marked close-on-exec -> install the
 //! filter (last: it filters what the steps before use) -> judge what the kernel gave
-//! against what was reported -> `confined` status record -> execve. A failure after the
+//! against what was reported -> resolve `argv[0]` and check it against the binding
+//! (binding.rs; the working directory was checked on entering it) -> `confined` status
+//! record -> execve of the verified file. A failure after the
 //! status file is open also writes a `failed` record (see status.rs). The status file
 //! is close-on-exec, and written with plain write(2), which the filter lets through.
 //!
@@ -25,6 +27,7 @@
 // The unit-test harness brings its own `main`.
 #![cfg_attr(not(test), no_main)]
 
+mod binding;
 mod caps;
 mod carve;
 mod error;
@@ -207,7 +210,9 @@ fn enter_cwd(request: &LaunchRequest) -> Result<(), RunnerError> {
     std::env::set_current_dir(&request.cwd).map_err(|source| RunnerError::Chdir {
         cwd: request.cwd.clone(),
         source,
-    })
+    })?;
+    // The directory entered is the process's from now on, whatever becomes of its path.
+    binding::check_cwd(&request.binding.cwd)
 }
 
 /// Refuses to start the target when it would get less than the executor was told: the
@@ -261,13 +266,23 @@ fn run(path: &std::path::Path, digest: &[u8; 32]) -> RunnerError {
             return e;
         }
     };
+    // Confinement is complete: what runs must be what was bound.
+    let start = match binding::verify(&request) {
+        Ok(start) => start,
+        Err(e) => {
+            if let Some(status) = status {
+                status.failed(&e);
+            }
+            return e;
+        }
+    };
     // The last step before execve: from here on the target's exit facts are its own.
     if let Some(status) = status
         && let Err(e) = status.confined(achieved)
     {
         return e;
     }
-    exec::exec(&request)
+    exec::exec(&request, start)
 }
 
 /// Prints the one failure line, tagged when a tag was given. Newlines in paths are

@@ -128,7 +128,7 @@ pub fn open_root(grant: &Grant, expected: FileId) -> Result<OwnedFd, RunnerError
 }
 
 /// The birth time of what `fd` refers to, when the filesystem reports one.
-fn birth_time(fd: &OwnedFd) -> Option<(i64, u32)> {
+pub(crate) fn birth_time(fd: &OwnedFd) -> Option<(i64, u32)> {
     use std::os::fd::AsRawFd;
     // SAFETY: statx is plain data; all-zero is a valid value to be overwritten.
     let mut buf: libc::statx = unsafe { std::mem::zeroed() };
