@@ -249,6 +249,15 @@ pub struct EnvArgs {
     pub clear_env: bool,
 }
 
+/// What the binding covers besides the executable's identity.
+#[derive(Args, Debug, Clone, Default)]
+pub struct BindArgs {
+    /// Also bind the executable's content: its SHA-256 is computed now and again just
+    /// before it starts (files up to 256 MiB; each run reads the whole file).
+    #[arg(long = "bind-executable-hash")]
+    pub bind_executable_hash: bool,
+}
+
 #[derive(Args, Debug)]
 pub struct ConfineArgs {
     #[command(flatten)]
@@ -257,6 +266,8 @@ pub struct ConfineArgs {
     pub env: EnvArgs,
     #[command(flatten)]
     pub inherit: InheritArgs,
+    #[command(flatten)]
+    pub bind: BindArgs,
     #[command(flatten)]
     pub command: CommandArgs,
 }
@@ -336,6 +347,8 @@ pub struct RunArgs {
     pub env: EnvArgs,
     #[command(flatten)]
     pub supervise: SuperviseArgs,
+    #[command(flatten)]
+    pub bind: BindArgs,
     #[command(flatten)]
     pub command: CommandArgs,
 }

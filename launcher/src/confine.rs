@@ -2,6 +2,7 @@
 //! and describe the result as ConfinedArgv. [`confine`] is also the first step of
 //! `stockade run`.
 
+use crate::binding;
 use crate::cli::{ConfineArgs, InheritEnvRule};
 use crate::env;
 use crate::error::LauncherError;
@@ -14,6 +15,7 @@ use crate::stdout;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
+use stockade_policy::binding::Binding;
 use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{
     denial_signatures, runner_failure_rules, tagged_runner_failure_rules,
@@ -24,6 +26,7 @@ use stockade_policy::guarantees::{self, Asks, ModeVerdict};
 use stockade_policy::inherit::{EnvFilter, Inherit, InheritEnv};
 use stockade_policy::proxy_env::proxy_env;
 use stockade_policy::session::RunnerSession;
+use stockade_policy::receipt::{self, BindingReport};
 use stockade_policy::stage::{self, PidMode};
 use stockade_policy::stage_report::{self, DirMeta};
 use stockade_policy::{LaunchRequest, Mode, PolicyRequest};
@@ -64,6 +67,8 @@ pub struct Confinement {
     pub shared: Vec<(std::path::PathBuf, DirMeta)>,
     /// Where the proxy records refused connections, with the network by name.
     pub network_record: Option<std::path::PathBuf>,
+    /// What was bound (the runner checks it; for `danger-full-access`, `stockade run`).
+    pub binding: Binding,
 }
 
 /// The writable roots of `policy` that are shared directories the caller owns, with
@@ -83,34 +88,44 @@ fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError
 }
 
 /// Prepares `command` to run under `policy` with environment `env`; the runner does
-/// about its session what `session` says.
+/// about its session what `session` says; `hash`: bind the executable's content too
+/// (`--bind-executable-hash`).
 pub fn confine(
     policy: &PolicyRequest,
     command: &[OsString],
     env: Vec<(OsString, OsString)>,
     session: RunnerSession,
+    hash: bool,
 ) -> Result<Confinement, LauncherError> {
-    confine_inheriting(policy, command, env, Inherit::default(), session)
+    confine_inheriting(policy, command, env, Inherit::default(), session, hash)
 }
 
 /// [`confine`], with the working directory and environment taken at spawn time as
 /// `inherit` says. `env` is still what `$TMPDIR` is resolved from (the spawner's
 /// environment is not known yet); with an inherited environment the request carries
-/// none of it.
+/// none of it; its `PATH` is what `argv[0]` is resolved over for the binding (the
+/// runner resolves it again over the `PATH` it inherits, and refuses another file).
 pub fn confine_inheriting(
     policy: &PolicyRequest,
     command: &[OsString],
     env: Vec<(OsString, OsString)>,
     inherit: Inherit,
     session: RunnerSession,
+    hash: bool,
 ) -> Result<Confinement, LauncherError> {
     let mode = policy.mode;
+    let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
+    let program = command.first().map(OsString::as_os_str).unwrap_or_default();
+    let search = stockade_policy::environment::lookup(&env, "PATH").map(OsString::as_os_str);
+    let binding = binding::bind(program, search, &cwd, inherit.cwd, hash)?;
     if Start::of(mode) == Start::Program {
         // Nothing to enforce, so nothing to write: the executor runs the raw argv.
         let argv = command
             .iter()
             .map(|a| utf8(a, "the command"))
             .collect::<Result<_, _>>()?;
+        let digest = receipt::unconfined_request_digest(command, &cwd, &env, &binding);
+        let report = BindingReport::new(digest, None, program, &binding);
         return Ok(Confinement {
             confined: ConfinedArgv {
                 contract: CONTRACT_VERSION,
@@ -123,15 +138,16 @@ pub fn confine_inheriting(
                 status_path: None,
                 status_channel: None,
                 not_granted: Vec::new(),
+                binding: Some(report),
             },
             private_dir: None,
             unprotected: Vec::new(),
             shared: Vec::new(),
             network_record: None,
+            binding,
         });
     }
 
-    let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
     let tmpdir = stockade_policy::environment::lookup(&env, "TMPDIR").map(Path::new);
     let invoker = placement::invoker();
     let mut policy = policy.clone();
@@ -233,6 +249,7 @@ pub fn confine_inheriting(
         status_path: Some(status_path.clone()),
         inherit,
         session,
+        binding,
     };
     let write = || -> Result<(String, String, String), LauncherError> {
         request.validate().map_err(LauncherError::Invalid)?;
@@ -250,6 +267,12 @@ pub fn confine_inheriting(
             return Err(e);
         }
     };
+    let report = BindingReport::new(
+        digest.clone(),
+        Some(receipt::policy_digest(&request.policy)),
+        program,
+        &request.binding,
+    );
     let runner_argv = vec![
         runner,
         "--request".to_string(),
@@ -367,11 +390,13 @@ pub fn confine_inheriting(
             status_path: Some(status_path),
             status_channel: Some(confined::status_channel(&facts)),
             not_granted,
+            binding: Some(report),
         },
         private_dir: Some(dir),
         unprotected,
         shared,
         network_record,
+        binding: request.binding,
     })
 }
 
@@ -423,6 +448,7 @@ pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
         inherit(args),
         // The executor spawns the runner: only then are its stdin and group known.
         RunnerSession::WhenTerminal,
+        args.bind.bind_executable_hash,
     )?;
     let written = serde_json::to_string(&confinement.confined)
         .map_err(LauncherError::Json)

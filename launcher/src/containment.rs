@@ -32,6 +32,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
+use stockade_policy::receipt::CleanupProof;
 
 /// Which containment holds the range; its name appears in results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -234,6 +235,14 @@ pub struct Range {
     leader: Pid,
 }
 
+/// Why the range is not proven empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unproven {
+    NotEmpty,
+    /// The cgroup's `cgroup.events` could not be read.
+    Unreadable,
+}
+
 /// A live process in the range.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
@@ -251,6 +260,21 @@ impl Range {
             Kind::Cgroup
         } else {
             Kind::Subreaper
+        }
+    }
+
+    /// How the range is known to be empty, or why it is not known: the receipt's
+    /// `cleanup`. Unlike [`Range::is_empty`], a cgroup that cannot be read is no proof,
+    /// even when the launcher has no child left.
+    pub fn proof(&self, children_left: bool) -> Result<CleanupProof, Unproven> {
+        match &self.cgroup {
+            Some(cg) => match cg.populated() {
+                Some(false) => Ok(CleanupProof::Cgroup),
+                Some(true) => Err(Unproven::NotEmpty),
+                None => Err(Unproven::Unreadable),
+            },
+            None if children_left => Err(Unproven::NotEmpty),
+            None => Ok(CleanupProof::Subreaper),
         }
     }
 
@@ -278,24 +302,29 @@ impl Range {
     /// Sends `signal` to the leader's process group and every member, each as soon as it
     /// is found (a process that forks and exits in a loop is caught before its next
     /// fork). SIGKILL goes through `cgroup.kill` when there is one: the kernel then also
-    /// refuses new forks in the group, so nothing slips through.
-    pub fn signal(&self, signal: Signal) {
+    /// refuses new forks in the group, so nothing slips through. Returns the members the
+    /// kernel refused to signal (EPERM: another user's process, for one).
+    pub fn signal(&self, signal: Signal) -> Vec<i32> {
         if signal == Signal::SIGKILL
             && let Some(mut kill_file) = self.cgroup.as_ref().and_then(|c| c.kill.as_ref())
             && kill_file.write_all(b"1").is_ok()
         {
-            return;
+            return Vec::new();
         }
         let _ = killpg(self.leader, signal);
-        let send = |pid: i32| {
-            let _ = kill(Pid::from_raw(pid), signal);
+        let mut refused = Vec::new();
+        let mut send = |pid: i32| {
+            if kill(Pid::from_raw(pid), signal) == Err(nix::errno::Errno::EPERM) {
+                refused.push(pid);
+            }
         };
         match self.cgroup.as_ref().and_then(Cgroup::pids) {
-            Some(pids) => pids.into_iter().for_each(send),
+            Some(pids) => pids.into_iter().for_each(&mut send),
             None => {
-                descendants(std::process::id() as i32, send);
+                descendants(std::process::id() as i32, &mut send);
             }
         }
+        refused
     }
 
     /// Removes what the containment created. Processes still in the range (kept with

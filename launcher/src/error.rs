@@ -4,6 +4,7 @@
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
+use stockade_policy::binding::Drift;
 use stockade_policy::guarantees::{Feature, Guarantee};
 use stockade_policy::policy::PolicyError;
 use stockade_policy::request::{EncodeError, ValidationError};
@@ -92,6 +93,14 @@ pub enum LauncherError {
         path: PathBuf,
         source: io::Error,
     },
+    /// The executable cannot be bound as asked (too large or unreadable to hash).
+    BindExecutable {
+        path: PathBuf,
+        why: String,
+    },
+    /// `danger-full-access` under `stockade run`: the executable or working directory is
+    /// not what was bound; nothing ran.
+    BindingChanged(Drift),
 }
 
 impl fmt::Display for LauncherError {
@@ -182,6 +191,12 @@ impl fmt::Display for LauncherError {
             LauncherError::ExecRunner { path, source } => {
                 write!(f, "cannot start the runner {}: {source}", path.display())
             }
+            LauncherError::BindExecutable { path, why } => write!(
+                f,
+                "cannot bind the executable {}: {why}; the command was not run",
+                path.display()
+            ),
+            LauncherError::BindingChanged(drift) => drift.fmt(f),
         }
     }
 }

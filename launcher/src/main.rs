@@ -21,6 +21,7 @@
 // The unit-test harness brings its own `main`.
 #![cfg_attr(not(test), no_main)]
 
+mod binding;
 mod classify;
 mod cli;
 mod confine;

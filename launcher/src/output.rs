@@ -6,6 +6,9 @@
 //! then the file is deleted and only the tail remains. Whatever the command prints, the
 //! launcher holds at most the tail (in a buffer with some slack, see `Tail`) and one read
 //! buffer per stream.
+//!
+//! Every byte of a stream also goes through a SHA-256 as it passes (the receipt's digest
+//! of the complete stream, whatever was kept of it), which costs one block of state.
 
 use crate::error::LauncherError;
 use crate::private_dir;
@@ -14,6 +17,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
 use stockade_policy::denial::DenialScanner;
+use stockade_policy::digest::Sha256;
 
 /// The private directory holding one run's spill files, created on first need.
 #[derive(Debug, Default)]
@@ -65,6 +69,9 @@ pub struct Captured {
     pub truncated: bool,
     /// The spill file holding the complete stream, when it was kept.
     pub spill_path: Option<PathBuf>,
+    /// The SHA-256 of every byte that passed, and how many there were.
+    pub sha256: [u8; 32],
+    pub bytes: u64,
 }
 
 impl Captured {
@@ -98,6 +105,8 @@ pub struct Capture {
     scanner: Option<DenialScanner>,
     /// Copy everything here as it arrives (live pass-through).
     echo: Option<Echo>,
+    /// Everything that passed, for the receipt.
+    digest: Sha256,
 }
 
 impl Capture {
@@ -112,6 +121,7 @@ impl Capture {
             spill: Spill::None,
             scanner: None,
             echo: None,
+            digest: Sha256::new(),
         }
     }
 
@@ -131,6 +141,7 @@ impl Capture {
     }
 
     pub fn push(&mut self, chunk: &[u8], dir: &mut SpillDir) {
+        self.digest.update(chunk);
         if let Some(out) = &mut self.echo {
             out.push(chunk);
         }
@@ -211,6 +222,8 @@ impl Capture {
             tail: self.tail.bytes().to_vec(),
             truncated: self.total > self.max_output,
             spill_path,
+            sha256: self.digest.finish(),
+            bytes: self.total,
         }
     }
 }
@@ -364,12 +377,16 @@ mod tests {
             tail: "é€x".as_bytes()[1..].to_vec(),
             truncated: true,
             spill_path: None,
+            sha256: [0; 32],
+            bytes: 0,
         };
         assert_eq!(c.text(), "€x");
         let c = Captured {
             tail: b"a\xffb".to_vec(),
             truncated: false,
             spill_path: None,
+            sha256: [0; 32],
+            bytes: 0,
         };
         assert_eq!(c.text(), "a\u{fffd}b");
     }

@@ -20,6 +20,7 @@ use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
 use stockade_policy::network_denials::{self, DenialLog};
 use stockade_policy::stage_report::RootChange;
+use stockade_policy::receipt::{Receipt, StreamDigest};
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
 pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
@@ -32,11 +33,13 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         unprotected,
         shared,
         network_record,
+        binding,
     } = confine::confine(
         &request,
         &args.command.command,
         built.vars.clone(),
         session.runner(),
+        args.bind.bind_executable_hash,
     )?;
     let s = &args.supervise;
     let plan = Plan {
@@ -56,6 +59,8 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         },
         denial_signatures: &confined.denial_signatures,
         session,
+        // Without a runner, the launcher checks the binding itself.
+        binding: (Start::of(request.mode) == Start::Program).then_some(&binding),
     };
     // The verdict reads the runner's status record, so it comes before the private
     // directory is removed.
@@ -114,6 +119,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
                 &network,
                 confined.mode,
                 s.timeout,
+                code,
             ))
             .map(|m| m + "\n")
             .collect();
@@ -137,6 +143,9 @@ pub struct SandboxVerdict {
     /// Shared writable roots whose own mode or owner changed (see
     /// `stockade_policy::stage_report`).
     pub shared_roots_changed: Vec<RootChange>,
+    /// Whether the binding was checked just before the command started, and held (see
+    /// `stockade_policy::receipt::Receipt::binding_verified`).
+    pub binding_verified: Option<bool>,
 }
 
 /// The one place that decides runner failure and denial for `stockade run`: the same
@@ -152,18 +161,27 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
     let denied = !v.runner_failed
         && !tampered
         && stockade_policy::classify::denied(settled.exit_code, || settled.denial_seen);
+    // Without a runner, the launcher checked the binding itself before it started the
+    // command (it would not have started otherwise).
+    let binding_verified = if confined.mode.is_confined() {
+        v.receipt.binding_verified
+    } else {
+        Some(true)
+    };
     SandboxVerdict {
         runner_failed: v.runner_failed,
         denied,
         enforcement: v.enforcement,
         tampered,
         shared_roots_changed: v.shared_roots_changed,
+        binding_verified,
     }
 }
 
 /// The exit code in the conventions of `timeout`/`env`: 124 timed out, 125 the runner
 /// failed, 128+N when the launcher itself was stopped by signal N (or the command was
-/// killed by it), else the command's own code.
+/// killed by it), 125 when the range could not be proven empty (except for processes
+/// kept on purpose: see `UnknownCleanup::changes_exit_code`), else the command's own code.
 fn exit_code(settled: &Settled, verdict: &SandboxVerdict) -> i32 {
     if let Some(sig) = settled.aborted {
         return exit::SIGNAL_BASE + sig as i32;
@@ -172,6 +190,11 @@ fn exit_code(settled: &Settled, verdict: &SandboxVerdict) -> i32 {
         return exit::TIMED_OUT;
     }
     if verdict.runner_failed {
+        return exit::RUNNER_FAILURE;
+    }
+    // Something of the command's may still run: never a clean success, whatever the
+    // command's own code (which the `[exit code: N]` marker and the JSON keep).
+    if settled.cleanup.changes_exit_code() {
         return exit::RUNNER_FAILURE;
     }
     match (settled.exit_code, settled.signal) {
@@ -188,14 +211,16 @@ fn signal_name(sig: i32) -> String {
 }
 
 /// The markers printed after the command's output, in the order agents know: denial,
-/// timeout, signal (the exit code is the exit status itself; pass-through output is never
-/// truncated, so there is no truncation marker).
+/// timeout, signal, then an unknown cleanup and, when the exit status is not the
+/// command's own code, `[exit code: N]` last (otherwise the exit code is the exit status
+/// itself; pass-through output is never truncated, so there is no truncation marker).
 fn markers(
     settled: &Settled,
     verdict: &SandboxVerdict,
     network: &DenialLog,
     mode: Mode,
     timeout: Option<std::time::Duration>,
+    status: i32,
 ) -> Vec<String> {
     let mut lines = Vec::new();
     if verdict.denied {
@@ -211,6 +236,13 @@ fn markers(
     }
     if let Some(sig) = settled.signal {
         lines.push(format!("[killed by signal: {}]", signal_name(sig)));
+    }
+    lines.extend(settled.cleanup.marker());
+    if let Some(code) = settled.exit_code
+        && code != status
+        && settled.cleanup.changes_exit_code()
+    {
+        lines.push(format!("[exit code: {code}]"));
     }
     lines
 }
@@ -303,6 +335,8 @@ struct RunResult {
     /// The network by name: what the proxy refused (`{"denied": [{"host", "port",
     /// "reason"}], "moreDenied"}`).
     network: DenialLog,
+    /// What ran and how it ended, closed (see docs/provider-contract.md).
+    receipt: Receipt,
 }
 
 impl RunResult {
@@ -317,6 +351,8 @@ impl RunResult {
             tail: Vec::new(),
             truncated: false,
             spill_path: None,
+            sha256: [0; 32],
+            bytes: 0,
         };
         RunResult {
             contract: stockade_policy::confined::CONTRACT_VERSION,
@@ -351,6 +387,37 @@ impl RunResult {
             protected_appeared: Vec::new(),
             shared_roots_changed: Vec::new(),
             network: DenialLog::default(),
+            receipt: receipt(settled, verdict, confined),
         }
+    }
+}
+
+/// The receipt of a run stockade supervised: the binding `confine` reported, whether it
+/// held, the digests of both complete streams, the exit facts and the cleanup.
+fn receipt(settled: &Settled, verdict: &SandboxVerdict, confined: &ConfinedArgv) -> Receipt {
+    let binding = confined.binding.as_ref();
+    let stream = |c: &Captured, complete: bool| StreamDigest {
+        sha256: stockade_policy::digest::hex(&c.sha256),
+        bytes: c.bytes,
+        complete,
+    };
+    Receipt {
+        contract: stockade_policy::confined::CONTRACT_VERSION,
+        mode: confined.mode,
+        request_digest: binding.map(|b| b.request_digest.clone()),
+        policy_digest: binding.and_then(|b| b.policy_digest.clone()),
+        executable: binding.map(|b| b.executable.clone()),
+        cwd: binding.map(|b| b.cwd.clone()),
+        binding_verified: verdict.binding_verified,
+        stdout: settled
+            .stdout
+            .as_ref()
+            .zip(settled.stdout_complete)
+            .map(|(c, complete)| stream(c, complete)),
+        stderr: Some(stream(&settled.stderr, settled.stderr_complete)),
+        exit_code: settled.exit_code,
+        signal: settled.signal.map(signal_name),
+        timed_out: Some(settled.timed_out),
+        cleanup: settled.cleanup.clone(),
     }
 }

@@ -19,6 +19,7 @@
 //! close-on-exec pipe and exits, as `Command::spawn` does, so a command that could not
 //! start is an error here and not an exit status.
 
+use crate::binding::{ChildExec, Verified};
 use crate::containment::Cgroup;
 use nix::fcntl::OFlag;
 use nix::unistd::Pid;
@@ -73,19 +74,26 @@ pub enum SpawnError {
     Join(io::Error),
     /// Anything else: creating the process, setting it up, or executing the program.
     Start(io::Error),
+    /// The verified executable was not the file at its path any more when the child
+    /// was about to execute it: nothing was executed.
+    Changed,
 }
 
 /// What the child reports before it exits without executing: which step failed.
 const JOIN_FAILED: u8 = 1;
 const START_FAILED: u8 = 0;
+const CHANGED: u8 = 2;
 
 /// Starts `cmd` (stdin as it is set; stdout and stderr as given here), inside `cgroup`
-/// if there is one. Returns once the child has executed, or with the reason it could
-/// not. The launcher must be single-threaded (see `fork_child`).
+/// if there is one. With `verified`, the child checks the file once more as its last
+/// step and executes it from that descriptor (see `binding::Verified`). Returns once the
+/// child has executed, or with the reason it could not. The launcher must be
+/// single-threaded (see `fork_child`).
 pub fn spawn(
     mut cmd: Command,
     stdout: Stdout,
     cgroup: Option<&Cgroup>,
+    verified: Option<&Verified>,
 ) -> Result<Spawned, SpawnError> {
     let start = SpawnError::Start;
     let (err_read, err_write) = pipe().map_err(start)?;
@@ -134,6 +142,20 @@ pub fn spawn(
     };
     let Some(pid) = child else {
         // The child: execute, or report why not. It never returns into the launcher.
+        if let Some(verified) = verified.cloned() {
+            // SAFETY: the hook runs in the forked child before exec, after every other
+            // hook (the group is joined by then); the launcher has one thread, so it may
+            // allocate. It returns only to let `exec` start the file by name.
+            unsafe {
+                cmd.pre_exec(move || match verified.exec_in_child() {
+                    Ok(()) => Ok(()),
+                    Err(ChildExec::Changed) => {
+                        report_and_exit(report_fd, CHANGED, &io::Error::from_raw_os_error(0))
+                    }
+                    Err(ChildExec::Failed(e)) => Err(e),
+                });
+            }
+        }
         let err = cmd.exec();
         report_and_exit(report_fd, START_FAILED, &err);
     };
@@ -153,10 +175,10 @@ pub fn spawn(
             let _ = nix::sys::wait::waitpid(pid, None);
             let code = i32::from_ne_bytes([report[1], report[2], report[3], report[4]]);
             let err = io::Error::from_raw_os_error(code);
-            Err(if report[0] == JOIN_FAILED {
-                SpawnError::Join(err)
-            } else {
-                SpawnError::Start(err)
+            Err(match report[0] {
+                JOIN_FAILED => SpawnError::Join(err),
+                CHANGED => SpawnError::Changed,
+                _ => SpawnError::Start(err),
             })
         }
     }

@@ -6,9 +6,10 @@
 //! signals that stop the launcher) and the output pipes, so memory and ordering stay
 //! simple and no thread can block the teardown.
 
+use crate::binding::{self, Verified};
 use crate::cli::ContainmentChoice;
 use crate::confine::Start;
-use crate::containment::{self, Cgroup, Member, Range};
+use crate::containment::{self, Cgroup, Member, Range, Unproven};
 use crate::error::LauncherError;
 use crate::output::{Capture, Captured, SpillDir};
 use crate::spawn::{self, SpawnError, Spawned};
@@ -22,10 +23,13 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use stockade_policy::session::RunnerSession;
+use stockade_policy::binding::Binding;
+use stockade_policy::receipt::{Cleanup, UnknownCleanup};
 
 /// How much of stderr is kept for classification when it is passed through. The
 /// runner's failure line is the only thing it prints, so it is always inside this tail.
@@ -141,6 +145,9 @@ pub struct Plan<'a> {
     pub denial_signatures: &'a [String],
     /// Decided with [`Session::choose`] before the request was written.
     pub session: Session,
+    /// What was bound when confined, when the launcher must check it just before the
+    /// command starts (nothing confined: no runner checks it).
+    pub binding: Option<&'a Binding>,
 }
 
 /// The facts of a settled command.
@@ -163,6 +170,11 @@ pub struct Settled {
     pub stderr: Captured,
     /// Whether any denial signature appeared anywhere in stderr.
     pub denial_seen: bool,
+    /// Whether every process of the range is known to be gone.
+    pub cleanup: Cleanup,
+    /// Whether stdout and stderr were read to their end (`None`: stdout passed through).
+    pub stdout_complete: Option<bool>,
+    pub stderr_complete: bool,
 }
 
 /// The signals the loop reads from its signalfd.
@@ -185,13 +197,26 @@ fn signal_fd() -> Result<SignalFd, LauncherError> {
     SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(err)
 }
 
-fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, session: Session) -> Result<Spawned, SpawnError> {
+fn spawn(
+    plan: &Plan,
+    cgroup: Option<&Cgroup>,
+    session: Session,
+    verified: Option<&Verified>,
+) -> Result<Spawned, SpawnError> {
     let Some((program, args)) = plan.argv.split_first() else {
         return Err(SpawnError::Start(std::io::Error::from_raw_os_error(
             libc::ENOENT,
         )));
     };
-    let mut cmd = Command::new(program);
+    // A verified file is started by the path it was verified at, under its own name.
+    let mut cmd = match verified {
+        Some(v) => {
+            let mut cmd = Command::new(std::ffi::OsStr::from_bytes(v.path.as_bytes()));
+            cmd.arg0(program);
+            cmd
+        }
+        None => Command::new(program),
+    };
     cmd.args(args)
         .env_clear()
         .envs(plan.env.iter().map(|(k, v)| (k, v)))
@@ -226,7 +251,7 @@ fn spawn(plan: &Plan, cgroup: Option<&Cgroup>, session: Session) -> Result<Spawn
         Output::PassThrough => spawn::Stdout::Inherit,
         Output::Capture { .. } => spawn::Stdout::Pipe,
     };
-    spawn::spawn(cmd, stdout, cgroup)
+    spawn::spawn(cmd, stdout, cgroup, verified)
 }
 
 /// What one round of reaping saw.
@@ -290,6 +315,8 @@ fn set_nonblocking(fd: &impl AsFd) {
 struct Stream<R> {
     pipe: Option<R>,
     capture: Capture,
+    /// The pipe was read to its end (not merely given up on).
+    eof: bool,
 }
 
 impl<R: Read + AsFd> Stream<R> {
@@ -307,6 +334,7 @@ impl<R: Read + AsFd> Stream<R> {
             match pipe.read(buf) {
                 Ok(0) => {
                     self.pipe = None;
+                    self.eof = true;
                     return;
                 }
                 Ok(n) => self.capture.push(&buf[..n], spill),
@@ -366,12 +394,20 @@ struct Supervisor<'a> {
     err: Stream<File>,
     spill: SpillDir,
     buf: Vec<u8>,
+    /// When the first SIGKILL round was sent.
+    killing_since: Option<Instant>,
+    /// Why the launcher stopped trying to end the range (it reports, rather than waits
+    /// for ever).
+    gave_up: Option<String>,
 }
 
 impl Supervisor<'_> {
     /// Settled: the direct child exited and the range is empty, or what is left was
     /// deliberately kept (and nobody asked to end it).
     fn settled(&self) -> bool {
+        if self.gave_up.is_some() {
+            return true;
+        }
         let kept = self.plan.keep_background && self.phase == Phase::Running;
         self.status.is_some() && (kept || self.range.is_empty(self.children_left))
     }
@@ -433,16 +469,34 @@ impl Supervisor<'_> {
     /// The grace period is over: kill everything, in quick rounds so that a process that
     /// forks in a loop is caught between forks, then again every tick.
     fn on_kill_time(&mut self) {
+        let since = *self.killing_since.get_or_insert_with(Instant::now);
+        let mut refused = Vec::new();
         for _ in 0..KILL_ROUNDS {
-            self.range.signal(Signal::SIGKILL);
+            refused = self.range.signal(Signal::SIGKILL);
             self.reap();
             if self.range.is_empty(self.children_left) {
-                break;
+                return;
             }
         }
         self.phase = Phase::Terminating {
             kill_at: Instant::now() + TICK,
         };
+        // Give up, and say so, rather than wait for ever: when the kernel refuses to
+        // signal every process left, or when they outlive the kill rounds for long.
+        let left = self.range.members();
+        let all_refused = !left.is_empty() && left.iter().all(|m| refused.contains(&m.pid));
+        if all_refused {
+            self.gave_up = Some(format!(
+                "the kernel refused to signal {} (EPERM)",
+                describe(&left)
+            ));
+        } else if since.elapsed() >= GIVE_UP_AFTER {
+            self.gave_up = Some(format!(
+                "still running {}s after the first SIGKILL: {}",
+                GIVE_UP_AFTER.as_secs(),
+                describe(&left)
+            ));
+        }
     }
 
     fn on_timeout(&mut self) {
@@ -557,6 +611,7 @@ impl Supervisor<'_> {
             terminal::reclaim_foreground();
         }
         let empty = self.range.is_empty(self.children_left);
+        let cleanup = self.cleanup();
         let drain = if empty { DRAIN_READS } else { PUMP_READS };
         if let Some(s) = self.out.as_mut() {
             s.pump(&mut self.buf, &mut self.spill, drain);
@@ -570,6 +625,8 @@ impl Supervisor<'_> {
         }
         self.range.release(empty);
         let denial_seen = self.err.capture.signature_seen();
+        let stdout_complete = self.out.as_ref().map(|s| s.eof);
+        let stderr_complete = self.err.eof;
         let stdout = self.out.map(|s| s.capture.finish());
         let stderr = self.err.capture.finish();
         self.spill.finish();
@@ -589,8 +646,55 @@ impl Supervisor<'_> {
             stdout,
             stderr,
             denial_seen,
+            cleanup,
+            stdout_complete,
+            stderr_complete,
         }
     }
+
+    /// Whether the range is known to be empty, and if not, why (the receipt's
+    /// `cleanup`). Called once the run is settled.
+    fn cleanup(&self) -> Cleanup {
+        let unknown = |reason, detail| Cleanup::Unknown { reason, detail };
+        match (self.range.proof(self.children_left), &self.gave_up) {
+            (Ok(by), _) => Cleanup::Proven { by },
+            (Err(_), Some(why)) => unknown(UnknownCleanup::CouldNotEnd, why.clone()),
+            (Err(Unproven::Unreadable), None) => unknown(
+                UnknownCleanup::Unreadable,
+                "the cgroup's cgroup.events could not be read".into(),
+            ),
+            (Err(Unproven::NotEmpty), None) if self.plan.keep_background => unknown(
+                UnknownCleanup::Kept,
+                format!(
+                    "kept running (--keep-background): {}",
+                    describe(&self.range.members())
+                ),
+            ),
+            (Err(Unproven::NotEmpty), None) => unknown(
+                UnknownCleanup::CouldNotEnd,
+                format!(
+                    "still running when the run was reported: {}",
+                    describe(&self.range.members())
+                ),
+            ),
+        }
+    }
+}
+
+/// Processes for a message: the first few by pid and command.
+fn describe(members: &[Member]) -> String {
+    if members.is_empty() {
+        return "processes that could not be listed".into();
+    }
+    let mut shown: Vec<String> = members
+        .iter()
+        .take(5)
+        .map(|m| format!("pid {} ({})", m.pid, m.command))
+        .collect();
+    if members.len() > 5 {
+        shown.push(format!("and {} more", members.len() - 5));
+    }
+    shown.join(", ")
 }
 
 /// How many times the range is looked at for live members when the direct child exits.
@@ -601,6 +705,10 @@ const KILL_ROUNDS: usize = 64;
 
 /// Reads per stream when draining after settlement.
 const DRAIN_READS: usize = 64;
+
+/// How long after the first SIGKILL the launcher keeps trying to end a range that does
+/// not empty before it reports the cleanup unknown and returns.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(10);
 
 /// How long the launcher waits for its own stderr to take what is left (a terminal whose
 /// output was stopped may never take it).
@@ -642,7 +750,22 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
             Cgroup::create().map_err(|e| LauncherError::Supervise(SuperviseError::Cgroup(e)))?,
         ),
     };
-    let (child, cgroup) = match spawn(plan, cgroup.as_ref(), session) {
+    // danger-full-access has no runner to check the binding: the launcher does, here,
+    // and the child once more on the file it executes.
+    let verified = match plan.binding {
+        Some(b) => match binding::check(b, plan.argv, plan.env) {
+            Ok(v) => v,
+            Err(e) => {
+                if let Some(cg) = &cgroup {
+                    cg.remove();
+                }
+                return Err(e);
+            }
+        },
+        None => None,
+    };
+    let verified = verified.as_ref();
+    let (child, cgroup) = match spawn(plan, cgroup.as_ref(), session, verified) {
         Ok(child) => (child, cgroup),
         // Creating the command inside the group failed (nothing ran): with automatic
         // containment, start it without the group.
@@ -650,14 +773,15 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
             if let Some(cg) = &cgroup {
                 cg.remove();
             }
-            let child = spawn(plan, None, session).map_err(|e| spawn_error(plan, e))?;
+            let child =
+                spawn(plan, None, session, verified).map_err(|e| spawn_error(plan, verified, e))?;
             (child, None)
         }
         Err(e) => {
             if let Some(cg) = &cgroup {
                 cg.remove();
             }
-            return Err(spawn_error(plan, e));
+            return Err(spawn_error(plan, verified, e));
         }
     };
     let start = Instant::now();
@@ -674,10 +798,12 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
     let out = out_capture.map(|capture| Stream {
         pipe: child.stdout,
         capture,
+        eof: false,
     });
     let err = Stream {
         pipe: Some(child.stderr),
         capture: err_capture.scanning(plan.denial_signatures),
+        eof: false,
     };
     if let Some(p) = out.as_ref().and_then(|s| s.pipe.as_ref()) {
         set_nonblocking(p);
@@ -702,6 +828,8 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
         err,
         spill: SpillDir::default(),
         buf: vec![0u8; 64 * 1024],
+        killing_since: None,
+        gave_up: None,
     };
     loop {
         sup.on_children();
@@ -717,15 +845,23 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
 /// A program that cannot be found or executed is the command's failure (127, 126); the
 /// launcher running out of descriptors, memory or processes, or failing to join the
 /// group, is the wrapper's own (125).
-fn spawn_error(plan: &Plan, e: SpawnError) -> LauncherError {
+fn spawn_error(plan: &Plan, verified: Option<&Verified>, e: SpawnError) -> LauncherError {
     let launcher_failed = match &e {
         SpawnError::Join(_) => true,
         SpawnError::Start(source) => matches!(
             source.raw_os_error(),
             Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EAGAIN)
         ),
+        SpawnError::Changed => {
+            return match verified {
+                Some(v) => LauncherError::BindingChanged(v.changed_in_child()),
+                None => LauncherError::Internal("a file changed that nobody verified"),
+            };
+        }
     };
-    let (SpawnError::Join(source) | SpawnError::Start(source)) = e;
+    let (SpawnError::Join(source) | SpawnError::Start(source)) = e else {
+        return LauncherError::Internal("a spawn error without a cause");
+    };
     let program = plan.argv.first().cloned().unwrap_or_default();
     if launcher_failed {
         return LauncherError::Supervise(SuperviseError::Start { program, source });

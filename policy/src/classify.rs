@@ -15,6 +15,7 @@ use crate::guarantees::Enforcement;
 use crate::mode::Mode;
 use crate::network_denials::DenialLog;
 use crate::stage_report::{CorruptReport, RootChange, StageReport};
+use crate::receipt::{Cleanup, Receipt, UnknownCleanup};
 use crate::status::{CorruptStatus, StatusRecord};
 use serde::{Deserialize, Serialize};
 
@@ -81,6 +82,12 @@ pub struct Classification {
     /// command's exit says what it made of it.
     #[serde(default, skip_serializing_if = "DenialLog::is_empty")]
     pub network: DenialLog,
+    /// The receipt fields an executor's process allows (see [`crate::receipt`]): what
+    /// `confine` bound (as the ConfinedArgv given states it), whether the runner checked
+    /// it, and the exit facts. The stream digests and `timedOut` are `null` and `cleanup`
+    /// is `unknown` (`not-supervised`): only `stockade run`, which reads the streams and
+    /// owns the process range, can give them.
+    pub receipt: Receipt,
 }
 
 /// What the status channel says about one run.
@@ -106,8 +113,61 @@ pub struct ExitFacts<'a> {
     pub stderr: &'a str,
 }
 
-/// Classifies a settled process spawned from `confined`.
+/// Classifies a settled process spawned from `confined`, with its receipt.
 pub fn classify(
+    confined: &ConfinedArgv,
+    settled: &ExitFacts<'_>,
+    status: &StatusEvidence,
+) -> Classification {
+    let mut v = verdict(confined, settled, status);
+    v.receipt.binding_verified = binding_verified(confined, status, v.runner_failed);
+    v
+}
+
+/// Whether the binding was checked and held, from the status record: the runner writes
+/// `confined` only after the check passed, `failed` when anything (the check among them)
+/// stopped it. Without a record: a runner failure means nothing started (`false`); else
+/// there is no evidence (`null`). `danger-full-access` has no runner: `null`.
+pub fn binding_verified(
+    confined: &ConfinedArgv,
+    status: &StatusEvidence,
+    runner_failed: bool,
+) -> Option<bool> {
+    if !confined.mode.is_confined() {
+        return None;
+    }
+    match status {
+        StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Confined { .. }))) => Some(true),
+        StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Failed { .. }))) => Some(false),
+        _ if runner_failed => Some(false),
+        _ => None,
+    }
+}
+
+/// The receipt fields known from the ConfinedArgv and the exit facts alone.
+fn receipt_of(confined: &ConfinedArgv, settled: &ExitFacts<'_>) -> Receipt {
+    let binding = confined.binding.as_ref();
+    Receipt {
+        contract: crate::confined::CONTRACT_VERSION,
+        mode: confined.mode,
+        request_digest: binding.map(|b| b.request_digest.clone()),
+        policy_digest: binding.and_then(|b| b.policy_digest.clone()),
+        executable: binding.map(|b| b.executable.clone()),
+        cwd: binding.map(|b| b.cwd.clone()),
+        binding_verified: None,
+        stdout: None,
+        stderr: None,
+        exit_code: settled.exit_code,
+        signal: settled.signal.map(str::to_string),
+        timed_out: None,
+        cleanup: Cleanup::Unknown {
+            reason: UnknownCleanup::NotSupervised,
+            detail: "the executor supervised the process; stockade did not see its range".into(),
+        },
+    }
+}
+
+fn verdict(
     confined: &ConfinedArgv,
     settled: &ExitFacts<'_>,
     status: &StatusEvidence,
@@ -125,6 +185,7 @@ pub fn classify(
         shared_roots_changed: Vec::new(),
         protected_appeared: Vec::new(),
         network: DenialLog::default(),
+        receipt: receipt_of(confined, settled),
     };
     let tampered = match status {
         StatusEvidence::Tampered(why) => Some(why.clone()),
@@ -440,6 +501,7 @@ mod tests {
             status_channel: mode.is_confined().then_some(StatusChannel::OutOfBand),
             not_granted: Vec::new(),
             guarantees: Default::default(),
+            binding: None,
         }
     }
 
@@ -689,7 +751,12 @@ mod tests {
     fn verdict_json_uses_the_contract_field_names() {
         let c = confined(Mode::ReadOnly);
         let v = classify(&c, &settled(Some(1), DENIED), &confined_record());
-        let j = serde_json::to_value(&v).unwrap();
+        let mut j = serde_json::to_value(&v).unwrap();
+        let receipt = j.as_object_mut().unwrap().remove("receipt").unwrap();
+        assert_eq!(receipt["bindingVerified"], true);
+        assert_eq!(receipt["exitCode"], 1);
+        assert_eq!(receipt["cleanup"]["reason"], "not-supervised");
+        assert!(receipt["stdout"].is_null() && receipt["timedOut"].is_null());
         assert_eq!(
             j,
             serde_json::json!({
@@ -753,5 +820,48 @@ mod tests {
         // A report someone changed is tampering too.
         let v = with_stage(clean, &StageEvidence::Tampered("gone".into()));
         assert_eq!(v.outcome, Outcome::Tampered);
+    }
+
+    #[test]
+    fn the_receipt_says_whether_the_runner_checked_the_binding() {
+        use crate::binding::{Binding, CwdBinding, ExecBinding};
+        use crate::status::FailureKind;
+        let mut c = confined(Mode::WorkspaceWrite);
+        c.binding = Some(crate::receipt::BindingReport::new(
+            "d1".into(),
+            Some("p1".into()),
+            std::ffi::OsStr::new("tool"),
+            &Binding {
+                executable: ExecBinding::NotFound,
+                cwd: CwdBinding::Inherited,
+            },
+        ));
+        let failed = StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Failed {
+            kind: FailureKind::BindingChanged,
+            message: "the executable changed".into(),
+        })));
+        let v = classify(&c, &settled(Some(125), ""), &failed);
+        assert!(v.runner_failed);
+        assert_eq!(v.receipt.binding_verified, Some(false));
+        assert_eq!(v.receipt.request_digest.as_deref(), Some("d1"));
+        assert_eq!(v.receipt.policy_digest.as_deref(), Some("p1"));
+        let v = classify(&c, &settled(Some(127), ""), &confined_record());
+        assert_eq!(v.receipt.binding_verified, Some(true));
+        let empty = StatusEvidence::OutOfBand(Ok(None));
+        let v = classify(&c, &settled(Some(125), ""), &empty);
+        assert_eq!(v.receipt.binding_verified, Some(false));
+        // In-band: only a runner failure is evidence (nothing started).
+        let v = classify(&c, &settled(Some(0), ""), &StatusEvidence::Unavailable);
+        assert_eq!(v.receipt.binding_verified, None);
+        let v = classify(
+            &c,
+            &settled(Some(125), FORGED),
+            &StatusEvidence::Unavailable,
+        );
+        assert_eq!(v.receipt.binding_verified, Some(false));
+        let d = confined(Mode::DangerFullAccess);
+        let v = classify(&d, &settled(Some(0), ""), &StatusEvidence::Unavailable);
+        assert_eq!(v.receipt.binding_verified, None);
+        assert!(v.receipt.executable.is_none());
     }
 }

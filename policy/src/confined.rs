@@ -109,6 +109,12 @@ pub struct ConfinedArgv {
     /// (today only `$TMPDIR`: see `roots::check_implicit_tmpdir`); absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_granted: Vec<String>,
+    /// What `confine` bound: request and policy digests, the executable `argv[0]`
+    /// resolved to and the working directory (see [`crate::binding`]). The runner refuses
+    /// to start anything else; for `danger-full-access` nothing checks it (the executor
+    /// runs the raw argv). Absent in ConfinedArgv from builds before receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<crate::receipt::BindingReport>,
 }
 
 /// The denial signatures a command confined under `mode` can produce: the message of the
@@ -176,6 +182,7 @@ mod tests {
             status_path: Some("/run/user/0/stockade/req-x/status".into()),
             status_channel: Some(StatusChannel::OutOfBand),
             not_granted: vec!["$TMPDIR / is not granted: too broad".into()],
+            binding: None,
         };
         let v: serde_json::Value = serde_json::to_value(&c).unwrap();
         assert_eq!(v["contract"], 1);

@@ -57,7 +57,9 @@ pub enum Start {
     /// Nothing by that name, as when confined (127).
     NotFound,
     /// Nothing that can be executed, as when confined (126, with the errno).
-    NotExecutable { errno: i32 },
+    NotExecutable {
+        errno: i32,
+    },
 }
 
 fn timestamp(sec: i64, nsec: i64) -> Timestamp {

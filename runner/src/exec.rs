@@ -68,11 +68,7 @@ fn start_target(request: &LaunchRequest, start: Start) -> RunnerError {
                 Ok(never) => match never {},
             }
         }
-        Method::Path => exec_or_sh(
-            &cstring(target.path.as_os_str().as_bytes()),
-            &argv,
-            &envp,
-        ),
+        Method::Path => exec_or_sh(&cstring(target.path.as_os_str().as_bytes()), &argv, &envp),
     };
     failure(program, err)
 }

@@ -7,12 +7,12 @@ use crate::request_file;
 use crate::ruleset;
 use std::fmt::Write as _;
 use std::path::Path;
+use stockade_policy::binding::{CwdBinding, ExecBinding};
 use stockade_policy::grants::{self, Access, Opened};
 use stockade_policy::guarantees::{self, Asks, ModeVerdict};
 use stockade_policy::request::FORMAT_VERSION;
 use stockade_policy::stage::{self, PidMode};
 use stockade_policy::stage_report::{self, DirMeta};
-use stockade_policy::binding::{CwdBinding, ExecBinding};
 use stockade_policy::{LaunchRequest, Network};
 
 pub fn explain(path: &Path) -> Result<String, RunnerError> {

@@ -510,7 +510,52 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
     let mut request =
         stockade_policy::LaunchRequest::for_tests(argv, fx.ws.clone(), policy, promised);
     request.env = vec![("PATH".into(), "/usr/bin:/bin".into())];
+    request.binding = binding_for("sh", "/usr/bin:/bin", &fx.ws);
     request
+}
+
+/// The binding `confine` would record for `program` over `search` from `cwd` (the
+/// policy's rule, with the file examined through std's metadata).
+pub fn binding_for(program: &str, search: &str, cwd: &Path) -> stockade_policy::binding::Binding {
+    use std::os::unix::fs::MetadataExt;
+    use stockade_policy::binding::{
+        self, Binding, CwdBinding, ExecBinding, ExecId, Executable, Probe, Resolved, Timestamp,
+    };
+    let probe = |p: &Path| match std::fs::metadata(cwd.join(p)) {
+        Err(e) => Probe::of_open_error(e.raw_os_error().unwrap_or(libc::EIO)),
+        Ok(m) => Probe::of_mode(
+            m.mode(),
+            ExecId {
+                dev: m.dev(),
+                ino: m.ino(),
+                size: m.size(),
+                modified: Timestamp {
+                    sec: m.mtime(),
+                    nsec: m.mtime_nsec() as u32,
+                },
+                changed: Timestamp {
+                    sec: m.ctime(),
+                    nsec: m.ctime_nsec() as u32,
+                },
+            },
+        ),
+    };
+    let executable = match binding::resolve(OsStr::new(program), Some(OsStr::new(search)), probe) {
+        Resolved::Found { path, file } => ExecBinding::Found(Executable {
+            path: cwd.join(path),
+            id: file,
+            sha256: None,
+        }),
+        Resolved::NotFound => ExecBinding::NotFound,
+        Resolved::NotExecutable { .. } => ExecBinding::NotExecutable,
+    };
+    Binding {
+        executable,
+        cwd: CwdBinding::Bound {
+            path: cwd.to_path_buf(),
+            id: stockade_policy::roots::FileId::of_dir(cwd).unwrap(),
+        },
+    }
 }
 
 /// Writes raw request bytes as a private (0600) file in the fixture and returns its path.
