@@ -114,7 +114,12 @@ fn a_confined_run_records_confined_and_classify_consumes_the_private_directory()
     assert_eq!(text(&out.stdout), "out\n");
     assert_eq!(text(&out.stderr), "err\n");
     assert_eq!(status_text(&c), "stockade-status 1 confined partial\n");
-    let v = classify(&fx, &c, &out);
+    let mut v = classify(&fx, &c, &out);
+    // The receipt fields an executor's process allows (tests/receipts.rs has the rest).
+    let receipt = v.as_object_mut().unwrap().remove("receipt").unwrap();
+    assert_eq!(receipt["bindingVerified"], true);
+    assert_eq!(receipt["requestDigest"], c["binding"]["requestDigest"]);
+    assert!(receipt["executable"]["path"].as_str().unwrap().ends_with("/bash"));
     assert_eq!(
         v,
         serde_json::json!({

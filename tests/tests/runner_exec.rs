@@ -1,5 +1,6 @@
 //! How the runner starts the target: `execvp`-like resolution over the request's own
-//! PATH, ENOEXEC through /bin/sh, exactly the request's environment, and the 126/127
+//! PATH (the binding's rule: each request here is bound as `confine` would bind it),
+//! ENOEXEC through /bin/sh, exactly the request's environment, and the 126/127
 //! conventions.
 
 mod support;
@@ -18,6 +19,7 @@ fn run(fx: &Fixture, argv: &[&str], env: &[(&str, &str)]) -> std::process::Outpu
         .iter()
         .map(|(k, v)| ((*k).into(), (*v).into()))
         .collect();
+    rebind(&mut req);
     let path = write_request_bytes(fx, "req", &req.encode().unwrap());
     run_request(&path)
 }
@@ -107,6 +109,7 @@ fn the_target_starts_in_the_requests_cwd_and_a_missing_cwd_fails_closed() {
 
     let mut req = request_for(&fx, "touch ran");
     req.cwd = fx.root.join("gone");
+    rebind(&mut req);
     let path = write_request_bytes(&fx, "req2", &req.encode().unwrap());
     let out = run_request(&path);
     assert_code(&out, 125);

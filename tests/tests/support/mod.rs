@@ -514,6 +514,30 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
     request
 }
 
+/// Binds `req` again after a test changed its argv, environment or cwd, as `confine`
+/// would have bound it (a cwd that does not exist gets a made-up identity: the runner
+/// fails to enter it before comparing).
+pub fn rebind(req: &mut stockade_policy::LaunchRequest) {
+    use std::os::unix::ffi::OsStrExt;
+    let program = req.argv[0].to_str().unwrap().to_string();
+    let search = req
+        .env_var("PATH")
+        .map(|p| String::from_utf8_lossy(p.as_bytes()).into_owned())
+        .unwrap_or_else(|| stockade_policy::binding::DEFAULT_PATH.to_string());
+    if req.cwd.is_dir() {
+        req.binding = binding_for(&program, &search, &req.cwd);
+    } else {
+        req.binding.cwd = stockade_policy::binding::CwdBinding::Bound {
+            path: req.cwd.clone(),
+            id: stockade_policy::roots::FileId {
+                dev: 0,
+                ino: 0,
+                birth: None,
+            },
+        };
+    }
+}
+
 /// The binding `confine` would record for `program` over `search` from `cwd` (the
 /// policy's rule, with the file examined through std's metadata).
 pub fn binding_for(program: &str, search: &str, cwd: &Path) -> stockade_policy::binding::Binding {
