@@ -139,7 +139,8 @@ pub fn bind(
 /// execute from a descriptor of its own.
 #[derive(Clone, Debug)]
 pub struct Verified {
-    /// What the child executes by name when it must (a script); absolute.
+    /// What the child executes by name when it must (a script): the candidate as found,
+    /// relative to the current directory when the name or the `PATH` entry is.
     pub path: CString,
     pub id: ExecId,
     argv: Vec<CString>,
@@ -155,7 +156,6 @@ pub fn check(
     env: &[(OsString, OsString)],
 ) -> Result<Option<Verified>, LauncherError> {
     let program = OsStr::new(argv.first().map(String::as_str).unwrap_or_default());
-    let here = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
     let cwd_now = FileId::of_dir(Path::new(".")).map_err(LauncherError::CurrentDir)?;
     binding
         .cwd
@@ -172,7 +172,8 @@ pub fn check(
     else {
         return Ok(None);
     };
-    let path = here.join(path);
+    // The candidate as found (relative to the current directory, which the child keeps):
+    // a script started by name then sees the same `$0` as under `execvp`.
     if bound.sha256.is_some() {
         let now = content_digest(&path, &id)?;
         bound

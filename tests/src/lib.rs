@@ -9,6 +9,12 @@ use std::os::unix::process::CommandExt;
 /// in this process's arguments under a seccomp filter that makes `syscalls` fail with
 /// ENOSYS, exactly what a kernel without them answers, for it and its descendants.
 pub fn exec_without(helper: &str, syscalls: &[i64]) -> ! {
+    exec_refusing(helper, syscalls, libc::ENOSYS)
+}
+
+/// Runs the command in this process's arguments where `syscalls` fail with `errno`, for
+/// it and its descendants.
+pub fn exec_refusing(helper: &str, syscalls: &[i64], errno: i32) -> ! {
     let args: Vec<_> = std::env::args_os().skip(1).collect();
     if args.is_empty() {
         eprintln!("usage: {helper} CMD [ARGS...]");
@@ -19,7 +25,7 @@ pub fn exec_without(helper: &str, syscalls: &[i64]) -> ! {
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
+        SeccompAction::Errno(errno as u32),
         TargetArch::x86_64,
     )
     .expect("seccomp filter");

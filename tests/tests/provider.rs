@@ -119,7 +119,12 @@ fn a_confined_run_records_confined_and_classify_consumes_the_private_directory()
     let receipt = v.as_object_mut().unwrap().remove("receipt").unwrap();
     assert_eq!(receipt["bindingVerified"], true);
     assert_eq!(receipt["requestDigest"], c["binding"]["requestDigest"]);
-    assert!(receipt["executable"]["path"].as_str().unwrap().ends_with("/bash"));
+    assert!(
+        receipt["executable"]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("/bash")
+    );
     assert_eq!(
         v,
         serde_json::json!({
