@@ -42,7 +42,8 @@ fn an_executable_swapped_for_another_file_at_the_same_path_is_refused() {
     let fx = Fixture::new();
     let tool = fx.ws.join("tool");
     // A script (started by path after a last check) and a binary (from the descriptor).
-    let cases: [(&str, &dyn Fn(&Path)); 2] = [
+    type Make<'a> = &'a dyn Fn(&Path);
+    let cases: [(&str, Make); 2] = [
         ("script", &|p| {
             script(p, "#!/bin/sh\necho \"approved $0\"\n")
         }),
