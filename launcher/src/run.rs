@@ -19,8 +19,8 @@ use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
 use stockade_policy::network_denials::{self, DenialLog};
-use stockade_policy::stage_report::RootChange;
 use stockade_policy::receipt::{Receipt, StreamDigest};
+use stockade_policy::stage_report::RootChange;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
 pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {

@@ -27,9 +27,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use stockade_policy::session::RunnerSession;
 use stockade_policy::binding::Binding;
 use stockade_policy::receipt::{Cleanup, UnknownCleanup};
+use stockade_policy::session::RunnerSession;
 
 /// How much of stderr is kept for classification when it is passed through. The
 /// runner's failure line is the only thing it prints, so it is always inside this tail.

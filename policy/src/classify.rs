@@ -14,8 +14,8 @@ use crate::exit;
 use crate::guarantees::Enforcement;
 use crate::mode::Mode;
 use crate::network_denials::DenialLog;
-use crate::stage_report::{CorruptReport, RootChange, StageReport};
 use crate::receipt::{Cleanup, Receipt, UnknownCleanup};
+use crate::stage_report::{CorruptReport, RootChange, StageReport};
 use crate::status::{CorruptStatus, StatusRecord};
 use serde::{Deserialize, Serialize};
 
