@@ -499,3 +499,40 @@ fn processes_kept_on_purpose_are_an_unknown_cleanup_that_keeps_the_exit_code() {
     assert_code(&out, 0);
     assert_eq!(json["receipt"]["cleanup"]["state"], "proven", "{json}");
 }
+
+#[test]
+fn the_binding_holds_through_the_namespace_stage_and_explain_shows_it() {
+    // The stage's bind mounts keep device and inode: the file confine saw is the one the
+    // runner finds inside (where the stage cannot run, the same holds without it).
+    let fx = Fixture::staged();
+    script(&fx.ws.join("tool"), "#!/bin/sh\necho approved\n");
+    let c = fx.confine(&["--", "./tool"]);
+    let request = confined_argv(&c)
+        .windows(2)
+        .find(|w| w[0] == "--request")
+        .map(|w| w[1].clone())
+        .unwrap();
+    let explained = fx.stockade(["explain", &request]).output().unwrap();
+    assert_code(&explained, 0);
+    let shown = text(&explained.stdout);
+    assert!(
+        shown.contains(&format!(
+            "bound:       argv[0] resolves to {}",
+            fx.ws.join("tool").display()
+        )) && shown.contains(&format!("bound:       cwd {}", fx.ws.display())),
+        "{shown}"
+    );
+    let out = spawn_argv(&c);
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "approved\n");
+    let c = fx.confine(&["--", "./tool"]);
+    let planted = fx.ws.join("planted");
+    script(&planted, "#!/bin/sh\necho planted\n");
+    std::fs::rename(&planted, fx.ws.join("tool")).unwrap();
+    let out = spawn_argv(&c);
+    assert_refused(
+        &c,
+        &out,
+        "the executable changed since the command was confined",
+    );
+}
