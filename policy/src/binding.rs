@@ -23,8 +23,9 @@
 //! over "not found" (127); any other error ends the search, as it ends `execvp`'s.
 //!
 //! The execute-bit test, rather than `access(X_OK)`, keeps the answer independent of
-//! capabilities: the runner drops every capability before it resolves, and root without
-//! them may not execute what root with them may. A file the caller may not execute after
+//! capabilities: the runner drops its capabilities (all but those `--keep-capability`
+//! keeps) before it resolves, and root without them may not execute what root with them
+//! may. A file the caller may not execute after
 //! all is found, bound, and then fails to execute (126), instead of the search moving on
 //! to another file nobody approved.
 //!
