@@ -298,6 +298,8 @@ w(f"| commands that failed | {facts['par_failed']} |")
 w(f"| output files written | {facts['par_outputs']} of 100 |")
 w(f"| lines on stderr | {facts['par_stderr_lines']} |")
 w(f"| private request directories left behind | {facts['par_leftover_dirs']} |")
+if facts.get("par_base_entries"):
+    w(f"| what the base holds afterwards | `{facts['par_base_entries'].strip()}` (`.swept` is the sweep's stamp, kept by design) |")
 w(f"| processes left behind | {facts['par_leftover_procs']} |")
 w("")
 
