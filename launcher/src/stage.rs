@@ -267,6 +267,66 @@ pub fn main(args: &[OsString]) -> i32 {
     exit::RUNNER_FAILURE
 }
 
+/// The stage run in the child `stockade run` forks for the command, instead of executing
+/// `stockade __stage` there: the same code on the same arguments, without a second start
+/// of this binary (one `execve` and the C library's start-up, on the path of every
+/// command: bench/results.md). A stage started by a ConfinedArgv's executor is executed
+/// as before. What an `execve` would have done for the stage is done here first: every
+/// close-on-exec descriptor of the launcher is closed (none stays open in the processes
+/// that outlive the command), SIGPIPE is ignored as the stage's `main` would, and the
+/// runner is executed with `env` (the command's environment, which `execve` would have
+/// given the stage), not the launcher's. Never returns.
+///
+/// # Safety
+/// Only in a child forked from the single-threaded launcher, before anything else runs
+/// there.
+pub unsafe fn run_in_child(args: &[OsString], env: Vec<(OsString, OsString)>) -> ! {
+    close_exec_descriptors();
+    // SAFETY: setting a disposition to "ignore" in this single-threaded child.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let _ = RUNNER_ENV.set(env);
+    let code = main(args);
+    // SAFETY: ends the child without running the launcher's exit code (its stdout
+    // buffer, its destructors): that is the launcher's, not the stage's.
+    unsafe { libc::_exit(code) }
+}
+
+/// The runner's environment when the stage runs in the launcher's child (see
+/// [`run_in_child`]); unset in a stage started by `execve`, whose environment is its own.
+static RUNNER_ENV: std::sync::OnceLock<Vec<(OsString, OsString)>> = std::sync::OnceLock::new();
+
+/// Closes every descriptor marked close-on-exec, as `execve` would.
+fn close_exec_descriptors() {
+    let close_if_cloexec = |fd: libc::c_int| {
+        // SAFETY: fcntl queries a descriptor number; close ends this process's copy of a
+        // descriptor that an `execve` would have closed, and nothing here holds it.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC != 0 {
+                libc::close(fd);
+            }
+        }
+    };
+    match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => {
+            // Collected first (the listing and its descriptor end with this statement):
+            // that descriptor is close-on-exec too.
+            let fds: Vec<libc::c_int> = dir
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .filter(|&fd| fd > 2)
+                .collect();
+            fds.into_iter().for_each(close_if_cloexec);
+        }
+        // No /proc: every descriptor up to the open-file limit.
+        Err(_) => {
+            // SAFETY: sysconf only reads a limit.
+            let max = unsafe { libc::sysconf(libc::_SC_OPEN_MAX) }.clamp(1024, 65_536);
+            (3..max as libc::c_int).for_each(close_if_cloexec);
+        }
+    }
+}
+
 /// The runner's failure tag, for the stage's own failure lines.
 static TAG: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
 
@@ -605,9 +665,12 @@ fn drop_capabilities(keep: CapabilitySet) -> Result<(), StageError> {
 }
 
 fn exec_runner(runner: &[OsString]) -> Result<i32, StageError> {
-    let err = std::os::unix::process::CommandExt::exec(
-        std::process::Command::new(&runner[0]).args(&runner[1..]),
-    );
+    let mut cmd = std::process::Command::new(&runner[0]);
+    cmd.args(&runner[1..]);
+    if let Some(env) = RUNNER_ENV.get() {
+        cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+    }
+    let err = std::os::unix::process::CommandExt::exec(&mut cmd);
     Err(StageError {
         what: format!("cannot execute the runner {}", runner[0].to_string_lossy()),
         source: Some(err),

@@ -13,6 +13,7 @@ use crate::containment::{self, Cgroup, Member, Range, Unproven};
 use crate::error::LauncherError;
 use crate::output::{Capture, Captured, SpillDir};
 use crate::spawn::{self, SpawnError, Spawned};
+use crate::stage;
 use crate::terminal;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
@@ -25,6 +26,7 @@ use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use stockade_policy::binding::Binding;
@@ -247,11 +249,32 @@ fn spawn(
             Ok(())
         });
     }
+    if let Some(stage_args) = own_stage(plan.argv) {
+        let env = plan.env.to_vec();
+        // SAFETY: runs in the forked child of the single-threaded launcher, after the
+        // hook above, in place of the `execve` of `stockade __stage` (see
+        // `stage::run_in_child`); it never returns.
+        unsafe {
+            cmd.pre_exec(move || stage::run_in_child(&stage_args, env.clone()));
+        }
+    }
     let stdout = match plan.output {
         Output::PassThrough => spawn::Stdout::Inherit,
         Output::Capture { .. } => spawn::Stdout::Pipe,
     };
     spawn::spawn(cmd, stdout, cgroup, verified)
+}
+
+/// The stage's own arguments when `argv` starts this very launcher's namespace stage
+/// (`THIS-BINARY __stage ARGS...`, as `confine` writes it): `stockade run` then runs the
+/// stage in the child it forks instead of executing it again. `None` for anything else.
+fn own_stage(argv: &[String]) -> Option<Vec<OsString>> {
+    let (program, rest) = argv.split_first()?;
+    let (sub, args) = rest.split_first()?;
+    if sub != stage::SUBCOMMAND || std::env::current_exe().ok()? != Path::new(program) {
+        return None;
+    }
+    Some(args.iter().map(OsString::from).collect())
 }
 
 /// What one round of reaping saw.

@@ -535,3 +535,86 @@ fn a_protected_name_hidden_behind_an_unreadable_directory_is_still_reported() {
     let v = classify(&fx, &c, &out);
     assert!(v.get("protectedAppeared").is_none(), "{v}");
 }
+
+/// The descriptors `pid` holds, as their link targets.
+fn open_files(pid: i32) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|p| p.display().to_string())
+        .collect()
+}
+
+/// Every process below `pid`, with its `comm`.
+fn descendants(pid: i32) -> Vec<(i32, String)> {
+    let mut parents = vec![pid];
+    let mut out = Vec::new();
+    let all: Vec<(i32, i32, String)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let p: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let (comm, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+            let ppid = rest.split(' ').nth(1)?.parse().ok()?;
+            Some((p, ppid, comm.to_string()))
+        })
+        .collect();
+    while let Some(parent) = parents.pop() {
+        for (p, pp, comm) in &all {
+            if *pp == parent {
+                out.push((*p, comm.clone()));
+                parents.push(*p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_stage_that_stockade_run_starts_holds_none_of_the_launchers_descriptors() {
+    // `stockade run` runs the stage in the child it forks rather than executing it: the
+    // stage processes (which outlive the command's start, and init its end) must hold no
+    // descriptor of the launcher's that an execve would have closed (its signalfd, its
+    // cgroup files, the private directory's report pipe).
+    let fx = Fixture::staged();
+    if !staged_here(&fx) {
+        eprintln!("SKIPPED (needs namespaces): the_stage_that_stockade_run_starts");
+        return;
+    }
+    let ready = fx.ws.join("ready");
+    let mut launcher = fx
+        .stockade(["run", "--", "sh", "-c", "touch ready && exec sleep 30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_file(&ready);
+    let pid = launcher.id() as i32;
+    // Positive control: the launcher itself holds its signalfd, so the look below sees
+    // such descriptors where they are.
+    let own = open_files(pid);
+    let stage: Vec<(i32, String)> = descendants(pid)
+        .into_iter()
+        .filter(|(_, comm)| comm != "sleep")
+        .collect();
+    let held: Vec<(i32, Vec<String>)> = stage.iter().map(|(p, _)| (*p, open_files(*p))).collect();
+    // SAFETY: signalling the launcher this test started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let _ = launcher.wait();
+    assert!(
+        own.iter().any(|f| f.contains("signalfd")),
+        "the launcher holds no signalfd: {own:?}"
+    );
+    assert!(!stage.is_empty(), "no stage process found below {pid}");
+    for (p, files) in held {
+        assert!(
+            !files
+                .iter()
+                .any(|f| f.contains("signalfd") || f.starts_with("/sys/fs/cgroup")),
+            "stage process {p} holds a launcher descriptor: {files:?}"
+        );
+    }
+}
