@@ -447,6 +447,36 @@ if bwrap_ua and seccomp_cost:
                  "here" + ("; the 2x target is missed, and the seccomp layer's cost is "
                            "what bounds it." if without >= 2 > bwrap_ua / ours else "."))
 w(e2e_note)
+w("- What start-up costs on this machine, and why the 2x targets are out of reach with "
+  "this design here (measured by hand, 2026-12-01, hyperfine 500 runs each, side by "
+  "side): an empty `main` linked statically against glibc 2.36 takes 0.7 ms, the same "
+  "exit from a `_start` without any C library 0.2 ms, and `/bin/true` 0.8 ms. The "
+  "difference is glibc's start-up reading the CPU's features and cache sizes with "
+  "`cpuid` (`init_cpu_features`, then `intel_check_word` for every cache level), each "
+  "a trap to the hypervisor in this nested VM; `perf record` puts about a quarter of the "
+  "launcher's and of the runner's own CPU time there. Every process image on the path "
+  "pays it once: `stockade run` starts the launcher, the runner and the command (three), "
+  "`bwrap` itself and the command (two). Twice as fast as `bwrap --unshare-all` "
+  "(3.8-3.9 ms) is 1.9 ms, less than those three start-ups alone (0.7 + 0.7 + 0.8 ms) "
+  "before any work: on this machine the end-to-end 2x targets cannot be met while the "
+  "runner is its own glibc program (the provider contract's separate binary), whatever "
+  "the launcher does. The stage no longer adds a fourth: `stockade run` runs it in the "
+  "child it forks rather than executing `stockade __stage` (0.7 ms off the median, 5.9 "
+  "to 5.2 ms against 3.9 ms for `bwrap --unshare-all` side by side, 400 runs); an "
+  "executor spawning a ConfinedArgv still executes it. Building against a C library "
+  "without this start-up (musl) would take about 0.5 ms off each of the two binaries; "
+  "that toolchain is not installed here and it was not tried.")
+w("- The runner's hidden-path carve-out, the largest part of its growth since +0.96 ms: "
+  "as root the default hidden paths include `/etc/shadow` and `/root/.ssh`, so every "
+  "entry of `/etc` and `/root` and of the control base's ancestors gets a rule of its "
+  "own: one run of the runner (read-only, as root, here) makes 223 `openat`, 438 "
+  "`newfstatat`, 235 `close` and 218 `landlock_add_rule` calls and 22 `getdents64` "
+  "(strace -c), against a handful for the C runner. Side by side (300 runs, load 3-5) "
+  "the runner took 1.0 ms less in the mean with `--no-default-hide` (stockade's control "
+  "directories stay hidden). The carve-out is a guarantee (credential stores unreadable "
+  "under a read grant of `/`), and Landlock cannot deny beneath a grant, so the rules "
+  "are needed; what remains open is fewer calls per entry (the entry's own `fstat` and "
+  "the landlock crate's second one), not attempted in this round.")
 if json_ok:
     piped = tput.get("pinned: stockade run (pass-through), into a pipe")
     pjson = tput.get("pinned: stockade run --json")
