@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use stockade_policy::capability::{Capability, CapabilitySet};
 use stockade_policy::exit;
 use stockade_policy::failure_tag;
-use stockade_policy::stage::MountPlan;
+use stockade_policy::stage::{MASK_MODE, MountPlan};
 use stockade_policy::stage_report::{DirMeta, MAX_RECORDS, RootChange, StageRecord};
 use stockade_policy::trust::FileKind;
 
@@ -109,6 +109,7 @@ pub fn argv(
         ("--rw", &plan.rw),
         ("--pin", &plan.pin),
         ("--ro", &plan.ro),
+        ("--mask", &plan.mask),
         ("--shared", &watch.shared),
         ("--missing", &watch.missing),
     ] {
@@ -157,6 +158,7 @@ fn parse(args: &[OsString]) -> Result<Parsed, String> {
             Some("--rw") => plan.rw.push(path("--rw")?),
             Some("--pin") => plan.pin.push(path("--pin")?),
             Some("--ro") => plan.ro.push(path("--ro")?),
+            Some("--mask") => plan.mask.push(path("--mask")?),
             Some("--shared") => watch.shared.push(path("--shared")?),
             Some("--missing") => watch.missing.push(path("--missing")?),
             Some("--report") => watch.report = Some(path("--report")?),
@@ -385,7 +387,7 @@ fn enter(
     if spec.pids {
         return outer(spec, runner, watcher);
     }
-    mounts(spec)?;
+    mounts(spec, runner)?;
     if watcher.is_idle() {
         return exec_runner(runner);
     }
@@ -520,8 +522,8 @@ fn mount(
 }
 
 /// The mount layout: everything read-only but the writable roots, protected paths
-/// read-only again, `/tmp` and `/proc` fresh when asked.
-fn mounts(spec: &MountPlan) -> Result<(), StageError> {
+/// read-only again, `/tmp` and `/proc` fresh when asked, hidden paths covered.
+fn mounts(spec: &MountPlan, runner: &[OsString]) -> Result<(), StageError> {
     let root = Path::new("/");
     // The working directory still refers to the mount it was entered on, which is now
     // read-only (and, for a private /tmp, the host's /tmp): re-entered by name below,
@@ -605,6 +607,16 @@ fn mounts(spec: &MountPlan) -> Result<(), StageError> {
             "cannot mount a fresh /proc on",
         )?;
     }
+    // Last, so that nothing mounted afterwards covers a mask's parent.
+    let runner_program = runner.first().map(Path::new);
+    let keep: Vec<&Path> = spec
+        .rw
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(cwd.as_deref())
+        .chain(runner_program)
+        .collect();
+    mask_hidden(&spec.mask, &keep);
     if let Some(cwd) = cwd {
         std::env::set_current_dir(&cwd).map_err(|e| StageError {
             what: format!(
@@ -615,6 +627,151 @@ fn mounts(spec: &MountPlan) -> Result<(), StageError> {
         })?;
     }
     Ok(())
+}
+
+const FSOPEN_CLOEXEC: libc::c_uint = 1;
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+/// Takes a descriptor the kernel returned (or -1) as owned.
+fn owned(fd: libc::c_long) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a non-negative `fd` was just returned by the kernel to this process alone.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// The stage's mask source: a fresh tmpfs, not attached anywhere, holding an empty
+/// directory `d` and an empty regular file `f`, each of mode [`MASK_MODE`], the whole
+/// mount read-only. Returns the mount's descriptor. A directory is covered with a copy of
+/// `d`, a file with a copy of `f` (Linux 5.2 for the mount calls, 5.12 for
+/// `mount_setattr`, as the rest of the stage).
+fn mask_source() -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    let mode = format!("{:o}", MASK_MODE);
+    let mode = CString::new(mode).ok()?;
+    // SAFETY: each call takes descriptors this function owns and NUL-terminated
+    // strings that outlive it; the kernel returns a new descriptor or -1.
+    unsafe {
+        let fs = owned(libc::syscall(
+            libc::SYS_fsopen,
+            c"tmpfs".as_ptr(),
+            FSOPEN_CLOEXEC,
+        ))?;
+        for (key, value) in [
+            (c"mode", mode.as_c_str()),
+            (c"size", c"4k"),
+            (c"nr_inodes", c"3"),
+        ] {
+            let r = libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr(),
+                0,
+            );
+            (r == 0).then_some(())?;
+        }
+        let r = libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        );
+        (r == 0).then_some(())?;
+        let mnt = owned(libc::syscall(
+            libc::SYS_fsmount,
+            fs.as_raw_fd(),
+            FSMOUNT_CLOEXEC,
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+        ))?;
+        let file = owned(libc::openat(
+            mnt.as_raw_fd(),
+            c"f".as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+            MASK_MODE,
+        ) as libc::c_long)?;
+        // The mode asked for is filtered by the umask: set it as meant.
+        (libc::fchmod(file.as_raw_fd(), MASK_MODE) == 0).then_some(())?;
+        drop(file);
+        (libc::mkdirat(mnt.as_raw_fd(), c"d".as_ptr(), MASK_MODE) == 0).then_some(())?;
+        (libc::fchmodat(mnt.as_raw_fd(), c"d".as_ptr(), MASK_MODE, 0) == 0).then_some(())?;
+        let attr = MountAttr {
+            attr_set: MOUNT_ATTR_RDONLY,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        let r = libc::syscall(
+            libc::SYS_mount_setattr,
+            mnt.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        );
+        (r == 0).then_some(mnt)
+    }
+}
+
+/// Covers each hidden path of `paths` with an empty read-only mount (see
+/// [`mask_source`]), but one that holds a path of `keep` (see
+/// `stockade_policy::stage::maskable`). Best effort by design: the runner looks at
+/// each hidden path itself and hides whatever it does not find covered with its Landlock
+/// carve-out, so a path this cannot cover (gone, a link now, a kernel without the mount
+/// calls) is still hidden, only at the carve-out's cost.
+fn mask_hidden(paths: &[PathBuf], keep: &[&Path]) {
+    use std::os::fd::AsRawFd;
+    let paths: Vec<&PathBuf> = paths
+        .iter()
+        .filter(|p| stockade_policy::stage::maskable(p, keep))
+        .collect();
+    if paths.is_empty() {
+        return;
+    }
+    let Some(source) = mask_source() else {
+        return;
+    };
+    for path in paths {
+        // A link (planted since confine) is left alone: the mount would land on its
+        // target. What a link on the way leads to is the runner's to find out.
+        let Ok(meta) = path.symlink_metadata() else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let from = if meta.is_dir() { c"d" } else { c"f" };
+        let Ok(target) = cstr(path) else {
+            continue;
+        };
+        // SAFETY: descriptors owned here and NUL-terminated strings that outlive the
+        // calls; the kernel returns a new descriptor or -1.
+        unsafe {
+            let Some(copy) = owned(libc::syscall(
+                libc::SYS_open_tree,
+                source.as_raw_fd(),
+                from.as_ptr(),
+                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC,
+            )) else {
+                continue;
+            };
+            libc::syscall(
+                libc::SYS_move_mount,
+                copy.as_raw_fd(),
+                c"".as_ptr(),
+                libc::AT_FDCWD,
+                target.as_ptr(),
+                MOVE_MOUNT_F_EMPTY_PATH,
+            );
+        }
+    }
 }
 
 /// Whether a protected path (or a directory above one) vanished since `confine` looked,
@@ -829,7 +986,7 @@ fn init(
         // SAFETY: ends this process at once; nobody is left to tell.
         unsafe { libc::_exit(exit::RUNNER_FAILURE) };
     }
-    mounts(spec)?;
+    mounts(spec, runner)?;
     let child = fork_runner(runner, &[report_fd])?;
     drop_capabilities(watcher.keep)?;
     release_stdio();

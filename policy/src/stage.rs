@@ -216,10 +216,32 @@ pub struct MountPlan {
     pub pin: Vec<PathBuf>,
     /// Protected paths bound read-only on top.
     pub ro: Vec<PathBuf>,
+    /// Hidden paths covered last, each by an empty read-only mount of the stage's own
+    /// (see [`MASK_MODE`]): what lies beneath is out of reach by path in the command's
+    /// mount namespace, and the runner, once it has seen each such mount for itself,
+    /// leaves that path out of its Landlock carve-out (the carve-out's rules for every
+    /// entry beside a hidden path are most of the runner's start-up work as root).
+    pub mask: Vec<PathBuf>,
     /// A fresh tmpfs on `/tmp`.
     pub private_tmp: bool,
     /// A pid namespace with its own `/proc`.
     pub pids: bool,
+}
+
+/// The mode of the stage's empty mounts over hidden paths: nothing may be listed,
+/// searched or read there, so a read beneath a hidden directory, or of a hidden file,
+/// fails with `EACCES` as the Landlock carve-out's denial does (a command keeping
+/// `CAP_DAC_OVERRIDE` finds them empty).
+pub const MASK_MODE: u32 = 0o000;
+
+/// Whether the hidden path `hidden` may be covered by an empty mount: not when it holds
+/// (or is) one of `keep`, paths the runner or the command must still reach (the private
+/// directory holding the request and status files, the working directory, the runner
+/// program). Such a path stays hidden by the Landlock carve-out alone.
+pub fn maskable(hidden: &Path, keep: &[&Path]) -> bool {
+    !keep
+        .iter()
+        .any(|k| !k.as_os_str().is_empty() && k.starts_with(hidden))
 }
 
 /// The mount plan for `policy` when the stage runs, with `writable` the policy's writable
@@ -268,10 +290,17 @@ pub fn plan(
             }
         }
     }
+    let mask = policy
+        .hidden
+        .iter()
+        .filter(|h| maskable(h, &[control.unwrap_or(Path::new(""))]))
+        .cloned()
+        .collect();
     MountPlan {
         rw,
         pin,
         ro: bound.into_iter().map(|p| p.path).collect(),
+        mask,
         private_tmp: policy.tmp == TmpMode::Private,
         pids,
     }
@@ -342,5 +371,26 @@ mod tests {
                 .paths
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn every_hidden_path_is_masked_but_one_holding_what_must_stay_reachable() {
+        let mut policy = Policy::for_tests(crate::Mode::WorkspaceWrite, "/w");
+        policy.hidden = vec!["/etc/shadow".into(), "/run/base".into(), "/w/.env".into()];
+        let control = Path::new("/run/base/req-1");
+        let plan = plan(&policy, &["/w".into()], Some(control), true);
+        assert_eq!(
+            plan.mask,
+            [PathBuf::from("/etc/shadow"), PathBuf::from("/w/.env")]
+        );
+        // A hidden path inside a writable root is still bound read-only under its mask.
+        assert_eq!(plan.ro, [PathBuf::from("/w/.env")]);
+        assert!(maskable(Path::new("/a/b"), &[Path::new("/a/bc")]));
+        assert!(!maskable(Path::new("/a/b"), &[Path::new("/a/b")]));
+        assert!(!maskable(
+            Path::new("/a"),
+            &[Path::new("/x"), Path::new("/a/b/c")]
+        ));
+        assert!(maskable(Path::new("/a"), &[Path::new("")]));
     }
 }

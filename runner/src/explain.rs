@@ -170,7 +170,7 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
         let _ = writeln!(w, "  not hidden: {why}");
     }
     let _ = writeln!(w, "grants:");
-    let carved = ruleset::carved_grants(&request.policy, &mut Tree::default());
+    let carved = ruleset::carved_grants(&request.policy, &mut Tree::default(), &[]);
     let mut beside = 0;
     for g in &carved {
         // The entries beside the hidden paths are many (a home directory's): counted.

@@ -34,6 +34,7 @@ mod error;
 mod exec;
 mod explain;
 mod fds;
+mod mask;
 mod request_file;
 mod roots;
 mod ruleset;
@@ -183,7 +184,7 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     // With the network by name under the stage, the command's network namespace holds
     // the network (a stage that did not run is refused below, before anything starts).
     let netns = request.promised.namespaces && policy.domains().is_some();
-    let landlock_abi = ruleset::restrict(policy, netns)?;
+    let landlock_abi = ruleset::restrict(policy, netns, staged)?;
     caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
     seccomp::install(&filter)?;

@@ -11,6 +11,7 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus, NetPort,
     PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
+use std::path::PathBuf;
 use stockade_policy::Policy;
 use stockade_policy::grants::{self, Access as GrantAccess, Grant, Opened};
 use stockade_policy::hidden;
@@ -130,11 +131,18 @@ fn check_carve_size(carved: &[Grant]) -> Result<(), RunnerError> {
     }))
 }
 
-/// The policy's grants with its hidden paths carved out: the one rule set both the
-/// runner and `--explain` use. Lists the filesystem around the hidden paths (see
-/// carve.rs for why here).
-pub fn carved_grants(policy: &Policy, tree: &mut Tree) -> Vec<Grant> {
-    hidden::carve(&grants::grants(policy), policy.hidden(), |p| tree.list(p))
+/// The policy's grants with its hidden paths carved out, but those in `covered` (found
+/// covered by the namespace stage's masks: mask.rs): the one rule set both the runner and
+/// `--explain` use. Lists the filesystem around the hidden paths (see carve.rs for why
+/// here).
+pub fn carved_grants(policy: &Policy, tree: &mut Tree, covered: &[PathBuf]) -> Vec<Grant> {
+    let carve: Vec<PathBuf> = policy
+        .hidden()
+        .iter()
+        .filter(|h| !covered.contains(h))
+        .cloned()
+        .collect();
+    hidden::carve(&grants::grants(policy), &carve, |p| tree.list(p))
 }
 
 /// Opens a granted path as an `O_PATH` descriptor, checking that directory grants name
@@ -192,7 +200,9 @@ fn abi_number(status: &LandlockStatus) -> u32 {
 /// Best effort: what an older kernel lacks is left out here and judged afterwards from
 /// the ABI it reports (`guarantees::verdict`), which refuses to run when a required
 /// guarantee is missing. A ruleset the kernel did not enforce at all is refused here.
-pub fn restrict(policy: &Policy, netns: bool) -> Result<u32, RunnerError> {
+/// With `staged` (the namespace stage ran), the hidden paths found covered by its masks
+/// are not carved out (mask.rs).
+pub fn restrict(policy: &Policy, netns: bool, staged: bool) -> Result<u32, RunnerError> {
     let ll = |e: landlock::RulesetError| RunnerError::Landlock(LandlockError::Ruleset(e));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -216,7 +226,8 @@ pub fn restrict(policy: &Policy, netns: bool) -> Result<u32, RunnerError> {
             .map_err(ll)?;
     }
     let mut tree = Tree::default();
-    let carved = carved_grants(policy, &mut tree);
+    let covered = crate::mask::covered(policy, staged, &mut tree);
+    let carved = carved_grants(policy, &mut tree, &covered);
     check_carve_size(&carved)?;
     for grant in &carved {
         let rights = access(grant.access);

@@ -24,6 +24,16 @@ fn probe_reads(paths: &[PathBuf]) -> String {
     s
 }
 
+/// The request file a ConfinedArgv names (after `--request`, with or without the stage).
+fn request_of(confined: &serde_json::Value) -> String {
+    let argv = confined_argv(confined);
+    let at = argv
+        .iter()
+        .position(|a| a == "--request")
+        .expect("--request");
+    argv[at + 1].clone()
+}
+
 fn verdicts(out: &std::process::Output) -> Vec<String> {
     text(&out.stdout).lines().map(str::to_string).collect()
 }
@@ -67,127 +77,143 @@ fn fake_home(fx: &Fixture) -> (PathBuf, Vec<PathBuf>) {
 
 #[test]
 fn every_default_secret_is_unreadable_while_siblings_hostname_and_ls_home_stay_readable() {
-    let fx = Fixture::new();
-    let (home, secrets) = fake_home(&fx);
-    let siblings = [
-        home.join(".bashrc"),
-        home.join(".config/git/config"),
-        home.join(".cargo/config.toml"),
-        PathBuf::from("/etc/hostname"),
-    ];
-    let mut all = secrets.clone();
-    all.extend(siblings.iter().cloned());
-    let script = format!(
-        "{}ls -a '{}' | grep -qx .bashrc && echo LISTED\n",
-        probe_reads(&all),
-        home.display()
-    );
-    for mode in ["read-only", "workspace-write"] {
-        let out = fx
-            .stockade(["run", "--mode", mode, "--", "sh", "-c", &script])
-            .env("HOME", &home)
-            .output()
-            .unwrap();
-        let v = verdicts(&out);
-        for s in &secrets {
-            assert!(
-                v.contains(&format!("DENIED {}", s.display())),
-                "{mode}: {} readable: {v:?}",
-                s.display()
-            );
-        }
-        for s in &siblings {
-            assert!(
-                v.contains(&format!("READ {}", s.display())),
-                "{mode}: {} unreadable: {v:?}",
-                s.display()
-            );
-        }
-        assert!(v.contains(&"LISTED".to_string()), "{mode}: ls ~: {v:?}");
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let (home, secrets) = fake_home(&fx);
+        let siblings = [
+            home.join(".bashrc"),
+            home.join(".config/git/config"),
+            home.join(".cargo/config.toml"),
+            PathBuf::from("/etc/hostname"),
+        ];
+        let mut all = secrets.clone();
+        all.extend(siblings.iter().cloned());
+        let script = format!(
+            "{}ls -a '{}' | grep -qx .bashrc && echo LISTED\n",
+            probe_reads(&all),
+            home.display()
+        );
+        for mode in ["read-only", "workspace-write"] {
+            let out = fx
+                .stockade(["run", "--mode", mode, "--", "sh", "-c", &script])
+                .env("HOME", &home)
+                .output()
+                .unwrap();
+            let v = verdicts(&out);
+            for s in &secrets {
+                assert!(
+                    v.contains(&format!("DENIED {}", s.display())),
+                    "{mode}: {} readable: {v:?}",
+                    s.display()
+                );
+            }
+            for s in &siblings {
+                assert!(
+                    v.contains(&format!("READ {}", s.display())),
+                    "{mode}: {} unreadable: {v:?}",
+                    s.display()
+                );
+            }
+            assert!(v.contains(&"LISTED".to_string()), "{mode}: ls ~: {v:?}");
 
-        // Positive control: without the defaults every store is readable again, so the
-        // denials above are this layer's, not the filesystem's.
-        let out = fx
-            .stockade(["run", "--mode", mode, "--no-default-hide", "--", "sh", "-c"])
-            .arg(&script)
-            .env("HOME", &home)
-            .output()
-            .unwrap();
-        let v = verdicts(&out);
-        for s in all.iter() {
-            assert!(
-                v.contains(&format!("READ {}", s.display())),
-                "{mode} --no-default-hide: {}: {v:?}",
-                s.display()
-            );
+            // Positive control: without the defaults every store is readable again, so the
+            // denials above are this layer's, not the filesystem's.
+            let out = fx
+                .stockade(["run", "--mode", mode, "--no-default-hide", "--", "sh", "-c"])
+                .arg(&script)
+                .env("HOME", &home)
+                .output()
+                .unwrap();
+            let v = verdicts(&out);
+            for s in all.iter() {
+                assert!(
+                    v.contains(&format!("READ {}", s.display())),
+                    "{mode} --no-default-hide: {}: {v:?}",
+                    s.display()
+                );
+            }
         }
     }
 }
 
 #[test]
 fn a_hide_path_is_unreadable_directly_through_a_link_and_through_proc() {
-    let fx = Fixture::new();
-    let secret = fx.outside.join("vault");
-    std::fs::create_dir(&secret).unwrap();
-    std::fs::write(secret.join("key"), b"k").unwrap();
-    std::fs::write(fx.outside.join("plain"), b"p").unwrap();
-    std::os::unix::fs::symlink(&secret, fx.outside.join("link")).unwrap();
-    let denied = [
-        secret.join("key"),
-        fx.outside.join("link/key"),
-        Path::new("/proc/self/root").join(secret.join("key").strip_prefix("/").unwrap()),
-    ];
-    let script = probe_reads(&[denied.to_vec(), vec![fx.outside.join("plain")]].concat());
-    for mode in ["read-only", "workspace-write"] {
-        // The hidden path named through the link hides its target too.
-        for hide in [&secret, &fx.outside.join("link")] {
-            let out = fx
-                .stockade(["run", "--mode", mode, "--no-default-hide", "--hide"])
-                .arg(hide)
-                .args(["--", "sh", "-c", &script])
-                .output()
-                .unwrap();
-            let v = verdicts(&out);
-            for d in &denied {
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let secret = fx.outside.join("vault");
+        std::fs::create_dir(&secret).unwrap();
+        std::fs::write(secret.join("key"), b"k").unwrap();
+        std::fs::write(fx.outside.join("plain"), b"p").unwrap();
+        std::os::unix::fs::symlink(&secret, fx.outside.join("link")).unwrap();
+        let denied = [
+            secret.join("key"),
+            fx.outside.join("link/key"),
+            Path::new("/proc/self/root").join(secret.join("key").strip_prefix("/").unwrap()),
+        ];
+        let script = probe_reads(&[denied.to_vec(), vec![fx.outside.join("plain")]].concat());
+        for mode in ["read-only", "workspace-write"] {
+            // The hidden path named through the link hides its target too.
+            for hide in [&secret, &fx.outside.join("link")] {
+                let out = fx
+                    .stockade(["run", "--mode", mode, "--no-default-hide", "--hide"])
+                    .arg(hide)
+                    .args(["--", "sh", "-c", &script])
+                    .output()
+                    .unwrap();
+                let v = verdicts(&out);
+                for d in &denied {
+                    assert!(
+                        v.contains(&format!("DENIED {}", d.display())),
+                        "{mode}: {v:?}"
+                    );
+                }
                 assert!(
-                    v.contains(&format!("DENIED {}", d.display())),
+                    v.contains(&format!("READ {}", fx.outside.join("plain").display())),
                     "{mode}: {v:?}"
                 );
             }
+            // Positive control: not hidden, all of it reads.
+            let out = fx.run_sh(mode, &script);
             assert!(
-                v.contains(&format!("READ {}", fx.outside.join("plain").display())),
-                "{mode}: {v:?}"
+                verdicts(&out).iter().all(|l| l.starts_with("READ ")),
+                "{mode}: {:?}",
+                verdicts(&out)
             );
         }
-        // Positive control: not hidden, all of it reads.
-        let out = fx.run_sh(mode, &script);
-        assert!(
-            verdicts(&out).iter().all(|l| l.starts_with("READ ")),
-            "{mode}: {:?}",
-            verdicts(&out)
-        );
     }
 }
 
 #[test]
-fn a_hidden_read_is_a_denial_with_the_marker_and_names_stay_listable() {
-    let fx = Fixture::new();
-    let secret = fx.outside.join("vault");
-    std::fs::create_dir(&secret).unwrap();
-    std::fs::write(secret.join("key"), b"k").unwrap();
-    let out = fx
-        .stockade(["run", "--mode", "workspace-write", "--hide"])
-        .arg(&secret)
-        .args(["--", "sh", "-c"])
-        .arg(format!("ls '{0}'; cat '{0}/key'", secret.display()))
-        .output()
-        .unwrap();
-    assert_code(&out, 1);
-    // The documented limit: the names inside a hidden directory stay listable.
-    assert_eq!(text(&out.stdout), "key\n");
-    let err = text(&out.stderr);
-    assert!(err.contains("Permission denied"), "{err}");
-    assert!(err.contains(&marker("workspace-write")), "{err}");
+fn a_hidden_read_is_a_denial_with_the_marker_and_names_are_listable_only_without_the_stage() {
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let secret = fx.outside.join("vault");
+        std::fs::create_dir(&secret).unwrap();
+        std::fs::write(secret.join("key"), b"k").unwrap();
+        let out = fx
+            .stockade(["run", "--mode", "workspace-write", "--hide"])
+            .arg(&secret)
+            .args(["--", "sh", "-c"])
+            .arg(format!("ls '{0}'; cat '{0}/key'", secret.display()))
+            .output()
+            .unwrap();
+        assert_code(&out, 1);
+        let err = text(&out.stderr);
+        if fx.stage {
+            // Covered by the stage's empty mount of mode 000: not even the names.
+            assert_eq!(text(&out.stdout), "", "{err}");
+            assert!(err.contains("cannot open directory"), "{err}");
+        } else {
+            // The carve-out's documented limit: the names inside stay listable.
+            assert_eq!(text(&out.stdout), "key\n");
+        }
+        assert!(err.contains("Permission denied"), "{err}");
+        assert!(err.contains(&marker("workspace-write")), "{err}");
+        // Positive control: not hidden, it lists and reads.
+        let out = fx.run_sh(
+            "workspace-write",
+            &format!("ls '{0}'; cat '{0}/key'", secret.display()),
+        );
+        assert_code(&out, 0);
+        assert_eq!(text(&out.stdout), "key\nk");
+    }
 }
 
 #[test]
@@ -220,9 +246,11 @@ fn a_hidden_path_in_the_workspace_cannot_be_read_nor_moved_out_of_hiding() {
             "READ-SRC",
             "RW-README",
             "RW-SRC-NEW",
-            // A file created directly in a carved-out directory after confinement has
-            // no rule of its own: the documented limit.
-            "WROTE-FRESH"
+            // Under the stage `.env` is covered by an empty mount, not carved out of
+            // the workspace's grant, so a file created beside it reads as any other
+            // (the carve-out's documented limit is gone).
+            "WROTE-FRESH",
+            "READ-FRESH"
         ],
         "{}",
         text(&out.stderr)
@@ -281,52 +309,53 @@ fn hiding_an_ancestor_of_the_workspace_or_a_writable_root_is_refused() {
 
 #[test]
 fn one_commands_request_and_spill_files_are_unreadable_from_another() {
-    let fx = Fixture::new();
-    // A pending request of another command (with a secret kept in its environment).
-    let pending = fx.confine(&["--keep-env", "E2E_SECRET", "--", "true"]);
-    let request = PathBuf::from(confined_argv(&pending)[2].clone());
-    assert!(request.exists());
-    // A spill file that survived a --json run.
-    let (out, json) = run_json(&mut fx.stockade([
-        "run",
-        "--json",
-        "--max-output",
-        "10",
-        "--",
-        "sh",
-        "-c",
-        "seq 1 1000",
-    ]));
-    assert_code(&out, 0);
-    let spill = PathBuf::from(json["stdout"]["spillPath"].as_str().expect("a spill file"));
-    assert!(spill.exists());
-    let script = probe_reads(&[request.clone(), spill.clone()]);
-    for mode in ["read-only", "workspace-write"] {
-        for flags in [vec![], vec!["--no-default-hide"]] {
-            let out = fx
-                .stockade(["run", "--mode", mode])
-                .args(&flags)
-                .args(["--", "sh", "-c", &script])
-                .output()
-                .unwrap();
-            assert_eq!(
-                verdicts(&out),
-                [
-                    format!("DENIED {}", request.display()),
-                    format!("DENIED {}", spill.display())
-                ],
-                "{mode} {flags:?}"
-            );
+    for fx in [Fixture::new(), Fixture::staged()] {
+        // A pending request of another command (with a secret kept in its environment).
+        let pending = fx.confine(&["--keep-env", "E2E_SECRET", "--", "true"]);
+        let request = PathBuf::from(request_of(&pending));
+        assert!(request.exists());
+        // A spill file that survived a --json run.
+        let (out, json) = run_json(&mut fx.stockade([
+            "run",
+            "--json",
+            "--max-output",
+            "10",
+            "--",
+            "sh",
+            "-c",
+            "seq 1 1000",
+        ]));
+        assert_code(&out, 0);
+        let spill = PathBuf::from(json["stdout"]["spillPath"].as_str().expect("a spill file"));
+        assert!(spill.exists());
+        let script = probe_reads(&[request.clone(), spill.clone()]);
+        for mode in ["read-only", "workspace-write"] {
+            for flags in [vec![], vec!["--no-default-hide"]] {
+                let out = fx
+                    .stockade(["run", "--mode", mode])
+                    .args(&flags)
+                    .args(["--", "sh", "-c", &script])
+                    .output()
+                    .unwrap();
+                assert_eq!(
+                    verdicts(&out),
+                    [
+                        format!("DENIED {}", request.display()),
+                        format!("DENIED {}", spill.display())
+                    ],
+                    "{mode} {flags:?}"
+                );
+            }
         }
+        // Positive control: the same reads, unconfined, succeed.
+        let out = fx.run_sh("danger-full-access", &script);
+        assert!(
+            verdicts(&out).iter().all(|l| l.starts_with("READ ")),
+            "{:?}",
+            verdicts(&out)
+        );
+        let _ = std::fs::remove_file(&spill);
     }
-    // Positive control: the same reads, unconfined, succeed.
-    let out = fx.run_sh("danger-full-access", &script);
-    assert!(
-        verdicts(&out).iter().all(|l| l.starts_with("READ ")),
-        "{:?}",
-        verdicts(&out)
-    );
-    let _ = std::fs::remove_file(&spill);
 }
 
 #[test]
@@ -335,165 +364,171 @@ fn root_system_secrets_are_hidden_by_default() {
         eprintln!("SKIPPED (needs root): root_system_secrets_are_hidden_by_default");
         return;
     }
-    let fx = Fixture::new();
-    let shadow = Path::new("/etc/shadow");
-    if !shadow.exists() {
-        eprintln!("SKIPPED (no /etc/shadow): root_system_secrets_are_hidden_by_default");
-        return;
-    }
-    let script = probe_reads(&[shadow.to_path_buf(), PathBuf::from("/etc/hostname")]);
-    for mode in ["read-only", "workspace-write"] {
-        let out = fx.run_sh(mode, &script);
-        assert_eq!(
-            verdicts(&out),
-            ["DENIED /etc/shadow", "READ /etc/hostname"],
-            "{mode}"
-        );
-        let out = fx
-            .stockade(["run", "--mode", mode, "--no-default-hide", "--", "sh", "-c"])
-            .arg(&script)
-            .output()
-            .unwrap();
-        assert_eq!(
-            verdicts(&out),
-            ["READ /etc/shadow", "READ /etc/hostname"],
-            "{mode}"
-        );
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let shadow = Path::new("/etc/shadow");
+        if !shadow.exists() {
+            eprintln!("SKIPPED (no /etc/shadow): root_system_secrets_are_hidden_by_default");
+            return;
+        }
+        let script = probe_reads(&[shadow.to_path_buf(), PathBuf::from("/etc/hostname")]);
+        for mode in ["read-only", "workspace-write"] {
+            let out = fx.run_sh(mode, &script);
+            assert_eq!(
+                verdicts(&out),
+                ["DENIED /etc/shadow", "READ /etc/hostname"],
+                "{mode}"
+            );
+            let out = fx
+                .stockade(["run", "--mode", mode, "--no-default-hide", "--", "sh", "-c"])
+                .arg(&script)
+                .output()
+                .unwrap();
+            assert_eq!(
+                verdicts(&out),
+                ["READ /etc/shadow", "READ /etc/hostname"],
+                "{mode}"
+            );
+        }
     }
 }
 
 #[test]
 fn explain_probe_and_guarantees_show_the_hidden_set() {
-    let fx = Fixture::new();
-    let secret = fx.outside.join("vault");
-    std::fs::create_dir(&secret).unwrap();
-    let confined = fx.confine(&[
-        "--mode",
-        "read-only",
-        "--hide",
-        &secret.display().to_string(),
-        "--",
-        "true",
-    ]);
-    assert_eq!(
-        confined["guarantees"]["hiddenPaths"]["status"], "enforced",
-        "{confined}"
-    );
-    let out = std::process::Command::new(runner_bin())
-        .arg("--explain")
-        .arg(&confined_argv(&confined)[2])
-        .output()
-        .unwrap();
-    assert_code(&out, 0);
-    let explained = text(&out.stdout);
-    let hidden = explained
-        .split("hidden (never readable):\n")
-        .nth(1)
-        .expect("a hidden section");
-    assert!(
-        hidden.contains(&format!("  {}\n", secret.display())),
-        "{explained}"
-    );
-    assert!(
-        hidden.contains(&format!("  {}\n", fx.runtime.join("stockade").display())),
-        "{explained}"
-    );
-    let out = fx.stockade(["probe", "--json"]).output().unwrap();
-    assert_code(&out, 0);
-    let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let listed: Vec<&str> = probe["hidden"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    let base = fx.runtime.join("stockade");
-    assert!(listed.contains(&base.to_str().unwrap()), "{listed:?}");
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let secret = fx.outside.join("vault");
+        std::fs::create_dir(&secret).unwrap();
+        let confined = fx.confine(&[
+            "--mode",
+            "read-only",
+            "--hide",
+            &secret.display().to_string(),
+            "--",
+            "true",
+        ]);
+        assert_eq!(
+            confined["guarantees"]["hiddenPaths"]["status"], "enforced",
+            "{confined}"
+        );
+        let out = std::process::Command::new(runner_bin())
+            .arg("--explain")
+            .arg(request_of(&confined))
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+        let explained = text(&out.stdout);
+        let hidden = explained
+            .split("hidden (never readable):\n")
+            .nth(1)
+            .expect("a hidden section");
+        assert!(
+            hidden.contains(&format!("  {}\n", secret.display())),
+            "{explained}"
+        );
+        assert!(
+            hidden.contains(&format!("  {}\n", fx.runtime.join("stockade").display())),
+            "{explained}"
+        );
+        let out = fx.stockade(["probe", "--json"]).output().unwrap();
+        assert_code(&out, 0);
+        let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let listed: Vec<&str> = probe["hidden"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let base = fx.runtime.join("stockade");
+        assert!(listed.contains(&base.to_str().unwrap()), "{listed:?}");
+    }
 }
 
 #[test]
 fn classify_calls_a_hidden_read_a_denial() {
-    let fx = Fixture::new();
-    let secret = fx.outside.join("vault");
-    std::fs::create_dir(&secret).unwrap();
-    std::fs::write(secret.join("key"), b"k").unwrap();
-    let key = secret.join("key").display().to_string();
-    let hide = secret.display().to_string();
-    let verdict = |confined: &serde_json::Value| {
-        let out = spawn_argv(confined);
-        let file = fx.root.join("confined.json");
-        std::fs::write(&file, confined.to_string()).unwrap();
-        let stderr = fx.root.join("stderr");
-        std::fs::write(&stderr, &out.stderr).unwrap();
-        let code = out.status.code().unwrap().to_string();
-        let res = fx
-            .stockade(["classify", "--confined"])
-            .arg(&file)
-            .args(["--exit-code", &code, "--stderr"])
-            .arg(&stderr)
-            .output()
-            .unwrap();
-        assert_code(&res, 0);
-        serde_json::from_slice::<serde_json::Value>(&res.stdout).unwrap()
-    };
-    let c = fx.confine(&["--mode", "read-only", "--hide", &hide, "--", "cat", &key]);
-    let v = verdict(&c);
-    assert_eq!(v["outcome"], "denied", "{v}");
-    assert_eq!(v["runnerFailed"], false, "{v}");
-    // Positive control: not hidden, the same read succeeds.
-    let c = fx.confine(&["--mode", "read-only", "--", "cat", &key]);
-    let v = verdict(&c);
-    assert_ne!(v["outcome"], "denied", "{v}");
-    assert_eq!(v["denied"], false, "{v}");
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let secret = fx.outside.join("vault");
+        std::fs::create_dir(&secret).unwrap();
+        std::fs::write(secret.join("key"), b"k").unwrap();
+        let key = secret.join("key").display().to_string();
+        let hide = secret.display().to_string();
+        let verdict = |confined: &serde_json::Value| {
+            let out = spawn_argv(confined);
+            let file = fx.root.join("confined.json");
+            std::fs::write(&file, confined.to_string()).unwrap();
+            let stderr = fx.root.join("stderr");
+            std::fs::write(&stderr, &out.stderr).unwrap();
+            let code = out.status.code().unwrap().to_string();
+            let res = fx
+                .stockade(["classify", "--confined"])
+                .arg(&file)
+                .args(["--exit-code", &code, "--stderr"])
+                .arg(&stderr)
+                .output()
+                .unwrap();
+            assert_code(&res, 0);
+            serde_json::from_slice::<serde_json::Value>(&res.stdout).unwrap()
+        };
+        let c = fx.confine(&["--mode", "read-only", "--hide", &hide, "--", "cat", &key]);
+        let v = verdict(&c);
+        assert_eq!(v["outcome"], "denied", "{v}");
+        assert_eq!(v["runnerFailed"], false, "{v}");
+        // Positive control: not hidden, the same read succeeds.
+        let c = fx.confine(&["--mode", "read-only", "--", "cat", &key]);
+        let v = verdict(&c);
+        assert_ne!(v["outcome"], "denied", "{v}");
+        assert_eq!(v["denied"], false, "{v}");
+    }
 }
 
 #[test]
 fn fifos_sockets_and_mount_points_beside_a_hidden_path_neither_hang_nor_break_the_runner() {
-    let fx = Fixture::new();
-    let secret = fx.outside.join("vault");
-    std::fs::create_dir(&secret).unwrap();
-    std::fs::write(secret.join("key"), b"k").unwrap();
-    let fifo = fx.outside.join("fifo");
-    let status = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let _socket = std::os::unix::net::UnixListener::bind(fx.outside.join("sock")).unwrap();
-    std::fs::write(fx.outside.join("plain"), b"p").unwrap();
-    // As root, also a mount point: a bind mount of a directory holding a readable file.
-    let mounted = fx.outside.join("mnt");
-    std::fs::create_dir(&mounted).unwrap();
-    let source = fx.root.join("mnt-source");
-    std::fs::create_dir(&source).unwrap();
-    std::fs::write(source.join("inside"), b"i").unwrap();
-    let bound = stockade_tests::is_root()
-        && std::process::Command::new("mount")
-            .args(["--bind"])
-            .arg(&source)
-            .arg(&mounted)
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let secret = fx.outside.join("vault");
+        std::fs::create_dir(&secret).unwrap();
+        std::fs::write(secret.join("key"), b"k").unwrap();
+        let fifo = fx.outside.join("fifo");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
             .status()
-            .is_ok_and(|s| s.success());
-    let mut readable = vec![fx.outside.join("plain")];
-    if bound {
-        readable.push(mounted.join("inside"));
-    } else {
-        eprintln!("no bind mount (not root, or mount refused): the mount point part is skipped");
+            .unwrap();
+        assert!(status.success());
+        let _socket = std::os::unix::net::UnixListener::bind(fx.outside.join("sock")).unwrap();
+        std::fs::write(fx.outside.join("plain"), b"p").unwrap();
+        // As root, also a mount point: a bind mount of a directory holding a readable file.
+        let mounted = fx.outside.join("mnt");
+        std::fs::create_dir(&mounted).unwrap();
+        let source = fx.root.join("mnt-source");
+        std::fs::create_dir(&source).unwrap();
+        std::fs::write(source.join("inside"), b"i").unwrap();
+        let bound = stockade_tests::is_root()
+            && std::process::Command::new("mount")
+                .args(["--bind"])
+                .arg(&source)
+                .arg(&mounted)
+                .status()
+                .is_ok_and(|s| s.success());
+        let mut readable = vec![fx.outside.join("plain")];
+        if bound {
+            readable.push(mounted.join("inside"));
+        } else {
+            eprintln!(
+                "no bind mount (not root, or mount refused): the mount point part is skipped"
+            );
+        }
+        let script = probe_reads(&[vec![secret.join("key")], readable.clone()].concat());
+        let out = fx
+            .stockade(["run", "--mode", "read-only", "--timeout", "60s", "--hide"])
+            .arg(&secret)
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        if bound {
+            let _ = std::process::Command::new("umount").arg(&mounted).status();
+        }
+        assert_code(&out, 0);
+        let mut want = vec![format!("DENIED {}", secret.join("key").display())];
+        want.extend(readable.iter().map(|p| format!("READ {}", p.display())));
+        assert_eq!(verdicts(&out), want, "{}", text(&out.stderr));
     }
-    let script = probe_reads(&[vec![secret.join("key")], readable.clone()].concat());
-    let out = fx
-        .stockade(["run", "--mode", "read-only", "--timeout", "60s", "--hide"])
-        .arg(&secret)
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    if bound {
-        let _ = std::process::Command::new("umount").arg(&mounted).status();
-    }
-    assert_code(&out, 0);
-    let mut want = vec![format!("DENIED {}", secret.join("key").display())];
-    want.extend(readable.iter().map(|p| format!("READ {}", p.display())));
-    assert_eq!(verdicts(&out), want, "{}", text(&out.stderr));
 }
 
 /// A command that may write where a default hidden name lies (`--writable ~/.cargo`, a
