@@ -695,3 +695,117 @@ fn a_default_name_the_user_linked_to_a_secret_file_stays_hidden() {
         }
     }
 }
+
+/// The ConfinedArgv `confined` with the stage's `--mask PATH` flags taken out: the stage
+/// then covers nothing, and binds a hidden path inside a writable root read-only as
+/// before (a mount root of the planted file itself).
+fn without_masks(confined: &serde_json::Value) -> serde_json::Value {
+    let argv = confined_argv(confined);
+    let mut kept = Vec::new();
+    let mut it = argv.iter();
+    while let Some(a) = it.next() {
+        if a == "--mask" {
+            it.next();
+            continue;
+        }
+        kept.push(a.clone());
+    }
+    assert_ne!(
+        kept.len(),
+        argv.len(),
+        "the stage was asked to mask: {argv:?}"
+    );
+    let mut edited = confined.clone();
+    edited["argv"] = serde_json::json!(kept);
+    edited
+}
+
+#[test]
+fn a_planted_empty_unreadable_file_at_a_hidden_path_does_not_pass_for_the_stage_s_mask() {
+    // A command that can write where a hidden path lies could leave there an empty file
+    // of mode 000, for a later command's runner to take for the stage's mask and skip
+    // the carve-out; had it then moved the real file back (a rename in the same root),
+    // that command would read it. The runner takes only a mount of the stage's own
+    // kind: here the stage is kept from masking (its --mask flags taken out) and binds
+    // the planted file read-only, a mount root of mode 000 and size 0 all the same, and
+    // the carve-out must still be there. What shows it: a file created directly in the
+    // carved workspace after confinement gets no rule of its own.
+    let fx = Fixture::staged();
+    let env = fx.ws.join(".env");
+    std::fs::write(&env, b"").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let script = "echo x > fresh && cat fresh >/dev/null 2>&1 && echo READ-FRESH;\
+        stat -c %a .env; cat .env 2>/dev/null; mv .env moved 2>/dev/null && echo MOVED; true";
+    let confine = || {
+        fx.confine(&[
+            "--mode",
+            "workspace-write",
+            "--hide",
+            ".env",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+    };
+    let out = spawn_argv(&without_masks(&confine()));
+    assert_code(&out, 0);
+    assert_eq!(verdicts(&out), ["0"], "{}", text(&out.stderr));
+    assert!(env.exists() && !fx.ws.join("moved").exists());
+    // Control: with the stage's own mask the runner leaves .env out of the carve-out, so
+    // the fresh file reads.
+    std::fs::remove_file(fx.ws.join("fresh")).unwrap();
+    let out = spawn_argv(&confine());
+    assert_code(&out, 0);
+    assert_eq!(verdicts(&out), ["READ-FRESH", "0"], "{}", text(&out.stderr));
+    assert!(env.exists() && !fx.ws.join("moved").exists());
+}
+
+#[test]
+fn under_the_stage_a_hidden_path_is_an_empty_unreadable_mount_and_its_original_stays_out_of_reach()
+{
+    // Covered by the stage: a hidden directory and a hidden file read as an empty mount
+    // of mode 000 (nothing listed, nothing read), in /proc/self/mountinfo; through a
+    // link and through /proc/self/root as well. Control: not hidden, both read.
+    let fx = Fixture::staged();
+    let vault = fx.outside.join("vault");
+    std::fs::create_dir(&vault).unwrap();
+    std::fs::write(vault.join("key"), b"k").unwrap();
+    let token = fx.outside.join("token");
+    std::fs::write(&token, b"t").unwrap();
+    std::os::unix::fs::symlink(&vault, fx.outside.join("link")).unwrap();
+    let script = format!(
+        "cat '{v}/key' 2>/dev/null && echo READ-KEY; cat '{o}/link/key' 2>/dev/null && echo READ-LINK;\
+         cat /proc/self/root'{v}/key' 2>/dev/null && echo READ-PROC; ls '{v}' 2>/dev/null && echo LISTED;\
+         cat '{t}' 2>/dev/null && echo READ-TOKEN; grep -c ' {v} \\| {t} ' /proc/self/mountinfo; true",
+        v = vault.display(),
+        o = fx.outside.display(),
+        t = token.display()
+    );
+    let out = fx
+        .stockade(["run", "--mode", "read-only", "--hide"])
+        .arg(&vault)
+        .arg("--hide")
+        .arg(&token)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_eq!(verdicts(&out), ["2"], "{}", text(&out.stderr));
+    let out = fx.run_sh("read-only", &script);
+    assert_eq!(
+        verdicts(&out),
+        [
+            "kREAD-KEY",
+            "kREAD-LINK",
+            "kREAD-PROC",
+            "key",
+            "LISTED",
+            "tREAD-TOKEN",
+            "0"
+        ],
+        "{}",
+        text(&out.stderr)
+    );
+}
