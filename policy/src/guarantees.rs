@@ -222,7 +222,9 @@ pub enum Guarantee {
     /// shared with processes outside is reached and none outlives the run (seccomp).
     Ipc,
     /// The hidden paths (credential stores, stockade's control directories, `--hide`)
-    /// cannot be read (Landlock ABI 1: carved out of the read grants).
+    /// cannot be read (Landlock ABI 1: carved out of the read grants; under the namespace
+    /// stage, each path the runner finds covered by the stage's empty read-only mount is
+    /// hidden by that mount instead, and the carve-out keeps every other).
     HiddenPaths,
     /// Protected paths inside the writable roots (`.git/hooks`, `.git/config`, `.envrc`,
     /// shell start-up files, `--protect`) cannot be changed, removed or renamed away

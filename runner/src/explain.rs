@@ -163,8 +163,23 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     if request.policy.hidden().is_empty() {
         let _ = writeln!(w, "  none");
     }
+    let staged = request.policy.stage() && asks.wants_stage() && request.promised.namespaces;
+    let control = request.status_path.as_deref().and_then(Path::parent);
+    let runner = std::env::current_exe().ok();
+    let keep: Vec<&Path> = control
+        .into_iter()
+        .chain(Some(request.cwd.as_path()))
+        .chain(runner.as_deref())
+        .collect();
     for h in request.policy.hidden() {
-        let _ = writeln!(w, "  {}", h.display());
+        let how = if !staged {
+            "Landlock carve-out"
+        } else if stage::maskable(h, &keep) {
+            "the stage's empty read-only mount, checked by the runner at start (the Landlock carve-out where it finds none)"
+        } else {
+            "Landlock carve-out (it holds the control directory, working directory or runner)"
+        };
+        let _ = writeln!(w, "  {}  (by {how})", h.display());
     }
     for why in request.policy.hidden_not_followed() {
         let _ = writeln!(w, "  not hidden: {why}");

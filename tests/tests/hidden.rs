@@ -421,11 +421,23 @@ fn explain_probe_and_guarantees_show_the_hidden_set() {
             .nth(1)
             .expect("a hidden section");
         assert!(
-            hidden.contains(&format!("  {}\n", secret.display())),
+            hidden.contains(&format!(
+                "  {}  (by {}",
+                secret.display(),
+                if fx.stage {
+                    "the stage's empty read-only mount"
+                } else {
+                    "Landlock carve-out)"
+                }
+            )),
             "{explained}"
         );
         assert!(
-            hidden.contains(&format!("  {}\n", fx.runtime.join("stockade").display())),
+            // The control base holds this request's own directory: carved out either way.
+            hidden.contains(&format!(
+                "  {}  (by Landlock carve-out",
+                fx.runtime.join("stockade").display()
+            )),
             "{explained}"
         );
         let out = fx.stockade(["probe", "--json"]).output().unwrap();
