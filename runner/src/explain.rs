@@ -163,7 +163,11 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     if request.policy.hidden().is_empty() {
         let _ = writeln!(w, "  none");
     }
-    let staged = request.policy.stage() && asks.wants_stage() && request.promised.namespaces;
+    // A command keeping a read capability gets the carve-out everywhere (mask.rs).
+    let staged = request.policy.stage()
+        && asks.wants_stage()
+        && request.promised.namespaces
+        && !crate::mask::reads_past_modes(&request.policy);
     let control = request.status_path.as_deref().and_then(Path::parent);
     let runner = std::env::current_exe().ok();
     let keep: Vec<&Path> = control

@@ -21,6 +21,9 @@
 //!   command: a lookup from it sees none of the stage's mounts. So when any descriptor
 //!   the command will hold (0, 1, 2 and the kept ones) is a directory, nothing counts as
 //!   covered and the carve-out hides every path;
+//! - a command keeping `CAP_DAC_OVERRIDE` or `CAP_DAC_READ_SEARCH` reads past the mask's
+//!   mode 000 and finds it empty: no secret, but no denial either, where a hidden path
+//!   must be denied (the executor's cue to ask): the carve-out hides every path then;
 //! - `/proc/PID/root` of a process outside the namespace: Landlock refuses a sandboxed
 //!   process any ptrace-mode access to a process outside its domain, which that link
 //!   needs (and with its own pid namespace, no such process is in sight);
@@ -35,6 +38,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use stockade_policy::Policy;
+use stockade_policy::capability::Capability;
 use stockade_policy::stage::MASK_MODE;
 
 /// `STATX_ATTR_MOUNT_ROOT` (linux/stat.h, Linux 5.8).
@@ -48,7 +52,7 @@ const TMPFS_EMPTY_DIR_SIZE: u64 = 40;
 /// stage did not run, `staged` false). `tree` is the carve-out's own, so the directories
 /// reached here are not reached twice.
 pub fn covered(policy: &Policy, staged: bool, tree: &mut Tree) -> Vec<PathBuf> {
-    if !staged || holds_a_directory(policy.keep_fds()) {
+    if !staged || reads_past_modes(policy) || holds_a_directory(policy.keep_fds()) {
         return Vec::new();
     }
     policy
@@ -57,6 +61,14 @@ pub fn covered(policy: &Policy, staged: bool, tree: &mut Tree) -> Vec<PathBuf> {
         .filter(|h| is_mask(h, tree))
         .cloned()
         .collect()
+}
+
+/// Whether the command keeps a capability that reads past a file's mode: it would read
+/// a mask as an empty file or directory, where a hidden path must answer with a denial
+/// (the executor's cue), so the carve-out hides every path.
+pub fn reads_past_modes(policy: &Policy) -> bool {
+    let kept = policy.kept_capabilities();
+    kept.contains(Capability::DacOverride) || kept.contains(Capability::DacReadSearch)
 }
 
 /// Whether any descriptor the command will hold (0, 1, 2 and `kept`) is a directory, or
