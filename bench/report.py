@@ -194,6 +194,27 @@ if facts.get("user_ok") == "1":
         w("bubblewrap could not start as this user here, so its rows are missing.")
     w("")
 
+# 2c. Leftover private directories
+left = pooled("leftovers")
+if left:
+    w("## 2c. After 1000 commands nobody classified")
+    w("")
+    w(f"An executor that judges in-process never calls `classify`, so each `confine` leaves "
+      f"its private directory (swept after 24 hours). Here the control directory holds "
+      f"{facts.get('leftovers', '?')} of them, made by `confine` and never spawned, against "
+      f"an empty one; both sides start with `env` (same extra `execve`).")
+    w("")
+    w("| command | median | with 1000 leftovers / empty |")
+    w("|---|---|---|")
+    for verb in ("run", "confine"):
+        empty = left.get(f"stockade {verb}, empty control directory")
+        full = left.get(f"stockade {verb}, 1000 leftover private directories")
+        if empty and full:
+            w(f"| `stockade {verb}`, empty control directory | {ms(med(empty))} | |")
+            w(f"| `stockade {verb}`, 1000 leftovers | {ms(med(full))} | "
+              f"{med(full) / med(empty):.2f}x |")
+    w("")
+
 # 4. Throughput
 tput = pooled("tput")
 w("## 3. Throughput: 1 GiB on stdout (`sh -c 'head -c 1G /dev/zero'`)")
