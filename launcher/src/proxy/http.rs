@@ -5,7 +5,10 @@
 //! ways untouched (TLS is never decrypted). A plain request is forwarded with its target
 //! in origin form, its `Host` header set to the host that was decided on (so the
 //! destination cannot be told a different one), hop-by-hop headers removed and
-//! `Connection: close` added: one request per connection, each decided on its own.
+//! `Connection: close` added. Only the first request's head is parsed and decided on:
+//! whatever the client sends after it (a body, or a second pipelined request with a
+//! `Host` of its own) goes unparsed to the same decided host and port, exactly what a
+//! `CONNECT` tunnel to them would carry, so it reaches nothing the decision did not allow.
 
 use super::upstream::{self, Failure};
 use super::{Shared, answer, read_before, relay};
