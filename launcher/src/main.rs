@@ -22,6 +22,7 @@
 #![cfg_attr(not(test), no_main)]
 
 mod binding;
+mod capabilities;
 mod classify;
 mod cli;
 mod confine;

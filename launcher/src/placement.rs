@@ -42,43 +42,9 @@ pub fn invoker() -> Invoker {
     let env_home = std::env::var_os("HOME").map(PathBuf::from);
     Invoker {
         control_bases: crate::private_dir::base_candidates(),
-        capabilities: permitted_capabilities(),
+        capabilities: crate::capabilities::permitted(),
         ..Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
     }
-}
-
-/// The permitted capability set of this process (bit N: capability N), empty when it
-/// cannot be read: what `--keep-capability` can keep.
-fn permitted_capabilities() -> u64 {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Default, Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let mut header = Header {
-        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3: two 32-bit halves
-        pid: 0,
-    };
-    let mut data = [Data::default(); 2];
-    // SAFETY: capget writes one v3 header and two data structs, which these are.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_capget,
-            &mut header as *mut Header,
-            data.as_mut_ptr(),
-        )
-    };
-    if r != 0 {
-        return 0;
-    }
-    u64::from(data[0].permitted) | (u64::from(data[1].permitted) << 32)
 }
 
 /// Refuses when `binary` (canonical; `what` names it) could be replaced by a confined

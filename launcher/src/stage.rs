@@ -790,35 +790,11 @@ fn skip_missing(path: &Path) -> Result<bool, StageError> {
 /// Clears every capability set this process holds but `keep` (the runner clears them
 /// again, and its bounding set): the watcher keeps what the command keeps, nothing else.
 fn drop_capabilities(keep: CapabilitySet) -> Result<(), StageError> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Default, Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let mut header = Header {
-        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
-        pid: 0,
-    };
     // Kept capabilities are all below 32: the first half holds them.
-    let mask = keep.mask() as u32;
-    let data = [
-        Data {
-            effective: mask,
-            permitted: mask,
-            inheritable: 0,
-        },
-        Data::default(),
-    ];
-    // SAFETY: capset reads a v3 header and two data structs, all valid for the call.
-    let r = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
-    check(r, || "cannot drop capabilities".into())
+    crate::capabilities::restrict_to(keep.mask() as u32).map_err(|e| StageError {
+        what: "cannot drop capabilities".into(),
+        source: Some(e),
+    })
 }
 
 fn exec_runner(runner: &[OsString]) -> Result<i32, StageError> {
