@@ -109,23 +109,16 @@ fn read_status(verified: &Verified) -> StatusEvidence {
     }
     let path = dir.join(STATUS_FILE);
     let tampered = |why: String| StatusEvidence::Tampered(format!("{}: {why}", path.display()));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-        .open(&path);
     // The runner never removes or replaces it, so any failure to open it (gone, mode
     // changed, descriptors exhausted) is someone's doing.
-    let file = match file {
-        Ok(f) => f,
-        Err(e) => return tampered(format!("cannot open it: {e}")),
+    let (file, meta) = match open_control_file(&path) {
+        Ok(Some(opened)) => opened,
+        Ok(None) => {
+            let gone = std::io::Error::from_raw_os_error(libc::ENOENT);
+            return tampered(format!("cannot open it: {gone}"));
+        }
+        Err(why) => return tampered(why),
     };
-    let meta = match file.metadata() {
-        Ok(m) => m,
-        Err(e) => return tampered(format!("cannot examine it: {e}")),
-    };
-    if let Err(u) = private_dir::trusted(&meta, FileKind::Regular) {
-        return tampered(u.to_string());
-    }
     if meta.ino() != verified.inode {
         return tampered(format!(
             "it is not the file confine created (inode {}, not {})",
@@ -155,22 +148,11 @@ fn read_status(verified: &Verified) -> StatusEvidence {
 fn read_stage(verified: &Verified) -> StageEvidence {
     let path = verified.dir.join(REPORT_FILE);
     let tampered = |why: String| StageEvidence::Tampered(format!("{}: {why}", path.display()));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-        .open(&path);
-    let file = match file {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return StageEvidence::None,
-        Err(e) => return tampered(format!("cannot open it: {e}")),
+    let (file, _) = match open_control_file(&path) {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return StageEvidence::None,
+        Err(why) => return tampered(why),
     };
-    let meta = match file.metadata() {
-        Ok(m) => m,
-        Err(e) => return tampered(format!("cannot examine it: {e}")),
-    };
-    if let Err(u) = private_dir::trusted(&meta, FileKind::Regular) {
-        return tampered(u.to_string());
-    }
     let mut bytes = Vec::new();
     if let Err(e) = file
         .take(MAX_REPORT_BYTES as u64 + 1)
@@ -179,6 +161,28 @@ fn read_stage(verified: &Verified) -> StageEvidence {
         return tampered(format!("cannot read it: {e}"));
     }
     StageEvidence::Report(StageReport::decode(&bytes))
+}
+
+/// Opens a file of a private directory for reading without following a link or blocking
+/// on a FIFO, and checks it is a regular file only this user can change. `Ok(None)`: it
+/// does not exist; `Err`: why it cannot be trusted.
+fn open_control_file(
+    path: &std::path::Path,
+) -> Result<Option<(std::fs::File, std::fs::Metadata)>, String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(path);
+    let file = match file {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot open it: {e}")),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot examine it: {e}"))?;
+    private_dir::trusted(&meta, FileKind::Regular).map_err(|u| u.to_string())?;
+    Ok(Some((file, meta)))
 }
 
 /// The mode `confine` creates a status file with.

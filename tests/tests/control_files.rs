@@ -608,3 +608,33 @@ fn a_replaced_status_file_is_tampering_even_with_a_well_formed_record() {
     let v = classify_json(&fx, &c, Some(3), &text(&out.stderr));
     assert_eq!(v["outcome"], "failed", "{v}");
 }
+
+/// A status file whose owner is no longer this user is not trusted, even with its mode
+/// and inode as `confine` left them: only the owner rule (the file trust rule's first
+/// half) tells, so this proves that rule in classify on its own.
+#[test]
+fn a_status_file_given_to_another_owner_is_tampering() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): a_status_file_given_to_another_owner_is_tampering");
+        return;
+    }
+    let fx = Fixture::new();
+    // Control: untouched, the record decides (classify then removes the directory, so
+    // the attack below gets a command of its own).
+    let c = confine_sh(&fx, "exit 0");
+    assert_code(&spawn_argv(&c), 0);
+    let v = classify_json(&fx, &c, Some(0), "");
+    assert_eq!(v["outcome"], "ok", "{v}");
+    // Given away by someone outside the sandbox (root, here), mode still 0600.
+    let c = confine_sh(&fx, "exit 0");
+    assert_code(&spawn_argv(&c), 0);
+    let status = status_path(&c);
+    std::os::unix::fs::chown(&status, Some(65534), Some(65534)).unwrap();
+    assert_eq!(
+        std::fs::symlink_metadata(&status).unwrap().mode() & 0o7777,
+        0o600
+    );
+    let v = classify_json(&fx, &c, Some(0), "");
+    assert_eq!(v["outcome"], "tampered", "{v}");
+    assert_eq!(v["runnerFailed"], false, "{v}");
+}
