@@ -40,8 +40,10 @@ pub enum Opened {
     /// without following links; a link there gets no rule.
     Ancestor,
     /// An entry of an ancestor that is not on the way to a hidden path: opened from its
-    /// listed parent without following links; a link gets no rule.
-    Beside,
+    /// listed parent without following links; a link gets no rule. `directory` is what
+    /// the listing said it is, which decides the rule's rights (directory rights on a
+    /// file are refused by the kernel).
+    Beside { directory: bool },
 }
 
 /// Why a grant exists; shown by `stockade-runner --explain` and in errors.

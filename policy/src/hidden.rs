@@ -36,8 +36,9 @@
 //! words and are followed as before.
 
 use crate::grants::{Access, Grant, Opened};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 /// Credential stores in the invoking user's home directory, hidden by default.
@@ -360,6 +361,13 @@ where
                 p = a.parent();
             }
         }
+        // Entries that get no rule of their own beside: the ancestors (carved above)
+        // and the hidden paths themselves.
+        let skip: HashSet<&[u8]> = ancestors
+            .iter()
+            .map(|a| a.as_os_str().as_bytes())
+            .chain(below.iter().map(|h| h.as_os_str().as_bytes()))
+            .collect();
         // A writable root nested inside this grant carves its own part with at least
         // these rights: listing its ancestors again would only add duplicate rules.
         let covered = |a: &Path| {
@@ -394,13 +402,21 @@ where
                 continue;
             };
             let mut entries = entries;
-            entries.sort_by(|x, y| x.name.cmp(&y.name));
+            entries.sort_unstable_by(|x, y| x.name.cmp(&y.name));
             for e in entries {
-                if e.kind == EntryKind::Symlink || e.name == "." || e.name == ".." {
+                let directory = match e.kind {
+                    EntryKind::Symlink => continue,
+                    EntryKind::Directory => true,
+                    EntryKind::Other => false,
+                };
+                if e.name == "." || e.name == ".." {
                     continue;
                 }
                 let child = a.join(&e.name);
-                if ancestors.contains(&child) || below.contains(&&child) {
+                // Canonical paths compare as bytes: a hash lookup per entry, not a
+                // component-by-component scan of every hidden path (a home directory of
+                // a few hundred entries made that the runner's largest own cost).
+                if skip.contains(child.as_os_str().as_bytes()) {
                     continue;
                 }
                 out.push(Grant {
@@ -408,7 +424,7 @@ where
                     access: grant.access,
                     reason: grant.reason,
                     identity: None,
-                    opened: Opened::Beside,
+                    opened: Opened::Beside { directory },
                 });
             }
         }

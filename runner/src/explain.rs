@@ -193,7 +193,7 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     let mut beside = 0;
     for g in &carved {
         // The entries beside the hidden paths are many (a home directory's): counted.
-        if g.opened == Opened::Beside {
+        if matches!(g.opened, Opened::Beside { .. }) {
             beside += 1;
             continue;
         }

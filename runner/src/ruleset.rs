@@ -111,7 +111,7 @@ impl std::error::Error for LandlockError {
 fn check_carve_size(carved: &[Grant]) -> Result<(), RunnerError> {
     let beside: Vec<&Grant> = carved
         .iter()
-        .filter(|g| g.opened == Opened::Beside)
+        .filter(|g| matches!(g.opened, Opened::Beside { .. }))
         .collect();
     if beside.len() <= MAX_CARVED_ENTRIES {
         return Ok(());
@@ -244,9 +244,9 @@ pub fn restrict(policy: &Policy, netns: bool, staged: bool) -> Result<u32, Runne
                 Some(fd) => created.add_rule(PathBeneath::new(fd, rights)),
                 None => continue,
             },
-            (Opened::Beside, _) => match tree.open_beside(&grant.path) {
-                Some(e) if e.directory => created.add_rule(PathBeneath::new(e.fd, rights)),
-                Some(e) => created.add_rule(PathBeneath::new(e.fd, file_rights(rights))),
+            (Opened::Beside { directory }, _) => match tree.open_beside(&grant.path) {
+                Some(fd) if directory => created.add_rule(PathBeneath::new(fd, rights)),
+                Some(fd) => created.add_rule(PathBeneath::new(fd, file_rights(rights))),
                 None => continue,
             },
         }
@@ -271,7 +271,7 @@ mod tests {
             access: GrantAccess::ReadExecute,
             reason: Reason::ReadEverywhere,
             identity: None,
-            opened: Opened::Beside,
+            opened: Opened::Beside { directory: false },
         };
         let mut carved: Vec<Grant> = (0..MAX_CARVED_ENTRIES)
             .map(|i| entry("/w/big", i))
