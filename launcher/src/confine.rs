@@ -173,7 +173,7 @@ pub fn confine_inheriting(
     let runner = locate::runner()?;
     placement::check("runner", &runner, &resolved, tmpdir, &invoker)?;
     placement::check_loader_env(&runner, &env, &resolved, tmpdir, &invoker)?;
-    let launcher = std::env::current_exe().map_err(|e| LauncherError::ExposedBinary {
+    let launcher = locate::launcher().map_err(|e| LauncherError::ExposedBinary {
         what: "launcher",
         path: "/proc/self/exe".into(),
         why: format!("its location cannot be determined: {e}"),
@@ -337,8 +337,7 @@ pub fn confine_inheriting(
                 }
             }
         }
-        let launcher = std::env::current_exe()
-            .and_then(|p| p.canonicalize())
+        let launcher = locate::launcher()
             .map_err(LauncherError::LauncherPath)
             .and_then(|p| utf8(p.as_os_str(), "the launcher path"));
         match launcher {
@@ -355,8 +354,7 @@ pub fn confine_inheriting(
     let network_record = request.policy.domains().map(|_| dir.network_record_path());
     let argv = match (request.policy.domains(), &network_record) {
         (Some(domains), Some(record)) => {
-            let launcher = std::env::current_exe()
-                .and_then(|p| p.canonicalize())
+            let launcher = locate::launcher()
                 .map_err(LauncherError::LauncherPath)
                 .and_then(|p| utf8(p.as_os_str(), "the launcher path"));
             let launcher = match launcher {

@@ -3,6 +3,7 @@
 
 use crate::error::LauncherError;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// The environment variable naming the runner explicitly.
 pub const RUNNER_ENV: &str = "STOCKADE_RUNNER";
@@ -10,12 +11,27 @@ pub const RUNNER_NAME: &str = "stockade-runner";
 /// Where distro packages install the runner (see packaging/).
 pub const LIBEXEC_RUNNER: &str = "/usr/libexec/stockade/stockade-runner";
 
+/// This launcher's own executable, canonical, read once per process: `/proc/self/exe`
+/// names the file this process was started from, so reading it again (one `readlink`
+/// and a canonicalization each time, several times per `stockade run`) would only give
+/// the same answer.
+pub fn launcher() -> std::io::Result<PathBuf> {
+    static EXE: OnceLock<Result<PathBuf, (std::io::ErrorKind, String)>> = OnceLock::new();
+    EXE.get_or_init(|| {
+        std::env::current_exe()
+            .and_then(|p| p.canonicalize())
+            .map_err(|e| (e.kind(), e.to_string()))
+    })
+    .clone()
+    .map_err(|(kind, msg)| std::io::Error::new(kind, msg))
+}
+
 /// The absolute, canonical path of the runner to put in ConfinedArgv.
 pub fn runner() -> Result<PathBuf, LauncherError> {
     if let Some(explicit) = std::env::var_os(RUNNER_ENV).filter(|v| !v.is_empty()) {
         return executable(Path::new(&explicit), "check $STOCKADE_RUNNER");
     }
-    let sibling = std::env::current_exe()
+    let sibling = launcher()
         .ok()
         .and_then(|exe| exe.parent().map(|dir| dir.join(RUNNER_NAME)));
     if let Some(sibling) = sibling.filter(|p| p.exists()) {

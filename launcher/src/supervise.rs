@@ -271,7 +271,7 @@ fn spawn(
 fn own_stage(argv: &[String]) -> Option<Vec<OsString>> {
     let (program, rest) = argv.split_first()?;
     let (sub, args) = rest.split_first()?;
-    if sub != stage::SUBCOMMAND || std::env::current_exe().ok()? != Path::new(program) {
+    if sub != stage::SUBCOMMAND || crate::locate::launcher().ok()? != Path::new(program) {
         return None;
     }
     Some(args.iter().map(OsString::from).collect())
