@@ -107,7 +107,7 @@ pub fn reserve_port() -> io::Result<u16> {
 
 /// Stack size of a connection thread: it parses a bounded head and copies through heap
 /// buffers, so it needs little.
-const CONNECTION_STACK: usize = 128 * 1024;
+pub(super) const CONNECTION_STACK: usize = 128 * 1024;
 
 /// Starts answering connections on `listener` in a thread of its own, for as long as the
 /// process lives.
