@@ -280,8 +280,8 @@ pub fn main(args: &[OsString]) -> i32 {
 /// given the stage), not the launcher's. Never returns.
 ///
 /// # Safety
-/// Only in a child forked from the single-threaded launcher, before anything else runs
-/// there.
+/// Only in a child forked from the single-threaded launcher (or proxy host), before
+/// anything else runs there.
 pub unsafe fn run_in_child(args: &[OsString], env: Vec<(OsString, OsString)>) -> ! {
     close_exec_descriptors();
     // SAFETY: setting a disposition to "ignore" in this single-threaded child.
@@ -291,6 +291,21 @@ pub unsafe fn run_in_child(args: &[OsString], env: Vec<(OsString, OsString)>) ->
     // SAFETY: ends the child without running the launcher's exit code (its stdout
     // buffer, its destructors): that is the launcher's, not the stage's.
     unsafe { libc::_exit(code) }
+}
+
+/// The stage's own arguments when `argv` starts this very launcher's namespace stage
+/// (`THIS-BINARY __stage ARGS...`, as `confine` writes it): `stockade run`, and the
+/// proxy host before it, then run the stage in the child they fork ([`run_in_child`])
+/// instead of executing this binary again. `None` for anything else.
+pub fn own_args<S: AsRef<std::ffi::OsStr>>(argv: &[S]) -> Option<Vec<OsString>> {
+    let (program, rest) = argv.split_first()?;
+    let (sub, args) = rest.split_first()?;
+    if sub.as_ref() != SUBCOMMAND
+        || crate::locate::launcher().ok()? != std::path::Path::new(program.as_ref())
+    {
+        return None;
+    }
+    Some(args.iter().map(|a| a.as_ref().to_os_string()).collect())
 }
 
 /// The runner's environment when the stage runs in the launcher's child (see

@@ -26,7 +26,6 @@ use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use stockade_policy::binding::Binding;
@@ -249,7 +248,7 @@ fn spawn(
             Ok(())
         });
     }
-    if let Some(stage_args) = own_stage(plan.argv) {
+    if let Some(stage_args) = stage::own_args(plan.argv) {
         let env = plan.env.to_vec();
         // SAFETY: runs in the forked child of the single-threaded launcher, after the
         // hook above, in place of the `execve` of `stockade __stage` (see
@@ -263,18 +262,6 @@ fn spawn(
         Output::Capture { .. } => spawn::Stdout::Pipe,
     };
     spawn::spawn(cmd, stdout, cgroup, verified)
-}
-
-/// The stage's own arguments when `argv` starts this very launcher's namespace stage
-/// (`THIS-BINARY __stage ARGS...`, as `confine` writes it): `stockade run` then runs the
-/// stage in the child it forks instead of executing it again. `None` for anything else.
-fn own_stage(argv: &[String]) -> Option<Vec<OsString>> {
-    let (program, rest) = argv.split_first()?;
-    let (sub, args) = rest.split_first()?;
-    if sub != stage::SUBCOMMAND || crate::locate::launcher().ok()? != Path::new(program) {
-        return None;
-    }
-    Some(args.iter().map(OsString::from).collect())
 }
 
 /// What one round of reaping saw.

@@ -259,6 +259,16 @@ fn spawn(next: &[OsString], channel: Option<(&OwnedFd, RawFd)>) -> Result<libc::
             Ok(())
         });
     }
+    if let Some(stage_args) = stage::own_args(next) {
+        let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+        // SAFETY: runs in the child forked from this process while it is still single
+        // threaded (the proxy's threads start after the spawn), after the hook above, in
+        // place of the `execve` of `stockade __stage` (see `stage::run_in_child`): one
+        // start of this binary fewer on the path of every command with an allow-list.
+        unsafe {
+            cmd.pre_exec(move || stage::run_in_child(&stage_args, env.clone()));
+        }
+    }
     let child = cmd.spawn().map_err(|e| {
         format!(
             "cannot start {}: {e}",
