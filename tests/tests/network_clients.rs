@@ -146,7 +146,7 @@ fn cargo_fetches_from_an_allowed_registry_and_is_refused_one_not_allowed() {
         Ok(c) => c,
         Err(why) => {
             eprintln!(
-                "SKIPPED (no cargo for this user: {why}): cargo_fetches_from_an_allowed_registry"
+                "SKIPPED (no cargo for this user): cargo_fetches_from_an_allowed_registry ({why})"
             );
             return;
         }
