@@ -22,7 +22,7 @@ use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags, fcntl, splice};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -79,7 +79,24 @@ impl Carrier {
                 let mut held =
                     splice(src, None, &*write, None, CHUNK, SpliceFFlags::SPLICE_F_MOVE)?;
                 if held == 0 {
-                    return Ok(false);
+                    // Not necessarily the end: TCP's `splice` stops in front of an
+                    // urgent byte and answers 0 for as long as it is next, which would
+                    // end this direction early and drop what follows. A read that does
+                    // not wait tells: 0 is the end of file; else it steps over the
+                    // urgent byte (dropped, as a plain read drops it) and returns what
+                    // follows, or nothing yet (`WouldBlock`, tried again when the source
+                    // polls ready, which a lone urgent byte does not make it).
+                    let mut small = [0u8; 4096];
+                    let n = nix::sys::socket::recv(
+                        src.as_raw_fd(),
+                        &mut small,
+                        nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+                    )?;
+                    if n == 0 {
+                        return Ok(false);
+                    }
+                    dst.write_all(&small[..n])?;
+                    return Ok(true);
                 }
                 while held > 0 {
                     let n = splice(&*read, None, dst, None, held, SpliceFFlags::SPLICE_F_MOVE)?;
@@ -127,7 +144,11 @@ fn pump(src: &TcpStream, dst: &TcpStream, idle: Duration, clock: &Clock, pipe: b
                 let _ = dst.shutdown(Shutdown::Write);
                 return true;
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                ) => {}
             // A reset, a write that waited `idle` (SO_SNDTIMEO), a peer gone.
             Err(_) => return false,
         }
@@ -274,5 +295,28 @@ mod tests {
         let mut rest = Vec::new();
         assert!(matches!(client.read_to_end(&mut rest), Ok(0) | Err(_)));
         assert!(matches!(server.read_to_end(&mut rest), Ok(0) | Err(_)));
+    }
+    #[test]
+    fn urgent_data_does_not_end_a_direction() {
+        // `splice` from a TCP socket stops at an urgent byte and answers 0 for as long
+        // as it is next, as at an end of file: the rest of the stream must still cross
+        // (the urgent byte itself is dropped, as a plain read drops it).
+        for pipe in [true, false] {
+            let (mut client, server, t) = tunnel(b"", Duration::from_secs(60), pipe);
+            let fd = server.as_fd();
+            let send = |bytes: &[u8], flags| {
+                nix::sys::socket::send(fd.as_raw_fd(), bytes, flags).unwrap();
+                std::thread::sleep(Duration::from_millis(100));
+            };
+            send(b"before", nix::sys::socket::MsgFlags::empty());
+            send(b"!", nix::sys::socket::MsgFlags::MSG_OOB);
+            send(b"after", nix::sys::socket::MsgFlags::empty());
+            server.shutdown(Shutdown::Both).unwrap();
+            let mut got = Vec::new();
+            client.read_to_end(&mut got).unwrap();
+            assert_eq!(got, b"beforeafter", "pipe {pipe}");
+            drop(client);
+            t.join().unwrap();
+        }
     }
 }
