@@ -41,14 +41,17 @@ fn packaged_crate(cargo: &Path, dir: &Path) -> PathBuf {
     )
     .unwrap();
     std::fs::write(src.join("src/lib.rs"), "pub fn hi() {}\n").unwrap();
+    // A target directory of its own: CI exports CARGO_TARGET_DIR for the whole build.
+    let target = dir.join("stkdemo-target");
     let out = Command::new(cargo)
         .args(["package", "--offline", "--no-verify", "--allow-dirty", "-q"])
         .current_dir(&src)
         .env("CARGO_HOME", dir.join("cargo-home"))
+        .env("CARGO_TARGET_DIR", &target)
         .output()
         .unwrap();
     assert!(out.status.success(), "cargo package: {}", text(&out.stderr));
-    src.join("target/package/stkdemo-0.1.0.crate")
+    target.join("package/stkdemo-0.1.0.crate")
 }
 
 /// A sparse cargo registry on loopback holding `krate` as `stkdemo` 0.1.0, whose

@@ -179,6 +179,7 @@ fn host(spec: &Spec, next: &[OsString]) -> Result<i32, String> {
         next,
         channel.as_ref().map(|((_, theirs), fd)| (theirs, *fd)),
     )?;
+    room_for_tunnels();
     let listener = match (listener, channel) {
         (Some(l), _) => Some(l),
         (None, Some(((ours, theirs), _))) => {
@@ -205,6 +206,20 @@ fn host(spec: &Spec, next: &[OsString]) -> Result<i32, String> {
     stage::forward_signals_to(child);
     let status = stage::wait_for(child).map_err(|e| e.to_string())?;
     Ok(stage::replay(status))
+}
+
+/// Raises this process's soft limit on open descriptors to its hard limit, once the
+/// child has started with the limit it was given (a raised soft limit would break
+/// programs that `select` on descriptors past 1024). Each tunnel takes six descriptors
+/// (two sockets, two pipes): under the usual soft limit of 1024 an ordinary user's proxy
+/// would run out near 170 tunnels, short of its connection limit.
+fn room_for_tunnels() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
 }
 
 /// A connected pair of unix sockets, both close-on-exec.

@@ -65,7 +65,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
-            max_connections: 256,
+            max_connections: 128,
             max_head: 32 * 1024,
             head_time: Duration::from_secs(15),
             connect_time: Duration::from_secs(15),

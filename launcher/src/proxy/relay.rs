@@ -34,6 +34,44 @@ use std::time::{Duration, Instant};
 /// this per direction. A 256 KiB pipe measured 5-10% slower on loopback.
 const CHUNK: usize = 1024 * 1024;
 
+/// What one stalled tunnel may park in the host's shared TCP memory. Left alone, the
+/// kernel grows a busy socket's buffers up to `tcp_rmem`/`tcp_wmem`'s maximum (6 MiB
+/// and 4 MiB by default, 32 MiB on some machines), and a command that opened every
+/// tunnel it may to a fast server and never read would park that much per tunnel: a
+/// review filled the host's TCP memory to the kernel's hard limit that way (`TCP: out
+/// of memory`), slowing every other connection on the machine. So each of a tunnel's
+/// sockets advertises a window of at most [`WINDOW`] (a peer cannot have more than that
+/// sent and unread there) and queues at most [`UNSENT`] not yet sent; with the pipe
+/// between them a stalled direction holds about 3.5 MiB, times the connection limit.
+/// Both are TCP options, which autotuning works within (a fixed `SO_RCVBUF` would turn
+/// autotuning off and is capped at `net.core.rmem_max`, 208 KiB on most machines). A
+/// 2 MiB window carries 20 MiB/s at 100 ms of round trip, 200 MiB/s at 10 ms.
+const WINDOW: u32 = 2 * 1024 * 1024;
+/// See [`WINDOW`].
+const UNSENT: u32 = 512 * 1024;
+
+/// Sets a TCP option whose value is an `int` (nix names neither `TCP_WINDOW_CLAMP` nor
+/// `TCP_NOTSENT_LOWAT`).
+fn set_tcp_option(s: &TcpStream, option: libc::c_int, value: u32) -> io::Result<()> {
+    let value = value as libc::c_int;
+    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from `value`, alive across the
+    // call, on a descriptor `s` owns.
+    let r = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            option,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// When either direction last moved a byte, in milliseconds since the tunnel began.
 struct Clock {
     start: Instant,
@@ -173,6 +211,12 @@ fn relay_with(
         if s.set_nonblocking(false).is_err() || s.set_write_timeout(Some(idle)).is_err() {
             return;
         }
+        // Both exist since Linux 3.12; a socket that refuses one does not carry a tunnel.
+        if set_tcp_option(s, libc::TCP_WINDOW_CLAMP, WINDOW).is_err()
+            || set_tcp_option(s, libc::TCP_NOTSENT_LOWAT, UNSENT).is_err()
+        {
+            return;
+        }
     }
     let clock = Clock {
         start: Instant::now(),
@@ -284,6 +328,57 @@ mod tests {
         }
     }
 
+    fn tcp_option(s: &TcpStream, option: libc::c_int) -> u32 {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `value`, alive across the call.
+        let r = unsafe {
+            libc::getsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                option,
+                (&mut value as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        value as u32
+    }
+
+    #[test]
+    fn the_tunnels_sockets_are_held_to_their_window_and_unsent_bounds() {
+        let (client, client_proxy) = pair();
+        let (server_proxy, server) = pair();
+        // Copies of the proxy's own ends, to ask the kernel what the relay set on them.
+        let watch = [
+            client_proxy.try_clone().unwrap(),
+            server_proxy.try_clone().unwrap(),
+        ];
+        for s in &watch {
+            let clamp = tcp_option(s, libc::TCP_WINDOW_CLAMP);
+            assert_ne!(clamp, WINDOW, "already the bound before the relay set it");
+        }
+        let t = std::thread::spawn(move || {
+            relay_with(
+                &client_proxy,
+                &server_proxy,
+                b"x".to_vec(),
+                Duration::from_secs(60),
+                true,
+            )
+        });
+        let mut got = [0u8; 1];
+        (&server).read_exact(&mut got).unwrap();
+        for s in &watch {
+            let clamp = tcp_option(s, libc::TCP_WINDOW_CLAMP);
+            let unsent = tcp_option(s, libc::TCP_NOTSENT_LOWAT);
+            assert_eq!((clamp, unsent), (WINDOW, UNSENT));
+        }
+        drop(client);
+        drop(server);
+        t.join().unwrap();
+    }
+
     #[test]
     fn a_tunnel_idle_past_its_limit_is_closed() {
         let (mut client, mut server, t) = tunnel(b"", Duration::from_millis(300), true);
@@ -296,6 +391,7 @@ mod tests {
         assert!(matches!(client.read_to_end(&mut rest), Ok(0) | Err(_)));
         assert!(matches!(server.read_to_end(&mut rest), Ok(0) | Err(_)));
     }
+
     #[test]
     fn urgent_data_does_not_end_a_direction() {
         // `splice` from a TCP socket stops at an urgent byte and answers 0 for as long
