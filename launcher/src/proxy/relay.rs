@@ -9,7 +9,9 @@
 //! machine's CPUs, a transfer through it reached 72-90% of a direct one across runs
 //! (bench/results.md; the former single-threaded `poll` loop, which read only when its
 //! buffer was drained, measured 66-68% in the recorded runs and within the noise of
-//! this one in side-by-side trials).
+//! this one in side-by-side trials). Two threads per direction, one filling the pipe
+//! while the other drains it, measured the same (+2%, within the noise): on a 2-core
+//! machine the three processes' TCP work is what bounds it, not the relay's turns.
 //!
 //! An end of file in one direction is passed on as a half close (`shutdown(Write)`), so
 //! protocols that finish sending before they read the answer keep working. The tunnel
