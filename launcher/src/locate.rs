@@ -15,12 +15,31 @@ pub const LIBEXEC_RUNNER: &str = "/usr/libexec/stockade/stockade-runner";
 /// names the file this process was started from, so reading it again (one `readlink`
 /// and a canonicalization each time, several times per `stockade run`) would only give
 /// the same answer.
+///
+/// The file found at that path must be the one running (same device and inode): a
+/// launcher replaced or removed since it started reads as `PATH (deleted)`, and a file
+/// planted under that very name, or a new binary at the old path, would otherwise be
+/// what the argv starts as the stage or the proxy host, outside the sandbox.
 pub fn launcher() -> std::io::Result<PathBuf> {
     static EXE: OnceLock<Result<PathBuf, (std::io::ErrorKind, String)>> = OnceLock::new();
     EXE.get_or_init(|| {
-        std::env::current_exe()
+        use std::os::unix::fs::MetadataExt;
+        let found = std::env::current_exe()
             .and_then(|p| p.canonicalize())
-            .map_err(|e| (e.kind(), e.to_string()))
+            .map_err(|e| (e.kind(), e.to_string()))?;
+        let same = |a: &std::fs::Metadata, b: &std::fs::Metadata| {
+            (a.dev(), a.ino()) == (b.dev(), b.ino())
+        };
+        match (std::fs::metadata("/proc/self/exe"), std::fs::metadata(&found)) {
+            (Ok(running), Ok(there)) if same(&running, &there) => Ok(found),
+            _ => Err((
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "{} is no longer the file this launcher was started from (replaced or removed while it ran); start stockade again",
+                    found.display()
+                ),
+            )),
+        }
     })
     .clone()
     .map_err(|(kind, msg)| std::io::Error::new(kind, msg))

@@ -1,6 +1,7 @@
 //! `stockade confine` and `stockade run` as an executor sees them.
 
 mod support;
+use std::process::{Command, Stdio};
 use support::*;
 
 #[test]
@@ -218,5 +219,93 @@ fn run_leaves_no_request_directories_behind() {
         1,
         "{:?}",
         fx.leftover_requests()
+    );
+}
+
+/// A launcher replaced at its path after it started (an upgrade, or someone with write
+/// access to its directory) reads `/proc/self/exe` as `PATH (deleted)`; a file planted
+/// under that very name must not be what the argv starts as the proxy host (outside the
+/// sandbox). The launcher refuses, naming what happened, and nothing runs.
+#[test]
+fn a_launcher_replaced_while_it_runs_refuses_instead_of_starting_a_planted_file() {
+    use std::os::unix::process::CommandExt;
+    let fx = Fixture::new();
+    let dir = fx.outside.join("bin");
+    std::fs::create_dir(&dir).unwrap();
+    let launcher = dir.join("stockade");
+    std::fs::copy(stockade_bin(), &launcher).unwrap();
+    let marker = fx.outside.join("planted-ran");
+    let start = |launcher: &std::path::Path| {
+        let mut cmd = Command::new(launcher);
+        cmd.args([
+            "run",
+            "--no-stage",
+            "--allow-domain",
+            "example.org",
+            "--",
+            "true",
+        ])
+        .current_dir(&fx.ws)
+        .env("STOCKADE_RUNNER", runner_bin())
+        .env("XDG_RUNTIME_DIR", &fx.runtime)
+        .env(FIXTURE_TAG, &fx.tag)
+        .env_remove("TMPDIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        cmd
+    };
+    // Control: the same copy, left in place, runs the command.
+    let out = start(&launcher).output().unwrap();
+    assert_code(&out, 0);
+
+    let mut cmd = start(&launcher);
+    // SAFETY: ptrace(PTRACE_TRACEME) in the forked child before exec: the child stops
+    // with SIGTRAP once its exec has happened, and waits for this test.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFSTOPPED(status), "stopped at its exec: {status:#x}");
+    // Stopped after its exec: replace the file at its path, and plant one under the name
+    // its /proc/self/exe now reads.
+    let fresh = dir.join("stockade.new");
+    std::fs::copy(stockade_bin(), &fresh).unwrap();
+    std::fs::rename(&fresh, &launcher).unwrap();
+    let planted = dir.join("stockade (deleted)");
+    std::fs::write(
+        &planted,
+        format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
+    assert_eq!(
+        exe, planted,
+        "the running launcher reads as the planted name"
+    );
+    // SAFETY: detaches from our own stopped tracee, letting it run on.
+    assert_eq!(unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        !marker.exists(),
+        "the planted file ran: {}",
+        text(&out.stderr)
+    );
+    assert_code(&out, 125);
+    assert!(
+        text(&out.stderr).contains("no longer the file this launcher was started from"),
+        "{}",
+        text(&out.stderr)
     );
 }

@@ -346,12 +346,25 @@ mod tests {
         let (client, client_proxy) = pair();
         let (server_proxy, server) = pair();
         // Copies of the proxy's own ends, to ask the kernel what the relay set on them.
-        let watch = [client_proxy.try_clone().unwrap(), server_proxy.try_clone().unwrap()];
+        let watch = [
+            client_proxy.try_clone().unwrap(),
+            server_proxy.try_clone().unwrap(),
+        ];
         for s in &watch {
-            assert_ne!(tcp_option(s, libc::TCP_NOTSENT_LOWAT), UNSENT, "already set");
+            assert_ne!(
+                tcp_option(s, libc::TCP_NOTSENT_LOWAT),
+                UNSENT,
+                "already set"
+            );
         }
         let t = std::thread::spawn(move || {
-            relay_with(&client_proxy, &server_proxy, b"x".to_vec(), Duration::from_secs(60), true)
+            relay_with(
+                &client_proxy,
+                &server_proxy,
+                b"x".to_vec(),
+                Duration::from_secs(60),
+                true,
+            )
         });
         let mut got = [0u8; 1];
         (&server).read_exact(&mut got).unwrap();
