@@ -158,7 +158,9 @@ fn cargo_fetches_from_an_allowed_registry_and_is_refused_one_not_allowed() {
         let krate = packaged_crate(&cargo, &fx.outside);
         let port = registry(&krate);
         let (proj, home) = project(&fx.ws, port);
-        let fetch = |allowed: &str| {
+        // The name is pinned to the registry either way, so a proxy that let everything
+        // through would fetch in the refused case too; there a deny rule refuses it.
+        let fetch = |rules: &[String]| {
             let mut args = vec![
                 "run".to_string(),
                 "--mode".into(),
@@ -166,15 +168,11 @@ fn cargo_fetches_from_an_allowed_registry_and_is_refused_one_not_allowed() {
                 "--workspace".into(),
                 fx.ws.to_string_lossy().into_owned(),
                 "--allow-domain".into(),
-                format!("{allowed}:{port}"),
-                "--allow-domain".into(),
                 format!("127.0.0.1:{port}"),
+                "--resolve".into(),
+                "registry.test=127.0.0.1".into(),
             ];
-            // A pin for a name no rule admits is refused as a mistake: pinned only
-            // when allowed (refused either way before any lookup when not).
-            if allowed == "registry.test" {
-                args.extend(["--resolve".into(), "registry.test=127.0.0.1".into()]);
-            }
+            args.extend(rules.iter().cloned());
             args.extend([
                 "--".into(),
                 cargo.to_string_lossy().into_owned(),
@@ -192,8 +190,13 @@ fn cargo_fetches_from_an_allowed_registry_and_is_refused_one_not_allowed() {
                 .any(|d| d.path().join("stkdemo-0.1.0.crate").is_file())
         };
 
-        // Not allowed (another name is): cargo fails, and the refusal is named.
-        let out = fetch("elsewhere.test");
+        // Denied (every other .test name allowed): cargo fails, and the refusal is named.
+        let out = fetch(&[
+            "--allow-domain".into(),
+            format!("*.test:{port}"),
+            "--deny-domain".into(),
+            "registry.test".into(),
+        ]);
         assert!(
             !out.status.success(),
             "netns {netns}: {}",
@@ -209,7 +212,7 @@ fn cargo_fetches_from_an_allowed_registry_and_is_refused_one_not_allowed() {
         assert!(!cached(), "netns {netns}: fetched although refused");
 
         // Allowed: the same command fetches the crate through the proxy.
-        let out = fetch("registry.test");
+        let out = fetch(&["--allow-domain".into(), format!("registry.test:{port}")]);
         assert_code(&out, 0);
         assert!(
             cached(),
