@@ -255,8 +255,22 @@ fn a_launcher_replaced_while_it_runs_refuses_instead_of_starting_a_planted_file(
         .stderr(Stdio::piped());
         cmd
     };
+    // A copy just written may still be open for writing in a child another test thread
+    // forked meanwhile (until that child execs): its exec then fails with ETXTBSY for a
+    // moment.
+    fn retry_busy<T>(mut f: impl FnMut() -> std::io::Result<T>) -> T {
+        for _ in 0..100 {
+            match f() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                other => return other.unwrap(),
+            }
+        }
+        panic!("the copied launcher stayed busy");
+    }
     // Control: the same copy, left in place, runs the command.
-    let out = start(&launcher).output().unwrap();
+    let out = retry_busy(|| start(&launcher).output());
     assert_code(&out, 0);
 
     let mut cmd = start(&launcher);
@@ -270,7 +284,7 @@ fn a_launcher_replaced_while_it_runs_refuses_instead_of_starting_a_planted_file(
             Ok(())
         });
     }
-    let child = cmd.spawn().unwrap();
+    let child = retry_busy(|| cmd.spawn());
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: waits for our own child.
