@@ -268,8 +268,8 @@ if "proxy_direct_mibs" in facts:
       "tunnelled transfer put 53% of the samples in the server's process (its sends carry "
       "the receiving side's TCP work on loopback), 13% in the proxy, 8% in curl and 23% "
       "idle. Recorded runs on 2026-12-01 gave 66-68% (former relay, under load from a "
-      "parallel build), 81-90% and 64-69% (this relay, the last on a host whose bare "
-      "`execve` was 40% slower than usual); side-by-side trials of the former relay, this "
+      "parallel build), 81-90% and then 64-70% twice (this relay, the last two on a host "
+      "whose bare `execve` was 40% slower than usual); side-by-side trials of the former relay, this "
       "one and a pipelined one (two threads per direction) differed by less than the "
       "noise. The start-up of a run with an allow-list is the `--allow-domain` row of "
       "section 2.")
