@@ -126,23 +126,6 @@ fn project(ws: &Path, port: u16) -> (PathBuf, PathBuf) {
     (proj, home)
 }
 
-/// The namespace stage's network namespace and the proxy-port fallback, the staged one
-/// skipped (named) where this machine cannot make namespaces.
-fn fixtures(name: &str) -> Vec<(Fixture, bool)> {
-    let staged = Fixture::staged();
-    let c = staged.confine(&["--allow-domain", "example.org", "--", "true"]);
-    let netns = c["guarantees"]["domainFilter"]["status"] == "enforced";
-    let status = Path::new(c["statusPath"].as_str().unwrap());
-    let _ = std::fs::remove_dir_all(status.parent().unwrap());
-    let mut out = vec![(Fixture::new(), false)];
-    if netns {
-        out.push((staged, true));
-    } else {
-        eprintln!("SKIPPED (no namespaces here): {name} with the network namespace");
-    }
-    out
-}
-
 #[test]
 fn cargo_fetches_from_an_allowed_registry_and_is_refused_one_not_allowed() {
     let cargo = match cargo() {
@@ -154,7 +137,7 @@ fn cargo_fetches_from_an_allowed_registry_and_is_refused_one_not_allowed() {
             return;
         }
     };
-    for (fx, netns) in fixtures("cargo_fetch") {
+    for (fx, netns) in domain_fixtures("cargo_fetch") {
         let krate = packaged_crate(&cargo, &fx.outside);
         let port = registry(&krate);
         let (proj, home) = project(&fx.ws, port);

@@ -95,30 +95,11 @@ fn lines(out: &Output) -> Vec<String> {
     text(&out.stdout).lines().map(str::to_string).collect()
 }
 
-/// Both ways the network by name is held: the stage's network namespace, and the
-/// proxy-port fallback (`--no-stage`). The staged one is skipped, named, where this
-/// machine cannot make namespaces (the fallback is what runs there).
-fn fixtures(name: &str) -> Vec<(Fixture, bool)> {
-    let staged = Fixture::staged();
-    let c = staged.confine(&["--allow-domain", "example.org", "--", "true"]);
-    let netns = c["guarantees"]["domainFilter"]["status"] == "enforced";
-    // That request is never spawned: its private directory goes now.
-    let status = std::path::Path::new(c["statusPath"].as_str().unwrap());
-    let _ = std::fs::remove_dir_all(status.parent().unwrap());
-    let mut out = vec![(Fixture::new(), false)];
-    if netns {
-        out.push((staged, true));
-    } else {
-        eprintln!("SKIPPED (no namespaces here): {name} with the network namespace");
-    }
-    out
-}
-
 #[test]
 fn an_allowed_name_is_reached_over_connect_and_socks5_and_a_denied_one_is_refused_and_reported() {
     let port = echo_server();
     let p = port.to_string();
-    for (fx, netns) in fixtures("connect_and_socks5") {
+    for (fx, netns) in domain_fixtures("connect_and_socks5") {
         let script = format!(
             "{nc} connect allowed.test {p} hello; {nc} socks allowed.test {p} hi; \
              {nc} connect denied.test {p} x; {nc} socks other.test {p} x; exit 3",
@@ -238,7 +219,7 @@ fn a_redirect_to_a_denied_name_is_refused() {
 fn a_direct_connection_around_the_proxy_is_refused() {
     let port = echo_server();
     let p = port.to_string();
-    for (fx, netns) in fixtures("around_the_proxy") {
+    for (fx, netns) in domain_fixtures("around_the_proxy") {
         let out = client(&fx, &allow(port), false, &["direct", &p])
             .output()
             .unwrap();
@@ -273,7 +254,7 @@ fn a_direct_connection_around_the_proxy_is_refused() {
 #[test]
 fn many_parallel_connections_each_get_their_own_bytes() {
     let port = echo_server();
-    for (fx, netns) in fixtures("parallel") {
+    for (fx, netns) in domain_fixtures("parallel") {
         let out = client(
             &fx,
             &allow(port),
@@ -294,7 +275,7 @@ fn many_parallel_connections_each_get_their_own_bytes() {
 #[test]
 fn bad_input_to_the_proxy_is_answered_without_affecting_other_connections() {
     let port = echo_server();
-    for (fx, netns) in fixtures("bad_input") {
+    for (fx, netns) in domain_fixtures("bad_input") {
         let out = client(
             &fx,
             &allow(port),
@@ -388,7 +369,7 @@ fn the_command_gets_the_proxy_variables_and_the_proxy_is_gone_when_it_ends() {
 fn on_the_confine_path_the_proxy_lives_and_dies_with_the_spawned_argv() {
     let port = echo_server();
     let p = port.to_string();
-    for (fx, netns) in fixtures("confine_path") {
+    for (fx, netns) in domain_fixtures("confine_path") {
         let mut args: Vec<String> = allow(port);
         args.extend([
             "--".into(),

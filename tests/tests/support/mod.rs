@@ -683,3 +683,23 @@ pub fn output_with_rusage(cmd: &mut Command) -> (Output, i64) {
     };
     (out, usage.ru_maxrss)
 }
+
+/// Both ways the network by name is held: the stage's network namespace, and the
+/// proxy-port fallback (`--no-stage`): `(fixture, netns)` pairs. The staged one is
+/// skipped, named, where this machine cannot make namespaces (the fallback is what runs
+/// there).
+pub fn domain_fixtures(name: &str) -> Vec<(Fixture, bool)> {
+    let staged = Fixture::staged();
+    let c = staged.confine(&["--allow-domain", "example.org", "--", "true"]);
+    let netns = c["guarantees"]["domainFilter"]["status"] == "enforced";
+    // That request is never spawned: its private directory goes now.
+    let status = std::path::Path::new(c["statusPath"].as_str().unwrap());
+    let _ = std::fs::remove_dir_all(status.parent().unwrap());
+    let mut out = vec![(Fixture::new(), false)];
+    if netns {
+        out.push((staged, true));
+    } else {
+        eprintln!("SKIPPED (no namespaces here): {name} with the network namespace");
+    }
+    out
+}
