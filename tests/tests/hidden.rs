@@ -87,10 +87,12 @@ fn every_default_secret_is_unreadable_while_siblings_hostname_and_ls_home_stay_r
         ];
         let mut all = secrets.clone();
         all.extend(siblings.iter().cloned());
+        // A directory beside a hidden path keeps directory rights too (listing it), not
+        // only the file rights under it.
         let script = format!(
-            "{}ls -a '{}' | grep -qx .bashrc && echo LISTED\n",
+            "{}ls -a '{h}' | grep -qx .bashrc && echo LISTED\nls '{h}/.config' | grep -qx git && echo LISTED_BESIDE\n",
             probe_reads(&all),
-            home.display()
+            h = home.display()
         );
         for mode in ["read-only", "workspace-write"] {
             let out = fx
@@ -114,6 +116,10 @@ fn every_default_secret_is_unreadable_while_siblings_hostname_and_ls_home_stay_r
                 );
             }
             assert!(v.contains(&"LISTED".to_string()), "{mode}: ls ~: {v:?}");
+            assert!(
+                v.contains(&"LISTED_BESIDE".to_string()),
+                "{mode}: ls ~/.config: {v:?}"
+            );
 
             // Positive control: without the defaults every store is readable again, so the
             // denials above are this layer's, not the filesystem's.

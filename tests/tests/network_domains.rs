@@ -561,3 +561,54 @@ fn bad_network_flags_are_refused_naming_them_and_nothing_runs() {
         assert!(!fx.ws.join("ran").exists(), "{flags:?} ran the command");
     }
 }
+
+/// The proxy host raises its own soft open-file limit to the hard one (each tunnel takes
+/// six descriptors) once its child has started with the limit the caller gave: the
+/// command keeps that one.
+#[test]
+fn the_proxy_host_has_room_for_its_tunnels_and_the_command_keeps_its_own_limit() {
+    use std::os::unix::process::CommandExt;
+    let fx = Fixture::new();
+    let mut now = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limits into `now`.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut now) }, 0);
+    let hard = now.rlim_max;
+    if hard <= 512 {
+        eprintln!("SKIPPED (hard open-file limit {hard}, no room below it): proxy_host_room");
+        return;
+    }
+    // Without the stage the command's parent is the proxy host.
+    let mut cmd = fx.stockade([
+        "run",
+        "--allow-domain",
+        "example.org",
+        "--",
+        "sh",
+        "-c",
+        "ulimit -Sn; grep 'Max open files' /proc/$PPID/limits | awk '{print $4}'",
+    ]);
+    // SAFETY: setrlimit in the forked child before exec, on its own limits.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: 512,
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_code(&out, 0);
+    assert_eq!(
+        lines(&out),
+        ["512".to_string(), hard.to_string()],
+        "{}",
+        text(&out.stderr)
+    );
+}
