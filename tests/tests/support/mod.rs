@@ -324,14 +324,21 @@ impl Fixture {
         if !self.stage && args.first().is_some_and(|a| a == "run" || a == "confine") {
             args.insert(1, "--no-stage".into());
         }
-        cmd.args(args)
-            .current_dir(&self.ws)
+        cmd.args(args);
+        self.environment(&mut cmd);
+        cmd
+    }
+
+    /// What every command this fixture starts gets: the workspace as cwd, the runner
+    /// named explicitly, request files under this fixture, its tag, no `$TMPDIR`, stdin
+    /// from /dev/null. For a launcher started some other way (a copy, a wrapper).
+    pub fn environment<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
+        cmd.current_dir(&self.ws)
             .env("STOCKADE_RUNNER", runner_bin())
             .env("XDG_RUNTIME_DIR", &self.runtime)
             .env(FIXTURE_TAG, &self.tag)
             .env_remove("TMPDIR")
-            .stdin(Stdio::null());
-        cmd
+            .stdin(Stdio::null())
     }
 
     /// `stockade run --mode MODE -- sh -c SCRIPT`, collected.
