@@ -244,15 +244,10 @@ fn a_launcher_replaced_while_it_runs_refuses_instead_of_starting_a_planted_file(
             "example.org",
             "--",
             "true",
-        ])
-        .current_dir(&fx.ws)
-        .env("STOCKADE_RUNNER", runner_bin())
-        .env("XDG_RUNTIME_DIR", &fx.runtime)
-        .env(FIXTURE_TAG, &fx.tag)
-        .env_remove("TMPDIR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        ]);
+        fx.environment(&mut cmd)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         cmd
     };
     // A copy just written may still be open for writing in a child another test thread
