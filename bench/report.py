@@ -244,6 +244,27 @@ w("")
 
 
 # 4b. The network by name
+def proxy_work(facts):
+    """Each process's CPU time per MiB, solved from the three two-CPU placements (each
+    puts two processes on one saturated CPU: 1/rate is the sum of their costs), and what
+    it bounds. None without those rows."""
+    keys = ["server_proxy__curl", "server_curl__proxy", "proxy_curl__server", "direct"]
+    try:
+        sp, sc, pc, direct = (float(facts[f"proxy_pinned_{k}_mibs"] if k == "direct"
+                                    else facts[f"proxy_pinned_tunnel_{k}_mibs"])
+                              for k in keys)
+    except (KeyError, ValueError):
+        return None
+    sp, sc, pc = 1000 / sp, 1000 / sc, 1000 / pc  # ms per MiB on one CPU
+    total = (sp + sc + pc) / 2
+    curl, server, proxy = total - sp, total - pc, total - sc
+    # The largest proxy cost with which two CPUs, the work split evenly, reach 80% of
+    # pinned direct.
+    needed = 2000 / (0.8 * direct) - curl - server
+    return {"curl": curl, "server": server, "proxy": proxy, "total": total,
+            "bound": 2000 / total, "direct": direct, "needed": needed}
+
+
 if "proxy_direct_mibs" in facts:
     w("## 3b. The network by name: 100 MiB through the filtering proxy")
     w("")
@@ -260,19 +281,54 @@ if "proxy_direct_mibs" in facts:
         if f"proxy_{key}_mibs" in facts:
             w(f"| {label} | {facts[f'proxy_{key}_mibs']} | {facts.get(f'proxy_{key}_share', '?')} |")
     w("")
-    w("On loopback every byte crosses the TCP stack twice through the proxy (server to "
-      "proxy, proxy to client) instead of once; the proxy moves it with `splice(2)` "
-      "through a pipe (page references, no copy through its own memory), one thread per "
-      "direction. The share measures that CPU cost on this machine's two cores, shared by "
-      "server, proxy and curl, not a network's bandwidth: `perf record -a` during a "
-      "tunnelled transfer put 53% of the samples in the server's process (its sends carry "
-      "the receiving side's TCP work on loopback), 13% in the proxy, 8% in curl and 23% "
-      "idle. Recorded runs on 2026-12-01 gave 66-68% (former relay, under load from a "
-      "parallel build), 81-90% and then 64-70% twice (this relay, the last two on a host "
-      "whose bare `execve` was 40% slower than usual); side-by-side trials of the former relay, this "
-      "one and a pipelined one (two threads per direction) differed by less than the "
-      "noise. The start-up of a run with an allow-list is the `--allow-domain` row of "
-      "section 2.")
+    pins = [("pinned_direct", "direct: server on one CPU, curl on the other"),
+            ("pinned_tunnel_server_proxy__curl", "tunnel: server and proxy on one CPU, curl on the other"),
+            ("pinned_tunnel_server_curl__proxy", "tunnel: server and curl on one CPU, proxy on the other"),
+            ("pinned_tunnel_proxy_curl__server", "tunnel: proxy and curl on one CPU, server on the other"),
+            ("pinned_tunnel_own_cpu_each", "tunnel: server, proxy and curl on a CPU each")]
+    if "proxy_pinned_direct_mibs" in facts:
+        w("The same transfers with each process pinned to a CPU (`sched_setaffinity`), so "
+          "the scheduler's placement is out of the numbers; a pinned tunnel's share is of "
+          "the pinned direct transfer:")
+        w("")
+        w("| placement | MiB/s (median) | share of pinned direct |")
+        w("|---|---|---|")
+        for key, label in pins:
+            if f"proxy_{key}_mibs" in facts:
+                w(f"| {label} | {facts[f'proxy_{key}_mibs']} | "
+                  f"{facts.get(f'proxy_{key}_share', '?')} |")
+        w("")
+    work = proxy_work(facts)
+    if work:
+        tunnel = float(facts["proxy_tunnel_mibs"]) if "proxy_tunnel_mibs" in facts else None
+        reached = (f" Unpinned, the scheduler (which also moves the kernel's receive work "
+                   f"between CPUs) got the namespace tunnel to {tunnel:.0f} MiB/s, "
+                   f"{tunnel / work['bound']:.0%} of that bound." if tunnel else "")
+        w(f"What the work costs. Each two-CPU placement puts two of the three processes on "
+          f"one CPU, which then runs at its limit, so the three rates give each process's "
+          f"CPU time per MiB: curl {work['curl']:.2f} ms, server {work['server']:.2f} ms, "
+          f"proxy {work['proxy']:.2f} ms. Direct is bounded by curl alone "
+          f"({1000 / work['curl']:.0f} MiB/s by this cost, {work['direct']:.0f} measured "
+          f"pinned). Through the proxy the three together need {work['total']:.2f} ms per "
+          f"MiB, so two CPUs give at most {work['bound']:.0f} MiB/s even with the work split "
+          f"evenly between them: {work['bound'] / work['direct']:.0%} of pinned direct."
+          f"{reached} For 80% the proxy would have to move a MiB in "
+          f"{work['needed']:.2f} ms or less; its work is one more TCP hop on loopback "
+          f"(receiving from the server, sending to curl, and the receive processing of "
+          f"curl's socket, which on loopback runs in the sender), about what the server's "
+          f"side of a hop costs. By these costs a third CPU would make curl the bound "
+          f"again.")
+        w("")
+    w("The proxy moves the bytes with `splice(2)` through a pipe (page references, no "
+      "copy through its own memory), one thread per direction. Relay variants tried side "
+      "by side on 2026-12-01 and 2026-12-02, all within the run-to-run noise of this one "
+      "or slower: the former single-threaded `poll` loop, two threads per direction (one "
+      "filling the pipe, one draining it), a read/write buffer instead of the pipe "
+      "(-10%), pipes of 256 KiB and 4 MiB, no `poll` before each step, no "
+      "`TCP_NOTSENT_LOWAT`, waking only for 128 KiB or 512 KiB (`SO_RCVLOWAT`), and "
+      "larger segments on loopback (`gso_max_size` 256 KiB, for direct transfers too). "
+      "Recorded shares of direct across runs on this machine: 60-90%. The start-up of a "
+      "run with an allow-list is the `--allow-domain` row of section 2.")
     w("")
 elif "proxy_error" in facts:
     w(f"## 3b. The network by name: not measured ({facts['proxy_error']})")

@@ -5,13 +5,14 @@
 //! The bytes go through a pipe with `splice(2)` where one can be made: the kernel moves
 //! page references from one socket to the other and the proxy never copies the payload
 //! through its own memory. Without a pipe (out of descriptors) a buffer is used instead,
-//! the same way. On loopback, where the proxy, the server and the client share the
-//! machine's CPUs, a transfer through it reached 72-90% of a direct one across runs
-//! (bench/results.md; the former single-threaded `poll` loop, which read only when its
-//! buffer was drained, measured 66-68% in the recorded runs and within the noise of
-//! this one in side-by-side trials). Two threads per direction, one filling the pipe
-//! while the other drains it, measured the same (+2%, within the noise): on a 2-core
-//! machine the three processes' TCP work is what bounds it, not the relay's turns.
+//! the same way. A tunnel costs one more TCP hop than a direct connection (received
+//! from the server, sent to the client): on loopback that is CPU, about what the
+//! server's side of the hop costs, and on a 2-core machine shared by server, proxy and
+//! client it bounds a transfer through the proxy to about 72% of a direct one, however
+//! the relay takes its turns (bench/results.md, 3b, solves each process's cost from
+//! pinned runs and lists the relay variants measured: a buffer instead of the pipe was
+//! 10% slower; two threads per direction, other pipe sizes and batched wake-ups were
+//! within the noise).
 //!
 //! An end of file in one direction is passed on as a half close (`shutdown(Write)`), so
 //! protocols that finish sending before they read the answer keep working. The tunnel
