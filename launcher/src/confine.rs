@@ -64,21 +64,46 @@ pub struct Confinement {
     /// The shared writable roots the caller owns, as they were when confined (see
     /// `stockade_policy::stage_report`): `stockade run` checks them after the command
     /// and puts back what changed, with or without the stage.
-    pub shared: Vec<(std::path::PathBuf, DirMeta)>,
+    pub shared: Vec<SharedRoot>,
     /// Where the proxy records refused connections, with the network by name.
     pub network_record: Option<std::path::PathBuf>,
     /// What was bound (the runner checks it; for `danger-full-access`, `stockade run`).
     pub binding: Binding,
 }
 
+/// A shared writable root the caller owns (see `stockade_policy::stage_report`), open
+/// since it was confined.
+#[derive(Debug)]
+pub struct SharedRoot {
+    pub path: std::path::PathBuf,
+    /// Its metadata when confined.
+    pub was: DirMeta,
+    /// The directory itself, opened without following any link: what `stockade run`
+    /// looks at and puts back afterwards, wherever the command moved it.
+    pub dir: std::fs::File,
+}
+
 /// The writable roots of `policy` that are shared directories the caller owns, with
-/// their metadata now.
-fn shared_roots(policy: &stockade_policy::Policy) -> Vec<(std::path::PathBuf, DirMeta)> {
+/// their metadata now, each opened without following a link (one that cannot be is left
+/// out: the runner refuses a root replaced by a link).
+fn shared_roots(policy: &stockade_policy::Policy) -> Vec<SharedRoot> {
     use std::os::unix::fs::MetadataExt;
-    stage_report::shared_roots(policy, nix::unistd::getuid().as_raw(), &|root| {
-        let m = root.symlink_metadata().ok().filter(|m| m.is_dir())?;
+    let opened = std::cell::RefCell::new(Vec::new());
+    let chosen = stage_report::shared_roots(policy, nix::unistd::getuid().as_raw(), &|root| {
+        let dir = crate::stage::open_dir_no_symlinks(root).ok()?;
+        let m = dir.metadata().ok()?;
+        opened.borrow_mut().push((root.to_path_buf(), dir));
         Some(DirMeta::new(m.mode(), m.uid(), m.gid()))
-    })
+    });
+    let mut opened = opened.into_inner();
+    chosen
+        .into_iter()
+        .filter_map(|(path, was)| {
+            let i = opened.iter().position(|(p, _)| *p == path)?;
+            let (_, dir) = opened.swap_remove(i);
+            Some(SharedRoot { path, was, dir })
+        })
+        .collect()
 }
 
 fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError> {
@@ -323,7 +348,7 @@ pub fn confine_inheriting(
         let pids = request.policy.pids() != PidMode::Share;
         let plan = stage::plan(&request.policy, &writable, control, pids);
         let mut watch = crate::stage::Watch {
-            shared: shared.iter().map(|(p, _)| p.clone()).collect(),
+            shared: shared.iter().map(|r| r.path.clone()).collect(),
             missing: unprotected.clone(),
             report: None,
             keep_capabilities: request.policy.kept_capabilities(),

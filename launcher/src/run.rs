@@ -68,8 +68,8 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         let mut verdict = judge(&settled, &confined);
         // The last look at the shared roots, with or without the stage (which put back
         // what it saw while the command ran): what changed since is put back here.
-        for (path, was) in &shared {
-            if let Some(change) = crate::stage::check_shared(path, *was) {
+        for root in &shared {
+            if let Some(change) = crate::stage::check_shared(&root.path, &root.dir, root.was) {
                 verdict.tampered = true;
                 verdict.denied = false;
                 verdict.shared_roots_changed.push(change);

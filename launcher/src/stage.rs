@@ -1166,12 +1166,9 @@ impl Watcher {
         };
         let mut roots = Vec::new();
         for path in &watch.shared {
-            // A root gone (or turned into a link) since confine: the runner refuses it.
-            let Ok(dir) = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(path)
-            else {
+            // A root gone (or reached through a link) since confine: the runner refuses
+            // it.
+            let Ok(dir) = open_dir_no_symlinks(path) else {
                 continue;
             };
             let Some(was) = dir_meta(&dir) else {
@@ -1285,17 +1282,97 @@ fn restore(dir: &std::fs::File, now: DirMeta, was: DirMeta) -> bool {
     dir_meta(dir) == Some(was)
 }
 
+/// Opens the directory `path` (absolute, canonical) for reading its metadata and
+/// putting it back, following no symbolic link anywhere on the way: `openat2` with
+/// `RESOLVE_NO_SYMLINKS`, or before Linux 5.6 one `O_NOFOLLOW` step per component. A
+/// command that can write a directory above a shared root could otherwise replace it with
+/// a link, and the mode put back would land on whatever the link names (`/usr/share`,
+/// as root), outside every writable root.
+pub fn open_dir_no_symlinks(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    let c = cstr(path).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let flags = (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
+    let how = OpenHow {
+        flags,
+        mode: 0,
+        resolve: libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: openat2 reads a NUL-terminated path and an `open_how` of the size passed,
+    // both alive for the call; it returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: a non-negative return is a descriptor this process now owns.
+        return Ok(unsafe { std::fs::File::from_raw_fd(fd as libc::c_int) });
+    }
+    let err = io::Error::last_os_error();
+    if !matches!(err.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) {
+        return Err(err);
+    }
+    open_dir_walking(path)
+}
+
+/// `struct open_how` of openat2(2) (libc's is non-exhaustive, so not constructible).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// The fallback of [`open_dir_no_symlinks`]: from `/`, each component opened `O_PATH`
+/// without following it, the last one for reading.
+fn open_dir_walking(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::path::Component;
+    let step = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let last = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let names: Vec<&std::ffi::OsStr> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::RootDir => None,
+            Component::Normal(n) => Some(Ok(n)),
+            _ => Some(Err(())),
+        })
+        .collect::<Result<_, _>>()
+        .map_err(|()| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let open = |dir: libc::c_int, name: &std::ffi::CStr, flags: libc::c_int| {
+        // SAFETY: a NUL-terminated name and a directory descriptor alive for the call.
+        let fd = unsafe { libc::openat(dir, name.as_ptr(), flags) };
+        if fd < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            // SAFETY: a descriptor the kernel just returned to this process alone.
+            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        }
+    };
+    let mut dir = open(
+        libc::AT_FDCWD,
+        c"/",
+        if names.is_empty() { last } else { step },
+    )?;
+    for (i, name) in names.iter().enumerate() {
+        let name = CString::new(name.as_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let flags = if i + 1 == names.len() { last } else { step };
+        dir = open(dir.as_raw_fd(), &name, flags)?;
+    }
+    Ok(std::fs::File::from(dir))
+}
+
 /// The check `stockade run` makes once the command has settled, with or without the
-/// stage: whether the shared root at `path` still has the metadata `was` it had when
-/// confined, and if not, puts it back.
-pub fn check_shared(path: &Path, was: DirMeta) -> Option<RootChange> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .ok()?;
-    let now = dir_meta(&dir)?;
+/// stage: whether the shared root `dir` (opened when confined, so it is that very
+/// directory wherever the command moved it, never what a path leads to now) still has
+/// the metadata `was` it had then, and if not, puts it back.
+pub fn check_shared(path: &Path, dir: &std::fs::File, was: DirMeta) -> Option<RootChange> {
+    let now = dir_meta(dir)?;
     if now == was {
         return None;
     }
@@ -1303,7 +1380,7 @@ pub fn check_shared(path: &Path, was: DirMeta) -> Option<RootChange> {
         path: path.to_string_lossy().into_owned(),
         was,
         found: now,
-        put_back: restore(&dir, now, was),
+        put_back: restore(dir, now, was),
     })
 }
 

@@ -41,6 +41,11 @@ pub enum AddressClass {
     /// `198.51.100/24`, `203.0.113/24`, `2001:db8::/32`, Teredo `2001::/32`,
     /// IPv4-compatible `::a.b.c.d`, discard `100::/64`).
     Reserved,
+    /// An address of one of this machine's own interfaces, public or not (a server's
+    /// public IPv4 address, a global IPv6 address): connecting to it reaches the host's
+    /// own services, as loopback does. [`AddressClass::of`] never answers it, since it
+    /// is a fact of the host, not of the address: the proxy looks at its interfaces.
+    Local,
 }
 
 impl AddressClass {
@@ -67,6 +72,7 @@ impl AddressClass {
             AddressClass::SharedAddressSpace => "shared-address-space",
             AddressClass::Multicast => "multicast",
             AddressClass::Reserved => "reserved",
+            AddressClass::Local => "local",
         }
     }
 }

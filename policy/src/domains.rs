@@ -19,8 +19,9 @@
 //! 2. an IP literal is refused unless an address rule allows it on that port;
 //! 3. a name is allowed when an allow rule matches it on that port;
 //! 4. after resolution, each address is checked again: a deny address rule refuses it,
-//!    and one that is not [`AddressClass::Public`] (loopback, private, link-local, ...)
-//!    is refused unless an address rule allows it on that port. The proxy connects to
+//!    and one that is not [`AddressClass::Public`] (loopback, private, link-local, ...,
+//!    or an address of this machine's own interfaces, public or not) is refused unless
+//!    an address rule allows it on that port. The proxy connects to
 //!    exactly the address it checked: there is no second resolution a DNS answer could
 //!    change in between.
 //!
@@ -479,13 +480,18 @@ impl DomainRules {
     }
 
     /// The decision on one address the host resolved to (or is, for an allowed IP
-    /// literal), just before connecting to it.
-    pub fn check_address(&self, ip: IpAddr, port: u16) -> Result<(), Refusal> {
+    /// literal), just before connecting to it. `local`: the address is one of this
+    /// machine's own (see [`AddressClass::Local`]); a public address of the host itself
+    /// is refused like loopback, unless an address rule allows it.
+    pub fn check_address(&self, ip: IpAddr, port: u16, local: bool) -> Result<(), Refusal> {
         let as_host = Host::Ip(ip);
         if self.deny.iter().any(|r| r.matches(&as_host, port)) {
             return Err(Refusal::DeniedByRule);
         }
-        let class = AddressClass::of(ip);
+        let class = match AddressClass::of(ip) {
+            AddressClass::Public if local => AddressClass::Local,
+            class => class,
+        };
         if class.is_public() || self.allow.iter().any(|r| r.matches(&as_host, port)) {
             return Ok(());
         }
@@ -704,7 +710,7 @@ mod tests {
     fn resolved_addresses_must_be_public_unless_allowed() {
         let rules = allow(&["example.org", "127.0.0.1:8080", "10.0.0.0/8"]);
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        assert!(rules.check_address(ip("93.184.216.34"), 443).is_ok());
+        assert!(rules.check_address(ip("93.184.216.34"), 443, false).is_ok());
         for (addr, class) in [
             ("127.0.0.1", AddressClass::Loopback),
             ("::ffff:127.0.0.1", AddressClass::Loopback),
@@ -714,23 +720,37 @@ mod tests {
             ("0.0.0.0", AddressClass::Unspecified),
         ] {
             assert_eq!(
-                rules.check_address(ip(addr), 443),
+                rules.check_address(ip(addr), 443, false),
                 Err(Refusal::NonPublicAddress(class)),
                 "{addr}"
             );
         }
         // Allowed explicitly, on the rule's ports.
-        assert!(rules.check_address(ip("127.0.0.1"), 8080).is_ok());
-        assert!(rules.check_address(ip("::ffff:127.0.0.1"), 8080).is_ok());
-        assert!(rules.check_address(ip("10.9.8.7"), 443).is_ok());
+        assert!(rules.check_address(ip("127.0.0.1"), 8080, false).is_ok());
+        assert!(
+            rules
+                .check_address(ip("::ffff:127.0.0.1"), 8080, false)
+                .is_ok()
+        );
+        assert!(rules.check_address(ip("10.9.8.7"), 443, false).is_ok());
         assert_eq!(
-            rules.check_address(ip("10.9.8.7"), 22),
+            rules.check_address(ip("10.9.8.7"), 22, false),
             Err(Refusal::NonPublicAddress(AddressClass::Private))
         );
+        // A public address of this machine itself reaches its own services: refused as
+        // loopback is, unless an address rule names it.
+        assert_eq!(
+            rules.check_address(ip("93.184.216.34"), 443, true),
+            Err(Refusal::NonPublicAddress(AddressClass::Local))
+        );
+        let mut own = rules.clone();
+        own.allow
+            .push(HostRule::parse("93.184.216.34", RuleKind::Allow).unwrap());
+        assert!(own.check_address(ip("93.184.216.34"), 443, true).is_ok());
         let mut denied = rules.clone();
         denied.deny = vec![HostRule::parse("93.184.216.0/24", RuleKind::Deny).unwrap()];
         assert_eq!(
-            denied.check_address(ip("93.184.216.34"), 443),
+            denied.check_address(ip("93.184.216.34"), 443, false),
             Err(Refusal::DeniedByRule)
         );
     }

@@ -118,7 +118,7 @@ pub fn reason_token(reason: Refusal) -> String {
 }
 
 fn parse_reason(token: &str) -> Option<Refusal> {
-    const CLASSES: [AddressClass; 8] = [
+    const CLASSES: [AddressClass; 9] = [
         AddressClass::Public,
         AddressClass::Loopback,
         AddressClass::Unspecified,
@@ -127,6 +127,7 @@ fn parse_reason(token: &str) -> Option<Refusal> {
         AddressClass::SharedAddressSpace,
         AddressClass::Multicast,
         AddressClass::Reserved,
+        AddressClass::Local,
     ];
     Some(match token {
         "not-allowed" => Refusal::NotAllowed,

@@ -612,3 +612,91 @@ fn the_proxy_host_has_room_for_its_tunnels_and_the_command_keeps_its_own_limit()
         text(&out.stderr)
     );
 }
+
+/// A public address is reachable by name, but not when it is one of this machine's own:
+/// a server's public IPv4 address or a global IPv6 address reaches every service the host
+/// listens with on all addresses, as loopback would, and a wildcard DNS service
+/// (`1-2-3-4.sslip.io`) lets a command with `--allow-domain '*'` name any address it
+/// likes. Played in a network namespace of the test's own where a public address sits
+/// on loopback (the proxy runs there, as it runs on the host), so nothing leaves the
+/// machine and the machine's own addresses are untouched.
+#[test]
+fn a_name_resolving_to_one_of_the_hosts_own_public_addresses_is_refused_unless_allowed() {
+    if !stockade_tests::is_root() {
+        eprintln!(
+            "SKIPPED (needs root): a_name_resolving_to_one_of_the_hosts_own_public_addresses"
+        );
+        return;
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        eprintln!(
+            "SKIPPED (no ip command): a_name_resolving_to_one_of_the_hosts_own_public_addresses"
+        );
+        return;
+    }
+    // A thread of its own: a namespace entered with unshare is the calling thread's, and
+    // the test harness may run other tests on the thread that runs this one.
+    std::thread::spawn(|| {
+        // SAFETY: unshare changes only this thread's network namespace.
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0, "unshare");
+        // Any public address will do: in this namespace it leads nowhere but here.
+        const OWN: &str = "8.8.8.8";
+        for args in [
+            &["link", "set", "lo", "up"][..],
+            &["addr", "add", &format!("{OWN}/32"), "dev", "lo"],
+        ] {
+            let st = Command::new("ip").args(args).status().unwrap();
+            assert!(st.success(), "ip {args:?}");
+        }
+        // A service of "the host", listening on every address.
+        let listener = TcpListener::bind("0.0.0.0:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for mut s in listener.incoming().flatten() {
+                let mut buf = [0u8; 1024];
+                let n = s.read(&mut buf).unwrap_or(0);
+                let _ = s.write_all(&buf[..n]);
+            }
+        });
+        let p = port.to_string();
+        let named = |extra: &[String]| {
+            let mut flags: Vec<String> = [
+                "--allow-domain".into(),
+                format!("own.test:{p}"),
+                "--resolve".into(),
+                format!("own.test={OWN}"),
+            ]
+            .to_vec();
+            flags.extend(extra.iter().cloned());
+            flags
+        };
+        for (fx, netns) in domain_fixtures("own public address") {
+            let (_, json) = run_json(&mut client(
+                &fx,
+                &named(&[]),
+                true,
+                &["connect", "own.test", &p, "x"],
+            ));
+            assert_eq!(json["stdout"]["text"], "403\n", "netns {netns}: {json}");
+            assert_eq!(
+                json["network"]["denied"][0]["reason"], "local-address",
+                "netns {netns}: {json}"
+            );
+            // Control: the same address allowed explicitly is reached.
+            let allowed = named(&["--allow-domain".into(), format!("{OWN}:{p}")]);
+            let (_, json) = run_json(&mut client(
+                &fx,
+                &allowed,
+                true,
+                &["connect", "own.test", &p, "ok"],
+            ));
+            assert_eq!(
+                json["stdout"]["text"], "200 echo ok\n",
+                "netns {netns}: {json}"
+            );
+            assert_eq!(json["network"]["denied"], serde_json::json!([]), "{json}");
+        }
+    })
+    .join()
+    .unwrap();
+}

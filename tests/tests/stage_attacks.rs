@@ -618,3 +618,59 @@ fn the_stage_that_stockade_run_starts_holds_none_of_the_launchers_descriptors() 
         );
     }
 }
+
+/// A shared root below a directory the command can write: the command moves that
+/// directory away and puts a link in its place, so the root's path now leads outside
+/// every writable root. What `stockade run` puts back afterwards must be the directory
+/// that was the root (wherever it went), never what the path leads to now: following the
+/// link, the launcher itself changed a directory outside the sandbox to the root's mode
+/// (as root, `/usr/share` made 1777 by a command that could only write in its roots).
+#[test]
+fn a_shared_root_moved_away_and_replaced_by_a_link_is_put_back_where_it_went() {
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let parent = fx.ws.join("a");
+        let root = parent.join("share");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        // What the link will lead to: a directory of the same name outside every root.
+        let target = fx.outside.join("share");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (p, r, o) = (
+            parent.to_str().unwrap(),
+            root.to_str().unwrap(),
+            fx.outside.to_str().unwrap(),
+        );
+        // The command changes the root (so there is something to put back), then moves
+        // its parent away and links the old name to the outside.
+        let script = format!("chmod 0700 {r} && mv {p} {p}.old && ln -s {o} {p} && echo swapped");
+        let out = fx
+            .stockade(["run", "--writable", r, "--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+        assert_eq!(text(&out.stdout), "swapped\n", "stage {}", fx.stage);
+        assert_eq!(
+            mode_of(&target),
+            0o755,
+            "stage {}: the launcher changed a directory outside the sandbox through a link",
+            fx.stage
+        );
+        // Control: the change the command made is still found and put back, on the very
+        // directory that was the root.
+        assert!(
+            text(&out.stderr).contains(&format!(
+                "[sandbox: shared directory {r} changed from mode 1777"
+            )),
+            "stage {}: {}",
+            fx.stage,
+            text(&out.stderr)
+        );
+        assert_eq!(
+            mode_of(&fx.ws.join("a.old/share")),
+            0o1777,
+            "stage {}",
+            fx.stage
+        );
+    }
+}

@@ -9,7 +9,7 @@
 //! Every request is decided on the host name the client asked for, by the policy's
 //! [`DomainRules`]; the name is then resolved here (or taken from a `--resolve` pin),
 //! each address is checked again ([`DomainRules::check_address`]: no loopback, private
-//! or link-local address unless allowed explicitly), and the proxy connects to exactly
+//! or link-local address, nor one of this machine's own, unless allowed explicitly), and the proxy connects to exactly
 //! an address it checked. Refusals are answered (403, SOCKS reply 2) and recorded
 //! ([`record`]).
 //!
@@ -31,6 +31,7 @@
 
 pub mod host;
 mod http;
+mod local;
 pub mod netns;
 mod record;
 mod relay;

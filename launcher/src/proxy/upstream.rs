@@ -1,7 +1,7 @@
 //! Opening the connection a client asked for: decide on the name, resolve it once,
 //! check every address, connect to one that passed.
 
-use super::Shared;
+use super::{Shared, local};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use stockade_policy::domains::{Host, Refusal};
@@ -26,10 +26,15 @@ pub fn open(shared: &Shared, host: &Host, port: u16) -> Result<TcpStream, Failur
         return Err(Failure::Refused(why));
     }
     let addrs = addresses(shared, host, port).map_err(Failure::Unresolved)?;
+    // This machine's own addresses, listed now: one a name resolves to is refused as
+    // loopback is (see `local`). When they cannot be listed, every address counts as
+    // local: refused, never connected to unchecked.
+    let own = local::addresses();
     let mut refusal = None;
     let mut allowed = Vec::new();
     for ip in addrs {
-        match rules.check_address(ip, port) {
+        let is_local = own.as_deref().is_none_or(|own| local::is_local(own, ip));
+        match rules.check_address(ip, port, is_local) {
             Ok(()) => allowed.push(ip),
             Err(why) => {
                 refusal.get_or_insert(why);
