@@ -60,11 +60,79 @@ fn classify_reads_a_stderr_of_line_breaks_in_bounded_memory() {
         assert_code(&out, 0);
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
-    let limited = classify(&fx.confine(&["--mode", "read-only", "--", "true"]), Some(192 << 20));
+    let limited = classify(
+        &fx.confine(&["--mode", "read-only", "--", "true"]),
+        Some(192 << 20),
+    );
     assert_eq!(limited["outcome"], "denied", "{limited}");
     assert_eq!(limited["detail"], "cat: x: Permission denied", "{limited}");
     // The same verdict without the limit: it bounds memory, it does not change answers.
     let free = classify(&fx.confine(&["--mode", "read-only", "--", "true"]), None);
     assert_eq!(free["outcome"], limited["outcome"]);
     assert_eq!(free["detail"], limited["detail"]);
+}
+
+/// A background process's command line, which the command chooses, is what `stockade
+/// run` reports it by (`leftBehind`, and the `[sandbox: cleanup unknown ...]` marker):
+/// reported cut short and with control characters escaped. Before, each was read whole
+/// (a 128 KiB argument, or megabytes of them, per process: memory the launcher spent for
+/// every process listed) and printed as is, so a terminal escape in it could rewrite the
+/// marker lines above it on the caller's terminal.
+#[test]
+fn a_background_command_line_is_reported_bounded_and_printable() {
+    let fx = Fixture::new();
+    let long = "x".repeat(100_000);
+    let script = format!(
+        "(exec -a \"$(printf '\\033[1A\\033[2K')hidden{long}\" sleep 30 >/dev/null 2>&1 </dev/null) & sleep 0.5; exit 0"
+    );
+    // --json: the process is left behind, ended, and listed.
+    let (out, json) = run_json(&mut fx.stockade([
+        "run",
+        "--json",
+        "--mode",
+        "read-only",
+        "--",
+        "bash",
+        "-c",
+        &script,
+    ]));
+    assert_code(&out, 0);
+    let listed: Vec<String> = json["leftBehind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["command"].as_str().unwrap().to_string())
+        .filter(|c| c.contains("hidden"))
+        .collect();
+    assert_eq!(listed.len(), 1, "{}", json["leftBehind"]);
+    assert!(
+        listed[0].starts_with("\\u{1b}[1A\\u{1b}[2Khidden") && listed[0].ends_with("..."),
+        "{:?}",
+        &listed[0][..listed[0].len().min(200)]
+    );
+    assert!(listed[0].len() < 1024, "{} bytes", listed[0].len());
+
+    // Kept running: the marker names it, on one printable line.
+    let out = fx
+        .stockade([
+            "run",
+            "--keep-background",
+            "--mode",
+            "read-only",
+            "--",
+            "bash",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let err = text(&out.stderr);
+    let marker = err
+        .lines()
+        .find(|l| l.starts_with("[sandbox: cleanup unknown (kept)"))
+        .unwrap_or_else(|| panic!("no cleanup marker: {err:?}"));
+    assert!(marker.contains("\\u{1b}[1A\\u{1b}[2Khidden"), "{marker:?}");
+    assert!(!err.contains('\u{1b}'), "a raw escape reached stderr");
+    assert!(marker.len() < 8192, "{} bytes", marker.len());
 }
