@@ -136,3 +136,54 @@ fn a_background_command_line_is_reported_bounded_and_printable() {
     assert!(!err.contains('\u{1b}'), "a raw escape reached stderr");
     assert!(marker.len() < 8192, "{} bytes", marker.len());
 }
+
+/// A command that fills the filesystem its control directory lies on (an ordinary
+/// user's `~/.local/state/stockade` beside a workspace in the home) still has its refused
+/// connections reported: the proxy's record reserves its room when it is created, so its
+/// appends cannot fail for want of space. Before, the refusal was answered (403) and lost
+/// from the verdict. Here the workspace and the control directory share a 1 MiB tmpfs,
+/// in a mount namespace of the test's own.
+#[test]
+fn a_full_filesystem_does_not_hide_a_refused_connection() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): a_full_filesystem_does_not_hide_a_refused_connection");
+        return;
+    }
+    for (fx, netns) in domain_fixtures("a_full_filesystem_does_not_hide_a_refused_connection") {
+        let small = fx.root.join("small");
+        std::fs::create_dir(&small).unwrap();
+        // `$0` the mount point; then the launcher and its arguments.
+        let setup = "mount -t tmpfs -o size=1m,mode=0755 tmpfs \"$0\" \
+                     && mkdir -m 700 \"$0/ctl\" \"$0/ws\" && cd \"$0/ws\" \
+                     && STOCKADE_CONTROL_DIR=\"$0/ctl\" exec \"$@\"";
+        let inner = format!(
+            "dd if=/dev/zero of=fill bs=1k; {} connect denied.test 443 x",
+            bin("netclient").display()
+        );
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["-m", "--propagation", "private", "sh", "-c", setup])
+            .arg(&small)
+            .arg(stockade_bin())
+            .arg("run");
+        if !netns {
+            cmd.arg("--no-stage");
+        }
+        cmd.args(["--allow-domain", "allowed.test", "--workspace"])
+            .arg(small.join("ws"))
+            .args(["--", "sh", "-c", &inner]);
+        fx.environment(&mut cmd);
+        let out = cmd.output().unwrap();
+        let err = text(&out.stderr);
+        assert_code(&out, 0);
+        // The filesystem was full, and the proxy refused the connection.
+        assert!(
+            err.contains("No space left on device"),
+            "netns {netns}: {err}"
+        );
+        assert_eq!(text(&out.stdout).trim(), "403", "netns {netns}: {err}");
+        assert!(
+            err.contains("[sandbox: network access to denied.test:443 denied]"),
+            "netns {netns}: the refusal is not reported: {err}"
+        );
+    }
+}
