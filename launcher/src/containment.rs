@@ -362,7 +362,7 @@ fn live_member(pid: i32) -> Option<Member> {
         Ok(stat) if matches!(stat.state, 'Z' | 'X') && !has_live_threads(pid) => None,
         Ok(stat) => Some(Member {
             pid,
-            command: command_of(pid).unwrap_or(stat.comm),
+            command: command_of(pid).unwrap_or_else(|| printable(&stat.comm)),
         }),
         // Cannot be examined (out of descriptors): count it, never assume it gone.
         Err(Unknown) => Some(Member {
@@ -582,15 +582,46 @@ fn read_stat(pid: i32) -> Result<Stat, Unreadable> {
     parse().ok_or(Gone)
 }
 
-/// The command line of `pid`, arguments joined by spaces.
+/// The most of a process's command line a report keeps. The command chooses its
+/// processes' arguments: megabytes of them, shared copy-on-write by every fork, would
+/// otherwise cost the launcher megabytes per process it lists (a review made it hold
+/// 1.2 GB for 300 processes, and a fork bomb of them ends the launcher, not the command).
+const MAX_COMMAND_BYTES: usize = 512;
+
+/// The command line of `pid`, arguments joined by spaces, at most [`MAX_COMMAND_BYTES`]
+/// of it (then `...`), made printable ([`printable`]).
 fn command_of(pid: i32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    use std::io::Read;
+    let file = File::open(format!("/proc/{pid}/cmdline")).ok()?;
+    let mut raw = Vec::new();
+    file.take(MAX_COMMAND_BYTES as u64 + 1)
+        .read_to_end(&mut raw)
+        .ok()?;
+    let cut = raw.len() > MAX_COMMAND_BYTES;
+    raw.truncate(MAX_COMMAND_BYTES);
     let args: Vec<String> = raw
         .split(|b| *b == 0)
         .filter(|a| !a.is_empty())
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
-    (!args.is_empty()).then(|| args.join(" "))
+    let joined = printable(&args.join(" "));
+    (!args.is_empty()).then(|| if cut { joined + "..." } else { joined })
+}
+
+/// `text` with every control character escaped (`\u{1b}`): a command line goes into
+/// the marker lines `stockade run` prints after the command's output, and a terminal
+/// escape there (cursor up, erase line, hidden text) could rewrite the markers before it
+/// on the caller's terminal.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Every process below `root` in the process tree (not `root` itself), each passed to
@@ -651,6 +682,14 @@ fn scan_descendants(root: i32, mut found: impl FnMut(i32)) -> Vec<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_lines_are_printable() {
+        assert_eq!(
+            printable("a\u{1b}[2K\nb\tc\u{9b}d é"),
+            "a\\u{1b}[2K\\nb\\tc\\u{9b}d é"
+        );
+    }
 
     #[test]
     fn mount_fields_are_unescaped() {

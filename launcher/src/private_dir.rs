@@ -331,6 +331,26 @@ pub fn create_private_file(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
+/// Reserves room for `len` bytes of `file` on its filesystem without changing its size
+/// (`FALLOC_FL_KEEP_SIZE`), so that appending up to that much later cannot fail for want
+/// of space. For the records written while the command runs (the stage's report, the
+/// proxy's refusals): a command that can fill the filesystem holding the control
+/// directory (an ordinary user's `~/.local/state` beside a workspace in the home) would
+/// otherwise make those writes fail and the findings vanish from the verdict. A
+/// filesystem that cannot reserve is left as it is.
+pub fn reserve(file: &File, len: usize) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fallocate on a descriptor this process owns, with integer arguments.
+    unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_KEEP_SIZE,
+            0,
+            len as libc::off_t,
+        );
+    }
+}
+
 /// Removes one private directory, when it is a real directory of ours: for a request
 /// directory only the files stockade puts there, then the directory itself (which
 /// fails, leaving it, if anything else is inside); a spill directory (files of other
@@ -468,7 +488,16 @@ impl PrivateDir {
     /// Creates the namespace stage's report file, empty (see
     /// `stockade_policy::stage_report`).
     pub fn create_report(&self) -> Result<PathBuf, LauncherError> {
-        self.create_file(REPORT_FILE, &[])
+        let path = self.create_file(REPORT_FILE, &[])?;
+        // Room for every line the stage may write, reserved now (see `reserve`).
+        if let Ok(file) = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            reserve(&file, stockade_policy::stage_report::MAX_REPORT_BYTES);
+        }
+        Ok(path)
     }
 
     /// Creates `name` as a new 0600 file holding `bytes`; fails if it exists.

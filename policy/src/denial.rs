@@ -22,6 +22,9 @@
 const FINAL_SIGMA: char = 'ς';
 const SIGMA: char = 'σ';
 
+/// The chunk size [`DenialScanner::found_in`] scans a whole text in.
+const WHOLE_TEXT_CHUNK: usize = 64 * 1024;
+
 /// Looks for signatures anywhere in a stream pushed in chunks.
 #[derive(Debug, Clone)]
 pub struct DenialScanner {
@@ -130,10 +133,17 @@ impl DenialScanner {
         self.found
     }
 
-    /// The answer on a whole text at once.
+    /// The answer on a whole text, scanned in chunks as a stream would be: the
+    /// lower-cased copy and the search window then stay the size of a chunk, not of the
+    /// text (the command's stderr, up to the 64 MiB `classify` accepts).
     pub fn found_in(signatures: &[String], text: &str) -> bool {
         let mut s = DenialScanner::new(signatures);
-        s.push(text.as_bytes());
+        for chunk in text.as_bytes().chunks(WHOLE_TEXT_CHUNK) {
+            s.push(chunk);
+            if s.found() {
+                break;
+            }
+        }
         s.end();
         s.found()
     }

@@ -44,6 +44,9 @@ impl Record {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
+        // Every line this record can hold, reserved now: a command that fills the
+        // filesystem must not make its refusals vanish (see `private_dir::reserve`).
+        crate::private_dir::reserve(&file, stockade_policy::network_denials::MAX_LOG_BYTES);
         let record = Record::in_memory();
         record.lock().file = Some(file);
         Ok(record)

@@ -1,0 +1,189 @@
+//! Attacks on what stockade tells its caller afterwards (found by review): inputs the
+//! command controls (its stderr, its processes' command lines, the filesystem it shares
+//! with the control directory) must not make `classify` or `stockade run` exhaust
+//! memory, print what the command wrote into stockade's own marker lines, or lose a
+//! record.
+
+mod support;
+use support::*;
+
+use std::os::unix::process::CommandExt;
+
+/// Limits the address space of the process `cmd` starts to `bytes`.
+fn with_address_space(cmd: &mut std::process::Command, bytes: u64) -> &mut std::process::Command {
+    // SAFETY: the hook runs in the forked child before exec and only calls setrlimit on
+    // a local struct, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
+/// `stockade classify` on a stderr of 16 MiB of line breaks ending in a denial: what a
+/// command that prints them costs `classify` is what it reads, not 16 bytes per line
+/// (the list of its lines alone took 256 MiB, and an executor passing the 64 MiB
+/// `classify` accepts made it hold more than 1 GiB). Judged under an address-space
+/// limit of 192 MiB.
+#[test]
+fn classify_reads_a_stderr_of_line_breaks_in_bounded_memory() {
+    let fx = Fixture::new();
+    let mut stderr = vec![b'\n'; 16 << 20];
+    stderr.extend_from_slice(b"cat: x: Permission denied\n");
+    let err = fx.root.join("stderr");
+    std::fs::write(&err, &stderr).unwrap();
+    // Spawns a ConfinedArgv, then classifies it as failed with that stderr.
+    let classify = |c: &serde_json::Value, limit: Option<u64>| {
+        assert_code(&spawn_argv(c), 0);
+        let confined = fx.root.join(format!("confined-{}.json", unique_tag("c")));
+        std::fs::write(&confined, c.to_string()).unwrap();
+        let mut cmd = fx.stockade([
+            "classify",
+            "--confined",
+            confined.to_str().unwrap(),
+            "--exit-code",
+            "1",
+            "--stderr",
+            err.to_str().unwrap(),
+        ]);
+        if let Some(bytes) = limit {
+            with_address_space(&mut cmd, bytes);
+        }
+        let out = cmd.output().unwrap();
+        assert_code(&out, 0);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let limited = classify(
+        &fx.confine(&["--mode", "read-only", "--", "true"]),
+        Some(192 << 20),
+    );
+    assert_eq!(limited["outcome"], "denied", "{limited}");
+    assert_eq!(limited["detail"], "cat: x: Permission denied", "{limited}");
+    // The same verdict without the limit: it bounds memory, it does not change answers.
+    let free = classify(&fx.confine(&["--mode", "read-only", "--", "true"]), None);
+    assert_eq!(free["outcome"], limited["outcome"]);
+    assert_eq!(free["detail"], limited["detail"]);
+}
+
+/// A background process's command line, which the command chooses, is what `stockade
+/// run` reports it by (`leftBehind`, and the `[sandbox: cleanup unknown ...]` marker):
+/// reported cut short and with control characters escaped. Before, each was read whole
+/// (a 128 KiB argument, or megabytes of them, per process: memory the launcher spent for
+/// every process listed) and printed as is, so a terminal escape in it could rewrite the
+/// marker lines above it on the caller's terminal.
+#[test]
+fn a_background_command_line_is_reported_bounded_and_printable() {
+    let fx = Fixture::new();
+    let long = "x".repeat(100_000);
+    let script = format!(
+        "(exec -a \"$(printf '\\033[1A\\033[2K')hidden{long}\" sleep 30 >/dev/null 2>&1 </dev/null) & sleep 0.5; exit 0"
+    );
+    // --json: the process is left behind, ended, and listed.
+    let (out, json) = run_json(&mut fx.stockade([
+        "run",
+        "--json",
+        "--mode",
+        "read-only",
+        "--",
+        "bash",
+        "-c",
+        &script,
+    ]));
+    assert_code(&out, 0);
+    let listed: Vec<String> = json["leftBehind"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["command"].as_str().unwrap().to_string())
+        .filter(|c| c.contains("hidden"))
+        .collect();
+    assert_eq!(listed.len(), 1, "{}", json["leftBehind"]);
+    assert!(
+        listed[0].starts_with("\\u{1b}[1A\\u{1b}[2Khidden") && listed[0].ends_with("..."),
+        "{:?}",
+        &listed[0][..listed[0].len().min(200)]
+    );
+    assert!(listed[0].len() < 1024, "{} bytes", listed[0].len());
+
+    // Kept running: the marker names it, on one printable line.
+    let out = fx
+        .stockade([
+            "run",
+            "--keep-background",
+            "--mode",
+            "read-only",
+            "--",
+            "bash",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let err = text(&out.stderr);
+    let marker = err
+        .lines()
+        .find(|l| l.starts_with("[sandbox: cleanup unknown (kept)"))
+        .unwrap_or_else(|| panic!("no cleanup marker: {err:?}"));
+    assert!(marker.contains("\\u{1b}[1A\\u{1b}[2Khidden"), "{marker:?}");
+    assert!(!err.contains('\u{1b}'), "a raw escape reached stderr");
+    assert!(marker.len() < 8192, "{} bytes", marker.len());
+}
+
+/// A command that fills the filesystem its control directory lies on (an ordinary
+/// user's `~/.local/state/stockade` beside a workspace in the home) still has its refused
+/// connections reported: the proxy's record reserves its room when it is created, so its
+/// appends cannot fail for want of space. Before, the refusal was answered (403) and lost
+/// from the verdict. Here the workspace and the control directory share a 1 MiB tmpfs,
+/// in a mount namespace of the test's own.
+#[test]
+fn a_full_filesystem_does_not_hide_a_refused_connection() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): a_full_filesystem_does_not_hide_a_refused_connection");
+        return;
+    }
+    for (fx, netns) in domain_fixtures("a_full_filesystem_does_not_hide_a_refused_connection") {
+        let small = fx.root.join("small");
+        std::fs::create_dir(&small).unwrap();
+        // `$0` the mount point; then the launcher and its arguments.
+        let setup = "mount -t tmpfs -o size=1m,mode=0755 tmpfs \"$0\" \
+                     && mkdir -m 700 \"$0/ctl\" \"$0/ws\" && cd \"$0/ws\" \
+                     && STOCKADE_CONTROL_DIR=\"$0/ctl\" exec \"$@\"";
+        let inner = format!(
+            "dd if=/dev/zero of=fill bs=1k; {} connect denied.test 443 x",
+            bin("netclient").display()
+        );
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["-m", "--propagation", "private", "sh", "-c", setup])
+            .arg(&small)
+            .arg(stockade_bin())
+            .arg("run");
+        if !netns {
+            cmd.arg("--no-stage");
+        }
+        cmd.args(["--allow-domain", "allowed.test", "--workspace"])
+            .arg(small.join("ws"))
+            .args(["--", "sh", "-c", &inner]);
+        fx.environment(&mut cmd);
+        let out = cmd.output().unwrap();
+        let err = text(&out.stderr);
+        assert_code(&out, 0);
+        // The filesystem was full, and the proxy refused the connection.
+        assert!(
+            err.contains("No space left on device"),
+            "netns {netns}: {err}"
+        );
+        assert_eq!(text(&out.stdout).trim(), "403", "netns {netns}: {err}");
+        assert!(
+            err.contains("[sandbox: network access to denied.test:443 denied]"),
+            "netns {netns}: the refusal is not reported: {err}"
+        );
+    }
+}
