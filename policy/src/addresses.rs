@@ -128,14 +128,8 @@ fn of_v6(ip: Ipv6Addr) -> AddressClass {
         return Loopback;
     }
     // Forms that carry an IPv4 address lead where that address leads.
-    if let Some(v4) = ip.to_ipv4_mapped() {
+    if let Some(v4) = carried_v4(ip) {
         return of_v4(v4);
-    }
-    if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
-        return of_v4(embedded_v4(s[6], s[7]));
-    }
-    if s[0] == 0x2002 {
-        return of_v4(embedded_v4(s[1], s[2]));
     }
     if s[..6] == [0, 0, 0, 0, 0, 0] {
         // IPv4-compatible (`::a.b.c.d`), deprecated: no stack should route it.
@@ -150,6 +144,26 @@ fn of_v6(ip: Ipv6Addr) -> AddressClass {
         0x0100 if s[1..4] == [0, 0, 0] => Reserved,
         _ => Public,
     }
+}
+
+/// The IPv4 address an IPv6 address leads to, for the forms that carry one:
+/// IPv4-mapped (`::ffff:a.b.c.d`, the same socket address on a dual-stack socket), NAT64
+/// (`64:ff9b::/96`, translated to it by the network's gateway) and 6to4 (`2002::/16`,
+/// the network behind that IPv4 router). Classes and address rules both judge such an
+/// address by this one, so neither `::ffff:127.0.0.1` passes as public nor
+/// `64:ff9b::5db8:d822` slips past a rule denying `93.184.216.0/24`.
+pub fn carried_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
+        return Some(embedded_v4(s[6], s[7]));
+    }
+    if s[0] == 0x2002 {
+        return Some(embedded_v4(s[1], s[2]));
+    }
+    None
 }
 
 fn embedded_v4(hi: u16, lo: u16) -> Ipv4Addr {
@@ -221,12 +235,13 @@ impl AddressRange {
         }
     }
 
-    /// Whether `ip` is in the range. An IPv4-mapped IPv6 address is the IPv4 address it
-    /// carries (it reaches the same place).
+    /// Whether `ip` is in the range. An IPv6 address that carries an IPv4 address
+    /// ([`carried_v4`]) is in an IPv4 range when the address it carries is (it leads
+    /// there), and in an IPv6 range as itself.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
+        let ip = match (self.addr, ip) {
+            (IpAddr::V4(_), IpAddr::V6(v6)) => carried_v4(v6).map_or(ip, IpAddr::V4),
+            _ => ip,
         };
         match (self.addr, ip) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => {
@@ -348,6 +363,9 @@ mod tests {
         let r = AddressRange::parse("10.0.0.0/8").unwrap();
         assert!(r.contains("10.200.1.1".parse().unwrap()));
         assert!(r.contains("::ffff:10.0.0.1".parse().unwrap()));
+        assert!(r.contains("64:ff9b::a00:1".parse().unwrap()));
+        assert!(r.contains("2002:a00:1::5".parse().unwrap()));
+        assert!(!r.contains("64:ff9b::b00:1".parse().unwrap()));
         assert!(!r.contains("11.0.0.1".parse().unwrap()));
         assert!(!r.contains("::1".parse().unwrap()));
         assert_eq!(r.to_string(), "10.0.0.0/8");
@@ -358,6 +376,9 @@ mod tests {
         assert_eq!(one.to_string(), "127.0.0.1");
         let v6 = AddressRange::parse("fc00::/7").unwrap();
         assert!(v6.contains("fd00::5".parse().unwrap()));
+        // An IPv6 range holds IPv6 forms as themselves.
+        let nat64 = AddressRange::parse("64:ff9b::/96").unwrap();
+        assert!(nat64.contains("64:ff9b::a00:1".parse().unwrap()));
         assert!(!v6.contains("fe00::5".parse().unwrap()));
         let all = AddressRange::parse("0.0.0.0/0").unwrap();
         assert!(all.contains("8.8.8.8".parse().unwrap()));

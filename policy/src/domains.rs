@@ -753,6 +753,30 @@ mod tests {
             denied.check_address(ip("93.184.216.34"), 443, false),
             Err(Refusal::DeniedByRule)
         );
+        // The IPv6 forms that carry an IPv4 address (IPv4-mapped, NAT64, 6to4) lead to
+        // it: a rule denying the IPv4 range denies them too.
+        for carried in [
+            "::ffff:93.184.216.34",
+            "64:ff9b::5db8:d822",
+            "2002:5db8:d822::1",
+        ] {
+            assert_eq!(
+                denied.check_address(ip(carried), 443, false),
+                Err(Refusal::DeniedByRule),
+                "{carried}"
+            );
+        }
+        // Control: the same forms of an address outside the range are not denied.
+        assert!(
+            denied
+                .check_address(ip("64:ff9b::5db9:d822"), 443, false)
+                .is_ok()
+        );
+        assert!(
+            denied
+                .check_address(ip("2002:5db9:d822::1"), 443, false)
+                .is_ok()
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! addresses when it is about to connect.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use stockade_policy::addresses::carried_v4;
 
 /// The addresses of this machine's interfaces now (they change: DHCP, IPv6 temporary
 /// addresses), IPv4-mapped IPv6 forms given as the IPv4 address they carry. `None` when
@@ -44,14 +45,14 @@ pub fn addresses() -> Option<Vec<IpAddr>> {
     Some(out)
 }
 
-/// Whether `ip` is in `local` (an IPv4-mapped IPv6 address counts as the IPv4 address it
-/// carries: on a dual-stack socket it is that address).
+/// Whether `ip` is in `local`, as itself or, for an IPv6 form that carries an IPv4
+/// address (IPv4-mapped, NAT64, 6to4), as the address it leads to.
 pub fn is_local(local: &[IpAddr], ip: IpAddr) -> bool {
-    let ip = match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
+    let carried = match ip {
+        IpAddr::V6(v6) => carried_v4(v6).map(IpAddr::V4),
+        IpAddr::V4(_) => None,
     };
-    local.contains(&ip)
+    local.contains(&ip) || carried.is_some_and(|v4| local.contains(&v4))
 }
 
 #[cfg(test)]
@@ -63,6 +64,8 @@ mod tests {
         let local = addresses().expect("getifaddrs");
         assert!(is_local(&local, "127.0.0.1".parse().unwrap()), "{local:?}");
         assert!(is_local(&local, "::ffff:127.0.0.1".parse().unwrap()));
+        assert!(is_local(&local, "64:ff9b::7f00:1".parse().unwrap()));
+        assert!(is_local(&local, "2002:7f00:1::1".parse().unwrap()));
         // TEST-NET-3 is on no machine's interfaces.
         assert!(!is_local(&local, "203.0.113.254".parse().unwrap()));
     }
