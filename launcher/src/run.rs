@@ -238,13 +238,27 @@ fn markers(
         lines.push(format!("[killed by signal: {}]", signal_name(sig)));
     }
     lines.extend(settled.cleanup.marker());
-    if let Some(code) = settled.exit_code
-        && code != status
-        && settled.cleanup.changes_exit_code()
-    {
-        lines.push(format!("[exit code: {code}]"));
+    if let Some(code) = settled.exit_code {
+        // Stockade's own 125 (the runner failed: the command did not run) is not the
+        // command's code; its 124 comes with no exit code at all (the command was ended).
+        let own = !verdict.runner_failed;
+        let replaced = code != status && settled.cleanup.changes_exit_code();
+        // A command that exits 124 or 125 itself would otherwise look like a timeout or a
+        // runner failure, and it can print lookalike lines of either before it exits; the
+        // marker comes after everything it printed, so a 124 or 125 without it as the last
+        // line is stockade's.
+        let reserved = code == status && own && is_reserved(code);
+        if replaced || reserved {
+            lines.push(format!("[exit code: {code}]"));
+        }
     }
     lines
+}
+
+/// The exit codes `stockade run` gives meanings of its own (a timeout, its or its
+/// runner's failure), which a command's own code can collide with.
+fn is_reserved(code: i32) -> bool {
+    code == exit::TIMED_OUT || code == exit::RUNNER_FAILURE
 }
 
 /// The proxy's record of refused connections (empty when there was no proxy, or when

@@ -200,6 +200,17 @@ fn exit_codes_follow_the_wrapper_conventions_with_markers_last() {
         text(&out.stderr),
         "[timed out after 300ms]\n[killed by signal: SIGTERM]\n"
     );
+    // A command's own 124 (lookalike marker and all) is told apart by `[exit code: 124]`
+    // after it, which a real timeout (above) does not print.
+    let out = fx.run_sh(
+        "workspace-write",
+        "echo '[timed out after 300ms]' >&2; exit 124",
+    );
+    assert_code(&out, 124);
+    assert_eq!(
+        text(&out.stderr),
+        "[timed out after 300ms]\n[exit code: 124]\n"
+    );
 
     // Denial comes before the signal marker's place; here the command exits itself.
     let out = fx.run_sh("read-only", "echo x > /etc/stockade-e2e; exit 4");
@@ -247,6 +258,26 @@ fn a_runner_failure_exits_125_and_is_reported_as_such() {
         json_within(&mut fx.stockade(["run", "--json", "--", "sh", "-c", "exit 125"]));
     assert_code(&out, 125);
     assert_eq!(json["sandbox"]["runnerFailed"], false);
+
+    // Without --json the exit code and the lines before stockade's markers are in-band: a
+    // command can print a runner's line and exit 125 itself. Its own 125 is then
+    // followed by `[exit code: 125]`, printed after everything it wrote, and a real runner
+    // failure has no such line.
+    let out = fx
+        .stockade(["run", "--", "true"])
+        .env("STOCKADE_RUNNER", &fake)
+        .output_within();
+    assert_code(&out, 125);
+    assert_eq!(text(&out.stderr), "stockade-runner: simulated failure\n");
+    let out = fx.run_sh(
+        "workspace-write",
+        "echo 'stockade-runner: simulated failure' >&2; exit 125",
+    );
+    assert_code(&out, 125);
+    assert_eq!(
+        text(&out.stderr),
+        "stockade-runner: simulated failure\n[exit code: 125]\n"
+    );
 }
 
 #[test]
