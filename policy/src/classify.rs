@@ -198,6 +198,9 @@ fn verdict(
         v.evidence = Evidence::StatusChannel;
         v.outcome = Outcome::Tampered;
         v.detail = Some(format!("the status record was tampered with: {why}"));
+        // The record is what says what the kernel gave; without a trustworthy one,
+        // what `confine` expected is no evidence of what was enforced.
+        v.enforcement = None;
         return v;
     }
     let runner_failure = match status {
@@ -737,6 +740,7 @@ mod tests {
                 let v = classify(&c, &settled(code, stderr), &status);
                 assert_eq!(v.outcome, Outcome::Tampered, "{status:?} {code:?}");
                 assert!(!v.runner_failed && !v.denied);
+                assert_eq!(v.enforcement, None, "{status:?}: nothing proves what ran");
                 assert!(v.detail.unwrap().contains("tampered"));
             }
         }
