@@ -17,8 +17,8 @@
 //!    grant with `--writable`). The base is cleaned by age, so nothing accumulates there.
 //!
 //! Its parent is resolved through symbolic links first, and the result is refused when
-//! it lies beneath `/tmp`, `/dev/shm` or the temp dir (shared places workspace-write
-//! commands may write), when an existing ancestor belongs to another user
+//! it lies beneath `/tmp`, `/dev/shm` or a `$TMPDIR` a command could be granted (shared
+//! places workspace-write commands may write), when an existing ancestor belongs to another user
 //! (root excepted) or is writable by group or others without the sticky bit, or when
 //! the base itself is a link, not ours, or open to group or others. Each refusal is an
 //! error naming the base and the way out (`STOCKADE_CONTROL_DIR`), never a silent move
@@ -71,7 +71,7 @@ const SWEEP_STAMP: &str = ".swept";
 
 /// Shared temporary directories: `/tmp` is a writable root of every workspace-write
 /// policy, and `/dev/shm` is a world-writable memory filesystem. The base is never
-/// beneath one of them, nor beneath the temp dir (`$TMPDIR`). (`/var/tmp`, which no
+/// beneath one of them, nor beneath a `$TMPDIR` a command could be granted. (`/var/tmp`, which no
 /// default policy grants, is judged like any other place: by the policy check.)
 const SHARED_TEMP_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
 
@@ -190,13 +190,34 @@ fn resolve_parent(path: &Path) -> Result<PathBuf, LauncherError> {
     Ok(parent.join(name))
 }
 
-/// The shared temporary directories (resolved), beneath which no base may lie.
+/// The shared temporary directories (resolved), beneath which no base may lie: those of
+/// [`SHARED_TEMP_DIRS`], and `$TMPDIR` when a confined command could be granted it (the
+/// rule `placement` holds the binaries to). A `$TMPDIR` no command is ever granted (empty
+/// or relative, which mean the default, `/`, a home directory or an ancestor of one, one
+/// outside the places temporary directories live) is no place a confined command
+/// writes: counting it would refuse every base beneath it, every base at all for `/` or
+/// an empty value, with a message blaming confined commands.
 fn shared_temp_dirs() -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = SHARED_TEMP_DIRS.iter().map(PathBuf::from).collect();
-    out.push(std::env::temp_dir());
-    out.into_iter()
-        .map(|p| p.canonicalize().unwrap_or(p))
-        .collect()
+    let mut out: Vec<PathBuf> = SHARED_TEMP_DIRS
+        .iter()
+        .map(|p| {
+            Path::new(p)
+                .canonicalize()
+                .unwrap_or_else(|_| PathBuf::from(p))
+        })
+        .collect();
+    if let Some(tmpdir) = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        && let Ok(granted) = stockade_policy::roots::check_implicit_tmpdir(
+            &tmpdir,
+            &crate::placement::invoker(),
+            &[],
+        )
+    {
+        out.push(granted);
+    }
+    out
 }
 
 /// Refuses an existing ancestor of `base` that someone else could change: owned by

@@ -325,6 +325,48 @@ fn a_control_base_in_a_temp_dir_or_a_writable_root_is_refused_and_never_replaced
 }
 
 #[test]
+fn a_tmpdir_no_command_is_granted_does_not_refuse_the_control_base() {
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    let touch = format!("touch {}", marker.display());
+    let args = [
+        "--mode",
+        "workspace-write",
+        "--",
+        "sh",
+        "-c",
+        touch.as_str(),
+    ];
+    // An empty `$TMPDIR` (the default temp dir) and `/` (never granted: too broad) are no
+    // place a confined command writes: the base is usable and the command runs.
+    for tmpdir in ["", "/"] {
+        let out = confine_with(&fx, &[("TMPDIR", Some(Path::new(tmpdir)))], &args);
+        assert_code(&out, 0);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(status_path(&v).starts_with(&fx.runtime), "{v}");
+        let _ = std::fs::remove_file(&marker);
+        assert_code(&spawn_argv(&v), 0);
+        assert!(
+            marker.exists(),
+            "TMPDIR={tmpdir:?}: the command did not run"
+        );
+        assert_eq!(classify_json(&fx, &v, Some(0), "")["outcome"], "ok");
+    }
+    // Negative control: a `$TMPDIR` a command could be granted (a directory of the home)
+    // that holds the base is still refused, naming it, even by a policy that grants no
+    // root (another command's would grant it).
+    let out = confine_with(
+        &fx,
+        &[("TMPDIR", Some(&fx.runtime)), ("HOME", Some(&fx.root))],
+        &["--mode", "read-only", "--", "true"],
+    );
+    assert_code(&out, 125);
+    let line = launcher_failure_line(&out);
+    let beneath = format!("beneath {}", fx.runtime.canonicalize().unwrap().display());
+    assert!(line.contains(&beneath), "{line}");
+}
+
+#[test]
 fn a_base_whose_mode_was_changed_is_an_error_naming_it_not_a_move() {
     let fx = Fixture::new();
     let base = fx.runtime.join("stockade");
