@@ -60,6 +60,8 @@ pub const REQUEST_FILE: &str = "request";
 pub const PRIVATE_PREFIX: &str = "req-";
 /// The prefix of a private directory holding spilled output.
 pub const SPILL_PREFIX: &str = "out-";
+/// The names of the spill files a spill directory may hold (one per captured stream).
+pub const SPILL_FILES: [&str; 2] = ["stdout", "stderr"];
 /// A private directory this old is a leftover: its executor never classified (or its
 /// launcher died). A command still running after this long loses its status file and is
 /// classified by the exit-code rules.
@@ -372,10 +374,11 @@ pub fn reserve(file: &File, len: usize) {
     }
 }
 
-/// Removes one private directory, when it is a real directory of ours: for a request
-/// directory only the files stockade puts there, then the directory itself (which
-/// fails, leaving it, if anything else is inside); a spill directory (files of other
-/// names) whole.
+/// Removes one private directory, when it is a real directory of ours: only the files
+/// stockade puts in a directory of its kind, then the directory itself, which fails,
+/// leaving it, if anything else is inside. Never recursively: a directory that merely
+/// looks like one of ours by name (the control base is whatever `STOCKADE_CONTROL_DIR`
+/// names, which may hold the user's own `out-2020-backups`) keeps what it holds.
 pub fn remove_private(dir: &Path) {
     let Ok(meta) = std::fs::symlink_metadata(dir) else {
         return;
@@ -392,16 +395,17 @@ pub fn remove_private(dir: &Path) {
         .file_name()
         .and_then(OsStr::to_str)
         .is_some_and(|n| n.starts_with(SPILL_PREFIX));
-    if is_spill {
-        let _ = std::fs::remove_dir_all(dir);
-        return;
-    }
-    for name in [
-        REQUEST_FILE,
-        STATUS_FILE,
-        REPORT_FILE,
-        stockade_policy::network_denials::LOG_FILE,
-    ] {
+    let names: &[&str] = if is_spill {
+        &SPILL_FILES
+    } else {
+        &[
+            REQUEST_FILE,
+            STATUS_FILE,
+            REPORT_FILE,
+            stockade_policy::network_denials::LOG_FILE,
+        ]
+    };
+    for name in names {
         let _ = std::fs::remove_file(dir.join(name));
     }
     let _ = std::fs::remove_dir(dir);

@@ -459,16 +459,24 @@ fn the_sweep_removes_old_private_directories_by_name_at_most_every_few_minutes()
         .unwrap()
         .as_secs();
     let old = now - 2 * 24 * 3600;
-    let make = |name: &str| {
+    let make = |name: &str, files: &[&str]| {
         let d = base.join(name);
         std::fs::create_dir(&d).unwrap();
-        std::fs::write(d.join("status"), "").unwrap();
+        for file in files {
+            std::fs::write(d.join(file), "").unwrap();
+        }
         d
     };
-    let stale = make(&format!("req-{old}-abc"));
-    let stale_spill = make(&format!("out-{old}-abc"));
-    let fresh = make(&format!("req-{now}-abc"));
-    let foreign = make(&format!("keep-{old}-abc"));
+    let stale = make(&format!("req-{old}-abc"), &["status"]);
+    let stale_spill = make(&format!("out-{old}-abc"), &["stdout", "stderr"]);
+    let fresh = make(&format!("req-{now}-abc"), &["status"]);
+    let foreign = make(&format!("keep-{old}-abc"), &["status"]);
+    // Named like a spill directory, but holding what no spill holds (a base named by
+    // STOCKADE_CONTROL_DIR may be a directory the user keeps things in): only files
+    // named as spill files are removed from it, and it stays.
+    let lookalike = make("out-2020-backups", &["stdout", "photo.jpg"]);
+    std::fs::create_dir(lookalike.join("nested")).unwrap();
+    std::fs::write(lookalike.join("nested/stderr"), "kept").unwrap();
     // Swept recently: the next confine does not even look.
     fx.confine(&["--", "true"]);
     assert!(stale.exists(), "swept although the last sweep was just now");
@@ -488,6 +496,10 @@ fn the_sweep_removes_old_private_directories_by_name_at_most_every_few_minutes()
     assert!(
         foreign.exists(),
         "a directory not named by stockade was removed"
+    );
+    assert!(
+        lookalike.join("photo.jpg").exists() && lookalike.join("nested/stderr").exists(),
+        "the sweep removed what a directory named like a spill held besides spill files"
     );
 }
 
