@@ -166,6 +166,13 @@ fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
     if args.get(1).is_some_and(|a| a == proxy::host::SUBCOMMAND) {
         return proxy::host::main(&args[2..]);
     }
+    // A low file-size limit from the caller (`ulimit -f`) must fail a write, so that a
+    // request too large for it is an error naming it (125) rather than the launcher
+    // killed by SIGXFSZ without a word. Not for the two steps above: they start the
+    // command, which gets the caller's disposition (`run` gives its child the default
+    // back before exec).
+    // SAFETY: installs the ignore disposition for one signal; no handler runs.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {

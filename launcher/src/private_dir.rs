@@ -17,8 +17,8 @@
 //!    grant with `--writable`). The base is cleaned by age, so nothing accumulates there.
 //!
 //! Its parent is resolved through symbolic links first, and the result is refused when
-//! it lies beneath `/tmp`, `/dev/shm` or the temp dir (shared places workspace-write
-//! commands may write), when an existing ancestor belongs to another user
+//! it lies beneath `/tmp`, `/dev/shm` or a `$TMPDIR` a command could be granted (shared
+//! places workspace-write commands may write), when an existing ancestor belongs to another user
 //! (root excepted) or is writable by group or others without the sticky bit, or when
 //! the base itself is a link, not ours, or open to group or others. Each refusal is an
 //! error naming the base and the way out (`STOCKADE_CONTROL_DIR`), never a silent move
@@ -60,6 +60,8 @@ pub const REQUEST_FILE: &str = "request";
 pub const PRIVATE_PREFIX: &str = "req-";
 /// The prefix of a private directory holding spilled output.
 pub const SPILL_PREFIX: &str = "out-";
+/// The names of the spill files a spill directory may hold (one per captured stream).
+pub const SPILL_FILES: [&str; 2] = ["stdout", "stderr"];
 /// A private directory this old is a leftover: its executor never classified (or its
 /// launcher died). A command still running after this long loses its status file and is
 /// classified by the exit-code rules.
@@ -71,7 +73,7 @@ const SWEEP_STAMP: &str = ".swept";
 
 /// Shared temporary directories: `/tmp` is a writable root of every workspace-write
 /// policy, and `/dev/shm` is a world-writable memory filesystem. The base is never
-/// beneath one of them, nor beneath the temp dir (`$TMPDIR`). (`/var/tmp`, which no
+/// beneath one of them, nor beneath a `$TMPDIR` a command could be granted. (`/var/tmp`, which no
 /// default policy grants, is judged like any other place: by the policy check.)
 const SHARED_TEMP_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
 
@@ -190,13 +192,34 @@ fn resolve_parent(path: &Path) -> Result<PathBuf, LauncherError> {
     Ok(parent.join(name))
 }
 
-/// The shared temporary directories (resolved), beneath which no base may lie.
+/// The shared temporary directories (resolved), beneath which no base may lie: those of
+/// [`SHARED_TEMP_DIRS`], and `$TMPDIR` when a confined command could be granted it (the
+/// rule `placement` holds the binaries to). A `$TMPDIR` no command is ever granted (empty
+/// or relative, which mean the default, `/`, a home directory or an ancestor of one, one
+/// outside the places temporary directories live) is no place a confined command
+/// writes: counting it would refuse every base beneath it, every base at all for `/` or
+/// an empty value, with a message blaming confined commands.
 fn shared_temp_dirs() -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = SHARED_TEMP_DIRS.iter().map(PathBuf::from).collect();
-    out.push(std::env::temp_dir());
-    out.into_iter()
-        .map(|p| p.canonicalize().unwrap_or(p))
-        .collect()
+    let mut out: Vec<PathBuf> = SHARED_TEMP_DIRS
+        .iter()
+        .map(|p| {
+            Path::new(p)
+                .canonicalize()
+                .unwrap_or_else(|_| PathBuf::from(p))
+        })
+        .collect();
+    if let Some(tmpdir) = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        && let Ok(granted) = stockade_policy::roots::check_implicit_tmpdir(
+            &tmpdir,
+            &crate::placement::invoker(),
+            &[],
+        )
+    {
+        out.push(granted);
+    }
+    out
 }
 
 /// Refuses an existing ancestor of `base` that someone else could change: owned by
@@ -351,10 +374,11 @@ pub fn reserve(file: &File, len: usize) {
     }
 }
 
-/// Removes one private directory, when it is a real directory of ours: for a request
-/// directory only the files stockade puts there, then the directory itself (which
-/// fails, leaving it, if anything else is inside); a spill directory (files of other
-/// names) whole.
+/// Removes one private directory, when it is a real directory of ours: only the files
+/// stockade puts in a directory of its kind, then the directory itself, which fails,
+/// leaving it, if anything else is inside. Never recursively: a directory that merely
+/// looks like one of ours by name (the control base is whatever `STOCKADE_CONTROL_DIR`
+/// names, which may hold the user's own `out-2020-backups`) keeps what it holds.
 pub fn remove_private(dir: &Path) {
     let Ok(meta) = std::fs::symlink_metadata(dir) else {
         return;
@@ -371,16 +395,17 @@ pub fn remove_private(dir: &Path) {
         .file_name()
         .and_then(OsStr::to_str)
         .is_some_and(|n| n.starts_with(SPILL_PREFIX));
-    if is_spill {
-        let _ = std::fs::remove_dir_all(dir);
-        return;
-    }
-    for name in [
-        REQUEST_FILE,
-        STATUS_FILE,
-        REPORT_FILE,
-        stockade_policy::network_denials::LOG_FILE,
-    ] {
+    let names: &[&str] = if is_spill {
+        &SPILL_FILES
+    } else {
+        &[
+            REQUEST_FILE,
+            STATUS_FILE,
+            REPORT_FILE,
+            stockade_policy::network_denials::LOG_FILE,
+        ]
+    };
+    for name in names {
         let _ = std::fs::remove_file(dir.join(name));
     }
     let _ = std::fs::remove_dir(dir);

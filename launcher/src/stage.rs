@@ -45,7 +45,9 @@ use stockade_policy::capability::{Capability, CapabilitySet};
 use stockade_policy::exit;
 use stockade_policy::failure_tag;
 use stockade_policy::stage::{MASK_MODE, MountPlan};
-use stockade_policy::stage_report::{DirMeta, MAX_RECORDS, RootChange, StageRecord};
+use stockade_policy::stage_report::{
+    DirMeta, MAX_RECORDS, MAX_REPORT_BYTES, RootChange, StageRecord,
+};
 use stockade_policy::trust::FileKind;
 
 /// The hidden subcommand that starts the stage. Not a documented user command.
@@ -1160,6 +1162,18 @@ impl Watcher {
                     .map_err(|u| bad(u.to_string()))?;
                 if meta.len() != 0 {
                     return Err(bad("it is not empty (a report file is used once)".into()));
+                }
+                // A file size limit from the spawner (`ulimit -f`) below what the report
+                // may take would kill the stage with SIGXFSZ at the write past it, while
+                // the command runs, leaving a cut report: refused before it starts.
+                use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit};
+                if let Ok((limit, _)) = getrlimit(Resource::RLIMIT_FSIZE)
+                    && limit != RLIM_INFINITY
+                    && limit < MAX_REPORT_BYTES as u64
+                {
+                    return Err(bad(format!(
+                        "the file size limit this stage was started with (RLIMIT_FSIZE, `ulimit -f`) is {limit} bytes, below the {MAX_REPORT_BYTES} the report may take; raise it"
+                    )));
                 }
                 Some(file)
             }

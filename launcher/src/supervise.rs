@@ -12,6 +12,7 @@ use crate::confine::Start;
 use crate::containment::{self, Cgroup, Member, Range, Unproven};
 use crate::error::LauncherError;
 use crate::output::{Capture, Captured, SpillDir};
+use crate::private_dir;
 use crate::spawn::{self, SpawnError, Spawned};
 use crate::stage;
 use crate::terminal;
@@ -801,8 +802,12 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
             max_output,
             max_spill,
         } => (
-            Some(Capture::spilling("stdout", max_output, max_spill)),
-            Capture::spilling("stderr", max_output, max_spill),
+            Some(Capture::spilling(
+                private_dir::SPILL_FILES[0],
+                max_output,
+                max_spill,
+            )),
+            Capture::spilling(private_dir::SPILL_FILES[1], max_output, max_spill),
         ),
     };
     let out = out_capture.map(|capture| Stream {

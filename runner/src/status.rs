@@ -18,7 +18,20 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use stockade_policy::guarantees::Enforcement;
-use stockade_policy::status::StatusRecord;
+use stockade_policy::status::{MAX_RECORD_BYTES, StatusRecord};
+
+/// The soft file size limit, when there is one. A spawner may start the runner with a
+/// low one (`ulimit -f`): the write of a record past it would kill the runner with
+/// `SIGXFSZ` halfway, leaving a cut record that reads as tampering (or none at all, and
+/// a command "killed by a signal" that never ran). So a limit below a record's size is a
+/// runner failure before anything is written.
+fn file_size_limit() -> Option<u64> {
+    use nix::sys::resource::{RLIM_INFINITY, Resource, getrlimit};
+    getrlimit(Resource::RLIMIT_FSIZE)
+        .ok()
+        .map(|(soft, _)| soft)
+        .filter(|&soft| soft != RLIM_INFINITY)
+}
 
 /// An open status file that has not received its record yet.
 pub struct StatusFile {
@@ -46,6 +59,11 @@ impl StatusFile {
         trust::check(&meta).map_err(|untrusted| err(untrusted.to_string()))?;
         if meta.len() != 0 {
             return Err(err("it is not empty (a status file is used once)".into()));
+        }
+        if let Some(limit) = file_size_limit().filter(|&l| l < MAX_RECORD_BYTES as u64) {
+            return Err(err(format!(
+                "the file size limit this runner was started with (RLIMIT_FSIZE, `ulimit -f`) is {limit} bytes, below the {MAX_RECORD_BYTES} a status record may take; raise it"
+            )));
         }
         Ok(StatusFile {
             file,

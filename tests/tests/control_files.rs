@@ -325,6 +325,48 @@ fn a_control_base_in_a_temp_dir_or_a_writable_root_is_refused_and_never_replaced
 }
 
 #[test]
+fn a_tmpdir_no_command_is_granted_does_not_refuse_the_control_base() {
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    let touch = format!("touch {}", marker.display());
+    let args = [
+        "--mode",
+        "workspace-write",
+        "--",
+        "sh",
+        "-c",
+        touch.as_str(),
+    ];
+    // An empty `$TMPDIR` (the default temp dir) and `/` (never granted: too broad) are no
+    // place a confined command writes: the base is usable and the command runs.
+    for tmpdir in ["", "/"] {
+        let out = confine_with(&fx, &[("TMPDIR", Some(Path::new(tmpdir)))], &args);
+        assert_code(&out, 0);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(status_path(&v).starts_with(&fx.runtime), "{v}");
+        let _ = std::fs::remove_file(&marker);
+        assert_code(&spawn_argv(&v), 0);
+        assert!(
+            marker.exists(),
+            "TMPDIR={tmpdir:?}: the command did not run"
+        );
+        assert_eq!(classify_json(&fx, &v, Some(0), "")["outcome"], "ok");
+    }
+    // Negative control: a `$TMPDIR` a command could be granted (a directory of the home)
+    // that holds the base is still refused, naming it, even by a policy that grants no
+    // root (another command's would grant it).
+    let out = confine_with(
+        &fx,
+        &[("TMPDIR", Some(&fx.runtime)), ("HOME", Some(&fx.root))],
+        &["--mode", "read-only", "--", "true"],
+    );
+    assert_code(&out, 125);
+    let line = launcher_failure_line(&out);
+    let beneath = format!("beneath {}", fx.runtime.canonicalize().unwrap().display());
+    assert!(line.contains(&beneath), "{line}");
+}
+
+#[test]
 fn a_base_whose_mode_was_changed_is_an_error_naming_it_not_a_move() {
     let fx = Fixture::new();
     let base = fx.runtime.join("stockade");
@@ -417,16 +459,24 @@ fn the_sweep_removes_old_private_directories_by_name_at_most_every_few_minutes()
         .unwrap()
         .as_secs();
     let old = now - 2 * 24 * 3600;
-    let make = |name: &str| {
+    let make = |name: &str, files: &[&str]| {
         let d = base.join(name);
         std::fs::create_dir(&d).unwrap();
-        std::fs::write(d.join("status"), "").unwrap();
+        for file in files {
+            std::fs::write(d.join(file), "").unwrap();
+        }
         d
     };
-    let stale = make(&format!("req-{old}-abc"));
-    let stale_spill = make(&format!("out-{old}-abc"));
-    let fresh = make(&format!("req-{now}-abc"));
-    let foreign = make(&format!("keep-{old}-abc"));
+    let stale = make(&format!("req-{old}-abc"), &["status"]);
+    let stale_spill = make(&format!("out-{old}-abc"), &["stdout", "stderr"]);
+    let fresh = make(&format!("req-{now}-abc"), &["status"]);
+    let foreign = make(&format!("keep-{old}-abc"), &["status"]);
+    // Named like a spill directory, but holding what no spill holds (a base named by
+    // STOCKADE_CONTROL_DIR may be a directory the user keeps things in): only files
+    // named as spill files are removed from it, and it stays.
+    let lookalike = make("out-2020-backups", &["stdout", "photo.jpg"]);
+    std::fs::create_dir(lookalike.join("nested")).unwrap();
+    std::fs::write(lookalike.join("nested/stderr"), "kept").unwrap();
     // Swept recently: the next confine does not even look.
     fx.confine(&["--", "true"]);
     assert!(stale.exists(), "swept although the last sweep was just now");
@@ -446,6 +496,10 @@ fn the_sweep_removes_old_private_directories_by_name_at_most_every_few_minutes()
     assert!(
         foreign.exists(),
         "a directory not named by stockade was removed"
+    );
+    assert!(
+        lookalike.join("photo.jpg").exists() && lookalike.join("nested/stderr").exists(),
+        "the sweep removed what a directory named like a spill held besides spill files"
     );
 }
 
