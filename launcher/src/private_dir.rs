@@ -156,16 +156,7 @@ fn selected_base() -> Result<PathBuf, LauncherError> {
         return Ok(PathBuf::from(format!("/run/stockade-{uid}")));
     }
     if let Some(home) = absolute("HOME") {
-        // `~/.local/state` may not exist yet: made as XDG's tools make it (0700).
-        let state = home.join(".local/state");
-        if !state.exists() {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&state)
-                .map_err(|e| unusable(&state, format!("cannot create it: {e}")))?;
-        }
-        return Ok(state.join("stockade"));
+        return home_state(&home).map(|state| state.join("stockade"));
     }
     Err(unusable(
         Path::new("/"),
@@ -173,6 +164,36 @@ fn selected_base() -> Result<PathBuf, LauncherError> {
             "no control directory: none of {CONTROL_DIR_ENV}, XDG_RUNTIME_DIR, /run/user/{uid} or HOME is available; set {CONTROL_DIR_ENV} to a private directory"
         ),
     ))
+}
+
+/// `HOME/.local/state`, made if missing (0700, as XDG's tools make it), when neither
+/// `.local` nor `.local/state` is a symbolic link. A link there would move the base
+/// wherever it points, and a command granted `~/.local` (as `pip --user` wants) in one
+/// session could point it into a workspace: every later `confine` of a session without
+/// `XDG_RUNTIME_DIR` would keep its requests and status records where a workspace-write
+/// command reads and rewrites them.
+fn home_state(home: &Path) -> Result<PathBuf, LauncherError> {
+    let local = home.join(".local");
+    let state = local.join("state");
+    for step in [&local, &state] {
+        if std::fs::symlink_metadata(step).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(unusable(
+                &state.join("stockade"),
+                format!(
+                    "{} is a symbolic link: a command that can write where it leads could read and change other commands' requests there; make it a directory or set {CONTROL_DIR_ENV} to a private directory",
+                    step.display()
+                ),
+            ));
+        }
+    }
+    if !state.exists() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&state)
+            .map_err(|e| unusable(&state, format!("cannot create it: {e}")))?;
+    }
+    Ok(state)
 }
 
 /// `path` with its parent resolved through symbolic links (the last component is kept:
@@ -560,6 +581,36 @@ impl PrivateDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_home_fallback_refuses_a_linked_local_or_state_and_makes_a_missing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        // Made when missing, a real directory: the control base goes there.
+        let home = dir.path().join("plain");
+        std::fs::create_dir(&home).unwrap();
+        assert_eq!(home_state(&home).unwrap(), home.join(".local/state"));
+        assert!(home.join(".local/state").is_dir());
+        // A link at either step, even to a directory of the same user, is refused by
+        // name: it could lead into a workspace.
+        let elsewhere = dir.path().join("workspace");
+        std::fs::create_dir_all(elsewhere.join("state")).unwrap();
+        for (name, link, to) in [
+            ("local", ".local", elsewhere.clone()),
+            ("state", ".local/state", elsewhere.join("state")),
+        ] {
+            let home = dir.path().join(name);
+            std::fs::create_dir_all(home.join(".local")).unwrap();
+            if name == "local" {
+                std::fs::remove_dir(home.join(".local")).unwrap();
+            }
+            std::os::unix::fs::symlink(&to, home.join(link)).unwrap();
+            let err = home_state(&home).unwrap_err().to_string();
+            assert!(
+                err.contains("is a symbolic link") && err.contains(link),
+                "{name}: {err}"
+            );
+        }
+    }
 
     #[test]
     fn the_age_is_read_from_the_name() {

@@ -203,6 +203,43 @@ fn without_xdg_runtime_dir_the_control_base_is_never_under_a_temp_dir() {
     assert!(!private_dir(&v).exists());
 }
 
+#[test]
+fn the_home_fallback_refuses_a_linked_local_state() {
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 || Path::new(&format!("/run/user/{uid}")).is_dir() {
+        eprintln!(
+            "SKIPPED (needs an ordinary user without /run/user/UID, whose base is the home fallback): the_home_fallback_refuses_a_linked_local_state"
+        );
+        return;
+    }
+    let fx = Fixture::new();
+    let home = fx.root.join("home");
+    std::fs::create_dir_all(home.join(".local")).unwrap();
+    // `~/.local/state` pointed into the workspace, as a command granted `~/.local` could.
+    std::fs::create_dir(fx.ws.join("state")).unwrap();
+    std::os::unix::fs::symlink(fx.ws.join("state"), home.join(".local/state")).unwrap();
+    let env = [("XDG_RUNTIME_DIR", None), ("HOME", Some(home.as_path()))];
+    let out = confine_with(&fx, &env, &["--mode", "read-only", "--", "true"]);
+    assert_code(&out, 125);
+    let err = text(&out.stderr);
+    assert!(err.contains("is a symbolic link"), "{err}");
+    assert!(
+        std::fs::read_dir(fx.ws.join("state"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "nothing was put in the workspace"
+    );
+    // Control: the same home with a real `~/.local/state` is used.
+    std::fs::remove_file(home.join(".local/state")).unwrap();
+    let out = confine_with(&fx, &env, &["--mode", "read-only", "--", "true"]);
+    assert_code(&out, 0);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(status_path(&v).starts_with(home.join(".local/state/stockade")));
+    assert_code(&spawn_argv(&v), 0);
+}
+
 fn classify_out_env(fx: &Fixture, v: &Value, env: &[(&str, Option<&Path>)]) -> Value {
     let file = fx.root.join(format!("c-{}.json", unique_tag("e")));
     std::fs::write(&file, v.to_string()).unwrap();
