@@ -123,9 +123,23 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
             ))
             .map(|m| m + "\n")
             .collect();
+        // Each marker is a line of its own: after a command whose stderr ended within a
+        // line, a marker appended to that line would not be the last line (a command's
+        // own 124 would then read as a timeout), so a line break comes first.
+        let text = if !text.is_empty() && ends_within_a_line(&settled.stderr.tail) {
+            format!("\n{text}")
+        } else {
+            text
+        };
         output::write_stderr_until(&text, Instant::now() + supervise::FINAL_WRITE_WAIT);
     }
     Ok(code)
+}
+
+/// Whether a stream whose last bytes are `tail` ended within a line (its last byte is
+/// not a line feed).
+fn ends_within_a_line(tail: &[u8]) -> bool {
+    tail.last().is_some_and(|&b| b != b'\n')
 }
 
 /// How the sandbox was involved in the outcome.

@@ -929,18 +929,24 @@ fn outer(spec: &MountPlan, runner: &[OsString], watcher: Watcher) -> Result<i32,
     // SAFETY: closing the outer copy of the write end, so EOF means init is gone.
     unsafe { libc::close(write_end) };
     forward_signals_to(pid);
-    let mut buf = [0u8; 4];
+    let mut buf = [0u8; Report::LEN];
     let n = loop {
-        // SAFETY: read into a 4-byte local buffer.
+        // SAFETY: read into a local buffer of its length.
         let n = unsafe { libc::read(read_end, buf.as_mut_ptr().cast(), buf.len()) };
         if n >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             break n;
         }
     };
-    if n == 4 {
-        // The command is done; init may still be reaping what it left behind, which
-        // is the supervisor's business, as it would be without the stage.
-        return Ok(replay(i32::from_ne_bytes(buf)));
+    if n == Report::LEN as isize {
+        let report = Report::from_bytes(buf);
+        if report.alone {
+            // Init is leaving: gone before this process ends, it is never mistaken for
+            // something the command left behind.
+            let _ = wait_for(pid);
+        }
+        // Otherwise the command is done and init is still reaping what it left behind,
+        // which is the supervisor's business, as it would be without the stage.
+        return Ok(replay(report.status));
     }
     // No report: init failed before the command ran (it printed why) or was killed.
     Ok(replay(wait_for(pid)?))
@@ -990,24 +996,61 @@ fn init(
     // The command is done: the last look at what it could have changed, written down
     // before its status goes out, so whoever reads the status finds the report complete.
     watcher.finish();
-    // The outer process may now end with the command's status; init stays to reap
-    // what the command left behind (supervision ends or keeps those, as without the
-    // stage), so it must not die with the outer process any more. A signal to init now
-    // goes to every process left in the namespace (kill(-1) from init reaches exactly
-    // those): a supervisor ending the range gives them their grace period, and init
-    // leaves once the namespace is empty.
+    // Whether the command left anything behind: with nothing left, init is alone in the
+    // namespace and leaves now, and the outer process waits for it before it ends, so
+    // that whoever supervises never sees init outlive the command as if the command had
+    // left a process behind.
+    let alone = reaping.nothing_left();
+    // Otherwise the outer process may now end with the command's status; init stays to
+    // reap what the command left behind (supervision ends or keeps those, as without
+    // the stage), so it must not die with the outer process any more. A signal to init
+    // now goes to every process left in the namespace (kill(-1) from init reaches
+    // exactly those): a supervisor ending the range gives them their grace period, and
+    // init leaves once the namespace is empty.
     FORWARD_TO.store(-1, std::sync::atomic::Ordering::Relaxed);
-    // SAFETY: prctl with an integer argument; write of 4 bytes from a local buffer.
+    let report = Report { status, alone }.to_bytes();
+    // SAFETY: prctl with an integer argument; one write (atomic: shorter than PIPE_BUF)
+    // from a local buffer.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, 0);
-        let bytes = status.to_ne_bytes();
-        libc::write(report_fd, bytes.as_ptr().cast(), bytes.len());
+        libc::write(report_fd, report.as_ptr().cast(), report.len());
         libc::close(report_fd);
     }
-    // What the command left behind can still change a shared root: it is put back
-    // (and reported, while the report file is there) until the namespace is empty.
-    reaping.wait(-1, 0, &mut watcher)?;
+    if !alone {
+        // What the command left behind can still change a shared root: it is put back
+        // (and reported, while the report file is there) until the namespace is empty.
+        reaping.wait(-1, 0, &mut watcher)?;
+    }
     Ok(0)
+}
+
+/// What init tells the outer process once the command ended: its wait status, and
+/// whether init is alone in the namespace (then it leaves at once, and the outer process
+/// waits for it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Report {
+    status: libc::c_int,
+    alone: bool,
+}
+
+impl Report {
+    const LEN: usize = 8;
+
+    fn to_bytes(self) -> [u8; Report::LEN] {
+        let mut bytes = [0u8; Report::LEN];
+        bytes[..4].copy_from_slice(&self.status.to_ne_bytes());
+        bytes[4..].copy_from_slice(&i32::from(self.alone).to_ne_bytes());
+        bytes
+    }
+
+    fn from_bytes(bytes: [u8; Report::LEN]) -> Report {
+        let word =
+            |i: usize| i32::from_ne_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        Report {
+            status: word(0),
+            alone: word(4) != 0,
+        }
+    }
 }
 
 /// Without a pid namespace, when there is something to watch: the runner runs as this
@@ -1070,6 +1113,26 @@ impl Reaper {
             libc::sigprocmask(libc::SIG_BLOCK, &block, &mut old);
             libc::sigdelset(&mut old, libc::SIGCHLD);
             Reaper { sleep_mask: old }
+        }
+    }
+
+    /// Reaps every child that already ended; true when no child is left (`ECHILD`).
+    fn nothing_left(&mut self) -> bool {
+        loop {
+            let mut status = 0;
+            // SAFETY: waitpid writes the status into a local.
+            let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if r > 0 {
+                continue;
+            }
+            if r == 0 {
+                return false;
+            }
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::ECHILD) => return true,
+                _ => return false,
+            }
         }
     }
 

@@ -187,3 +187,48 @@ fn a_full_filesystem_does_not_hide_a_refused_connection() {
         );
     }
 }
+
+/// `stockade run`'s markers each start a line of their own, also after a command whose
+/// stderr ends within a line. Appended to that line, `[exit code: 124]` was no longer the
+/// last line of stderr: a command printing a lookalike timeout marker, then text without
+/// a line break, and exiting 124 read as a real timeout to a caller that matches lines.
+#[test]
+fn markers_after_stderr_that_ends_within_a_line_start_a_line_of_their_own() {
+    let fx = Fixture::new();
+    // The command's own 124 after a lookalike: the real marker is the last line.
+    let out = fx.run_sh(
+        "workspace-write",
+        "printf '[timed out after 300ms]\\nno line break' >&2; exit 124",
+    );
+    assert_code(&out, 124);
+    assert_eq!(
+        text(&out.stderr),
+        "[timed out after 300ms]\nno line break\n[exit code: 124]\n"
+    );
+    // A real timeout after a partial line: its markers are lines of their own too.
+    let out = fx
+        .stockade([
+            "run",
+            "--timeout",
+            "300ms",
+            "--",
+            "sh",
+            "-c",
+            "printf partial >&2; sleep 1000",
+        ])
+        .output()
+        .unwrap();
+    assert_code(&out, 124);
+    assert_eq!(
+        text(&out.stderr),
+        "partial\n[timed out after 300ms]\n[killed by signal: SIGTERM]\n"
+    );
+    // Control: a stderr that ends with a line break gets no empty line before them.
+    let out = fx.run_sh("workspace-write", "printf 'whole line\\n' >&2; exit 124");
+    assert_code(&out, 124);
+    assert_eq!(text(&out.stderr), "whole line\n[exit code: 124]\n");
+    // And nothing is added when there is no marker to print.
+    let out = fx.run_sh("workspace-write", "printf partial >&2; exit 3");
+    assert_code(&out, 3);
+    assert_eq!(text(&out.stderr), "partial");
+}
