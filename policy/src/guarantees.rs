@@ -579,7 +579,7 @@ fn note(
         // Below ABI 6 the filter's rules by pid are what is left (see the runner's
         // seccomp signals module).
         (Guarantee::Signals, _, GuaranteeStatus::Unavailable) => Some(
-            "without the Landlock signal scope the syscall filter refuses signals to every process (-1), to the runner's parent (stockade run, or the executor that spawned the argv) and to the parent's process group, and kill(0) when the command starts in that group; any other process of the same user (a grandparent, a sibling, the parent's other threads) can still be signalled by its own pid unless the namespace stage's pid namespace hides it (pidIsolation)",
+            "without the Landlock signal scope the syscall filter refuses signals to every process (-1), to the runner's parent and every ancestor above it (stockade run, the proxy host, the executor that spawned the argv, its own parents) and to their process groups, and kill(0) when the command starts in the parent's group; any other process of the same user (a sibling, an ancestor's other threads) can still be signalled by its own pid unless the namespace stage's pid namespace hides it (pidIsolation)",
         ),
         _ => None,
     };

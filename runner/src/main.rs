@@ -172,8 +172,11 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
         return Err(RunnerError::Unconfined);
     }
     let new_session = session::starts_new(request.session);
-    // Who is outside is known now, before the session changes: the parent and its group.
-    let filter = seccomp::program(policy, &seccomp::Outside::of_parent(new_session))?;
+    // Who is outside is known now, before the session changes: the parent and its group,
+    // and, where Landlock will not scope signals to the sandbox, every ancestor.
+    let scoped = ruleset::kernel_abi() >= ruleset::SIGNAL_SCOPE_ABI;
+    let outside = seccomp::Outside::of_parent(new_session, !scoped);
+    let filter = seccomp::program(policy, &outside)?;
     enter_cwd(request)?;
     session::apply(new_session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;

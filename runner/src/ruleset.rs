@@ -24,6 +24,9 @@ pub const HANDLED_ABI: ABI = ABI::V5;
 pub const HANDLED_NET_ABI: ABI = ABI::V4;
 /// The ABI whose scopes are always requested: abstract unix sockets and signals (ABI 6).
 pub const HANDLED_SCOPE_ABI: ABI = ABI::V6;
+/// [`HANDLED_SCOPE_ABI`] as the number [`kernel_abi`] answers: from it on, the ruleset
+/// scopes signals to the sandbox.
+pub const SIGNAL_SCOPE_ABI: u32 = 6;
 
 fn access(grant: GrantAccess) -> BitFlags<AccessFs> {
     match grant {
@@ -172,6 +175,24 @@ fn open_grant(grant: &Grant) -> Result<PathFd, RunnerError> {
     }
     Ok(fd)
 }
+
+/// The Landlock ABI the kernel offers (0: none), asked before anything is restricted.
+pub fn kernel_abi() -> u32 {
+    // SAFETY: with a null attribute, size 0 and the VERSION flag, the call reads no
+    // memory and only returns the ABI number (or -1 without Landlock).
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(v).unwrap_or(0)
+}
+
+/// `LANDLOCK_CREATE_RULESET_VERSION` (linux/landlock.h).
+const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
 
 fn abi_number(status: &LandlockStatus) -> u32 {
     match status {

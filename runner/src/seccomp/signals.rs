@@ -10,9 +10,13 @@
 //!
 //! A filter sees numbers, not processes, so it protects the ones the runner can name
 //! when it builds the filter ([`Outside`]): its parent (the launcher, the executor, or
-//! the stage) and the parent's process group. Every signal call whose target is one of
-//! them, or `-1` (every process the caller may signal), is refused with EPERM, as the
-//! kernel refuses a signal it does not permit:
+//! the stage) and the parent's process group and, where the kernel has no Landlock
+//! signal scope, every ancestor above the parent and its group: with the network by name
+//! `stockade run` is the runner's grandparent or further up (the proxy host, and the
+//! stage without a pid namespace, come between), and `kill -STOP` of it stopped the
+//! run and its timeout. Every signal call whose target is one of them, or `-1` (every
+//! process the caller may signal), is refused with EPERM, as the kernel refuses a
+//! signal it does not permit:
 //! - `kill` and `rt_sigqueueinfo` by the pid (a negative one names a group);
 //! - `tkill`, `tgkill` and `rt_tgsigqueueinfo` by the first argument: the thread group
 //!   of `tgkill` must be the thread's own, so naming the parent means naming its pid;
@@ -30,8 +34,8 @@
 //!   elsewhere).
 //!
 //! What stays open below ABI 6 without the stage: any other process of the same user
-//! (a grandparent, a sibling, the parent's other threads by their thread ids) named by
-//! its explicit pid. The `signals` guarantee says so in its note.
+//! that is not an ancestor (a sibling, a cousin, an ancestor's other threads by their
+//! thread ids) named by its explicit pid. The `signals` guarantee says so in its note.
 
 use super::bpf::{Code, Insn, JEQ_K, To, load_arg};
 use super::{ALLOW, ENOSYS, EPERM, Label};
@@ -41,8 +45,12 @@ use nix::unistd::{Pid, getpgid, getpgrp, getppid};
 /// does not name.
 const F_SETOWN_EX: u32 = 15;
 
+/// The most ancestors above the parent [`Outside::of_parent`] names: a bound on the
+/// filter's size (two comparisons each, with its group), far past any real chain.
+const MAX_ANCESTORS: usize = 32;
+
 /// The processes outside the command that the filter keeps signals from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outside {
     /// The runner's parent; `None` when it has no pid here (outside this pid namespace).
     pub parent: Option<i32>,
@@ -51,12 +59,17 @@ pub struct Outside {
     /// Whether the command starts in the parent's process group: then `kill(0, ...)`,
     /// which signals the caller's own group, reaches the parent too.
     pub shares_group: bool,
+    /// The parent's ancestors (its parent and up, pid 1 excluded) and their process
+    /// groups, each refused as a process and as a group; empty where Landlock's signal
+    /// scope already keeps them out of reach.
+    pub ancestors: Vec<i32>,
 }
 
 impl Outside {
     /// The runner's parent as it is now, for a runner that starts a new session
-    /// (`new_session`) or stays in its process group.
-    pub fn of_parent(new_session: bool) -> Outside {
+    /// (`new_session`) or stays in its process group, with the parent's ancestors when
+    /// `ancestors` asks (a kernel without Landlock's signal scope).
+    pub fn of_parent(new_session: bool, ancestors: bool) -> Outside {
         // 0: the parent lives outside this pid namespace (the stage's), where nothing
         // can name it anyway.
         let ppid = getppid().as_raw();
@@ -71,6 +84,11 @@ impl Outside {
             parent: Some(ppid),
             parent_group: group,
             shares_group: !new_session && group == Some(getpgrp().as_raw()),
+            ancestors: if ancestors {
+                ancestors_of(ppid)
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -80,7 +98,8 @@ impl Outside {
     /// caller's group is the parent's.
     pub fn targets(&self) -> Vec<u32> {
         let mut pids = vec![-1];
-        for id in [self.parent, self.parent_group].into_iter().flatten() {
+        let named = [self.parent, self.parent_group].into_iter().flatten();
+        for id in named.chain(self.ancestors.iter().copied()) {
             pids.extend([id, -id]);
         }
         if self.shares_group {
@@ -91,6 +110,35 @@ impl Outside {
         words.dedup();
         words
     }
+}
+
+/// The ancestors of `pid` (its parent and up, until pid 1, a pid outside this pid
+/// namespace, or one that cannot be read) and their process groups, at most
+/// [`MAX_ANCESTORS`] of them, from `/proc/PID/stat`.
+pub(super) fn ancestors_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut current = pid;
+    for _ in 0..MAX_ANCESTORS {
+        let Some(parent) = parent_of(current).filter(|&p| p > 1) else {
+            break;
+        };
+        out.push(parent);
+        if let Ok(group) = getpgid(Some(Pid::from_raw(parent)))
+            && group.as_raw() > 1
+        {
+            out.push(group.as_raw());
+        }
+        current = parent;
+    }
+    out
+}
+
+/// The parent of `pid`: the field after the state in `/proc/PID/stat`, read after the
+/// last `)` (the command name before it may hold spaces and parentheses).
+pub(super) fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The signal calls and where each goes.

@@ -33,6 +33,7 @@ const OUTSIDE: Outside = Outside {
     parent: Some(PARENT),
     parent_group: Some(PARENT_GROUP),
     shares_group: false,
+    ancestors: Vec::new(),
 };
 
 /// A pid as the register holds it when a caller passes the `int` (sign-extended).
@@ -1110,6 +1111,28 @@ mod table {
         c.nr = 109;
         assert_eq!(run(&program(&p, &none).unwrap(), &c), A);
     }
+
+    #[test]
+    fn ancestors_are_refused_as_processes_and_as_groups_when_named() {
+        let p = policy(Network::Deny, &[], false);
+        let kill = |outside: &Outside, pid: i32| {
+            let mut c = call(0, &[pid as i64 as u64, 19]);
+            c.nr = 62;
+            run(&program(&p, outside).unwrap(), &c)
+        };
+        let named = Outside {
+            ancestors: vec![5000, 4900, 77],
+            ..OUTSIDE
+        };
+        for pid in [5000, -5000, 4900, -4900, 77, -77] {
+            assert_eq!(kill(&named, pid), P, "{pid}");
+        }
+        // Control: another pid, and the same ancestors where none are named (a kernel
+        // whose Landlock scopes signals).
+        assert_eq!(kill(&named, 5001), A);
+        assert_eq!(kill(&OUTSIDE, 5000), A);
+        assert_eq!(kill(&OUTSIDE, -4900), A);
+    }
 }
 
 /// The filter alone, in a child that keeps every capability (the test runs as root):
@@ -1390,6 +1413,13 @@ mod alone {
         // memory, or signal 0, which sends nothing.
         let parent = || unsafe { libc::getppid() } as i64;
         let parent_group = move || unsafe { libc::getpgid(parent() as i32) } as i64;
+        // The test process's own parent, the child's grandparent (a process outside,
+        // not pid 1, for the test to mean anything).
+        let grandparent = i64::from(unsafe { libc::getppid() });
+        assert!(
+            grandparent > 1,
+            "the test process's parent is pid {grandparent}"
+        );
         let pipe_owner = |cmd: i32, arg: i64| -> i64 {
             let mut fds = [0; 2];
             if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
@@ -1415,6 +1445,11 @@ mod alone {
             (
                 "kill -1",
                 Box::new(|| unsafe { s(libc::SYS_kill, -1, PROBE) }),
+                libc::EPERM,
+            ),
+            (
+                "kill the grandparent (the test harness's parent)",
+                Box::new(move || unsafe { s(libc::SYS_kill, grandparent, PROBE) }),
                 libc::EPERM,
             ),
             (
@@ -1550,6 +1585,8 @@ mod alone {
             parent: Some(std::process::id() as i32),
             parent_group: Some(unsafe { libc::getpgrp() }),
             shares_group: true,
+            // As `Outside::of_parent(false, true)` would find them in the child.
+            ancestors: super::super::signals::ancestors_of(std::process::id() as i32),
         };
         let filter = program(&policy(Network::Deny, &[], false), &outside).unwrap();
         let (control, status) = in_child(&calls, None, false);
@@ -1576,4 +1613,44 @@ mod alone {
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
+}
+
+#[test]
+fn the_parent_is_read_after_a_command_name_with_spaces_and_parentheses() {
+    let mut fds = [0; 2];
+    // SAFETY: a pipe into a local array; a fork whose child only renames itself, writes
+    // one byte and exits (`_exit`, no destructors of the parent's state).
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        let child = libc::fork();
+        assert!(child >= 0);
+        if child == 0 {
+            libc::prctl(libc::PR_SET_NAME, c") 1 2 (x".as_ptr());
+            libc::write(fds[1], [0u8].as_ptr().cast(), 1);
+            libc::pause();
+            libc::_exit(0);
+        }
+        let mut b = [0u8; 1];
+        assert_eq!(libc::read(fds[0], b.as_mut_ptr().cast(), 1), 1);
+        let comm = std::fs::read_to_string(format!("/proc/{child}/comm")).unwrap();
+        let parent = super::signals::parent_of(child);
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+        assert_eq!(comm.trim_end(), ") 1 2 (x");
+        assert_eq!(parent, Some(std::process::id() as i32));
+    }
+    // The chain from here: this process's parent first, never pid 1 or this process.
+    let chain = super::signals::ancestors_of(std::process::id() as i32);
+    // SAFETY: getppid cannot fail.
+    let parent = unsafe { libc::getppid() };
+    if parent > 1 {
+        assert_eq!(chain.first(), Some(&parent), "{chain:?}");
+    }
+    assert!(
+        chain
+            .iter()
+            .all(|&p| p > 1 && p != std::process::id() as i32)
+    );
 }
