@@ -12,7 +12,6 @@ use crate::output::Captured;
 use crate::stdout;
 use crate::supervise::{self, Output, Plan, Session, Settled};
 use serde::Serialize;
-use std::time::Instant;
 use stockade_policy::Mode;
 use stockade_policy::classify::Outcome;
 use stockade_policy::confined::ConfinedArgv;
@@ -131,7 +130,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         } else {
             text
         };
-        output::write_stderr_until(&text, Instant::now() + supervise::FINAL_WRITE_WAIT);
+        output::write_stderr_until(&text, settled.final_writes_until);
     }
     Ok(code)
 }

@@ -177,6 +177,8 @@ pub struct Settled {
     /// Whether stdout and stderr were read to their end (`None`: stdout passed through).
     pub stdout_complete: Option<bool>,
     pub stderr_complete: bool,
+    /// When the final writes to the caller's stderr give up (see [`FINAL_WRITE_WAIT`]).
+    pub final_writes_until: Instant,
 }
 
 /// The signals the loop reads from its signalfd.
@@ -627,12 +629,15 @@ impl Supervisor<'_> {
         if let Some(s) = self.out.as_mut() {
             s.pump(&mut self.buf, &mut self.spill, drain);
         }
+        // One deadline for every final write, the markers `run` prints after included:
+        // a reader that never takes them costs FINAL_WRITE_WAIT once, not per write.
+        let final_writes_until = Instant::now() + FINAL_WRITE_WAIT;
         if let Some(echo) = self.err.capture.echo() {
-            echo.finish(Instant::now() + FINAL_WRITE_WAIT);
+            echo.finish(final_writes_until);
         }
         self.err.pump(&mut self.buf, &mut self.spill, drain);
         if let Some(echo) = self.err.capture.echo() {
-            echo.finish(Instant::now() + FINAL_WRITE_WAIT);
+            echo.finish(final_writes_until);
         }
         self.range.release(empty);
         let denial_seen = self.err.capture.signature_seen();
@@ -660,6 +665,7 @@ impl Supervisor<'_> {
             cleanup,
             stdout_complete,
             stderr_complete,
+            final_writes_until,
         }
     }
 
