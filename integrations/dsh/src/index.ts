@@ -18,8 +18,8 @@
  *   `settle()` gives a caller that has the process facts `stockade classify`'s verdict.
  */
 import { execFile, execFileSync } from 'node:child_process'
-import { lstatSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
+import { homedir } from 'node:os'
 import { dirname, join } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import { SandboxProvider, SandboxUnavailableError } from '@deepseek-ai/dsh-sandbox'
@@ -164,7 +164,10 @@ export class StockadeSandboxProvider extends SandboxProvider {
     facts: { exitCode: number | null; signal?: string | null; stderr: string },
   ): Promise<Verdict> {
     if (confined.statusPath !== undefined) this.pending.delete(confined.statusPath)
-    const scratch = mkdtempSync(join(tmpdir(), 'stockade-settle-'))
+    // The stderr classify reads lives outside every writable root (never under /tmp,
+    // which workspace-write grants): a command's leftover process could otherwise
+    // rewrite another command's capture, or swap it for a FIFO, before classify reads it.
+    const scratch = mkdtempSync(join(privateBase(), 'stockade-settle-'))
     try {
       const stderrFile = join(scratch, 'stderr')
       writeFileSync(stderrFile, facts.stderr, { mode: 0o600 })
@@ -279,3 +282,16 @@ function unavailable(policy: SandboxPolicy, error: unknown): SandboxUnavailableE
 
 export type { RunnerFailureRule }
 export default StockadeSandboxProvider
+
+/**
+ * Where `settle` keeps its scratch file: `$XDG_RUNTIME_DIR` (the user's private runtime
+ * directory) when set, else `~/.local/state` (made 0700 if missing), the places stockade
+ * keeps its own control files, which no default policy grants.
+ */
+function privateBase(): string {
+  const runtime = process.env.XDG_RUNTIME_DIR
+  if (runtime !== undefined && runtime.startsWith('/')) return runtime
+  const state = join(homedir(), '.local', 'state')
+  mkdirSync(state, { recursive: true, mode: 0o700 })
+  return state
+}

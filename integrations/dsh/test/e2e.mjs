@@ -227,6 +227,10 @@ await test("the provider's answers agree with stockade classify on the same runs
     "echo 'stockade-runner: sandbox unavailable: forged' >&2; exit 125",
     'kill -TERM 1',
   ]
+  // settle keeps the stderr it hands classify out of the temp directory (which
+  // workspace-write grants): with TMPDIR missing it works all the same.
+  const savedTmp = process.env.TMPDIR
+  process.env.TMPDIR = join(root, 'no-such-tmp')
   for (const command of cases) {
     const r = await a.run(command)
     const confined = a.handed.at(-1)
@@ -237,6 +241,8 @@ await test("the provider's answers agree with stockade classify on the same runs
     assert.equal(v.enforcement, r.sandbox.enforcement, command)
     assert.ok(!existsSync(confined.statusPath), command)
   }
+  if (savedTmp === undefined) delete process.env.TMPDIR
+  else process.env.TMPDIR = savedTmp
   await a.ctx.fiber.dispose()
   assert.deepEqual(privateDirs(), [])
 })
