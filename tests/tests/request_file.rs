@@ -15,7 +15,12 @@ fn marked(fx: &Fixture) -> (Vec<u8>, std::path::PathBuf) {
 }
 
 #[track_caller]
-fn refused(fx: &Fixture, path: &std::path::Path, marker: &std::path::Path, needle: &str) {
+fn refused(
+    fx: &Fixture,
+    path: &std::path::Path,
+    marker: &std::path::Path,
+    needle: &str,
+) -> String {
     let out = run_request(path);
     assert_code(&out, 125);
     let line = runner_failure_line(&out);
@@ -23,6 +28,7 @@ fn refused(fx: &Fixture, path: &std::path::Path, marker: &std::path::Path, needl
     assert!(out.stdout.is_empty());
     assert!(!marker.exists(), "a refused request ran its command");
     let _ = fx;
+    line
 }
 
 #[test]
@@ -71,7 +77,9 @@ fn each_decode_error_is_named_and_runs_nothing() {
     ];
     for (name, bytes, needle) in cases {
         let path = write_request_bytes(&fx, name, &bytes);
-        refused(&fx, &path, &marker, needle);
+        let line = refused(&fx, &path, &marker, needle);
+        // Which file: the executor may hold several requests.
+        assert!(line.contains(&path.display().to_string()), "{line}");
         if name == "oversized" {
             // Larger than any request confine writes: not one, so left as it is.
             assert!(path.exists(), "an oversized file was removed");
