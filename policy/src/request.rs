@@ -100,22 +100,16 @@ impl fmt::Display for DecodeError {
                 f,
                 "too large ({len} bytes; the limit is {MAX_REQUEST_BYTES})"
             ),
-            DecodeError::Truncated { expected, actual } => write!(
-                f,
-                "truncated ({actual} of {expected} bytes)"
-            ),
-            DecodeError::BadMagic => {
-                f.write_str("bad magic header: not a stockade launch request")
+            DecodeError::Truncated { expected, actual } => {
+                write!(f, "truncated ({actual} of {expected} bytes)")
             }
+            DecodeError::BadMagic => f.write_str("bad magic header: not a stockade launch request"),
             DecodeError::UnsupportedVersion { found } => write!(
                 f,
                 "format version {found}, where this runner reads version {FORMAT_VERSION}: launcher and runner come from different stockade builds"
             ),
             DecodeError::TrailingBytes { extra } => {
-                write!(
-                    f,
-                    "{extra} trailing bytes after the request"
-                )
+                write!(f, "{extra} trailing bytes after the request")
             }
             DecodeError::Corrupt { reason } => write!(f, "corrupt: {reason}"),
         }
