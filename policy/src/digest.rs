@@ -293,9 +293,11 @@ pub fn sha256_hex(data: &[u8]) -> String {
     hex(&sha256(data))
 }
 
-/// Parses 64 hexadecimal digits (either case) into a digest.
+/// Parses 64 hexadecimal digits (either case) into a digest. Nothing else is one: not
+/// even the sign `u8::from_str_radix` would take (`+f` for `0f`), so each digest has
+/// exactly the spellings its two cases give.
 pub fn parse_hex(s: &str) -> Option<[u8; 32]> {
-    if s.len() != 64 || !s.is_ascii() {
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     let mut out = [0u8; 32];
@@ -466,7 +468,16 @@ mod tests {
         let d = sha256(b"abc");
         assert_eq!(parse_hex(&sha256_hex(b"abc")), Some(d));
         assert_eq!(parse_hex(&sha256_hex(b"abc").to_uppercase()), Some(d));
-        for bad in ["", "ab", &"g".repeat(64), &"a".repeat(63), &"a".repeat(65)] {
+        // A sign before a pair is no digit, though `from_str_radix` would read "+a" as 10.
+        let signed = format!("+a{}", "a".repeat(62));
+        for bad in [
+            "",
+            "ab",
+            &"g".repeat(64),
+            &"a".repeat(63),
+            &"a".repeat(65),
+            &signed,
+        ] {
             assert_eq!(parse_hex(bad), None, "{bad}");
         }
         assert!(same(&d, &d));

@@ -92,31 +92,26 @@ pub enum DecodeError {
     Corrupt { reason: String },
 }
 
+/// What is wrong with the bytes; whoever read them names the file before it.
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecodeError::TooLarge { len } => write!(
                 f,
-                "request file is too large ({len} bytes; the limit is {MAX_REQUEST_BYTES})"
+                "too large ({len} bytes; the limit is {MAX_REQUEST_BYTES})"
             ),
-            DecodeError::Truncated { expected, actual } => write!(
-                f,
-                "request file is truncated ({actual} of {expected} bytes)"
-            ),
-            DecodeError::BadMagic => {
-                f.write_str("request file has a bad magic header: not a stockade launch request")
+            DecodeError::Truncated { expected, actual } => {
+                write!(f, "truncated ({actual} of {expected} bytes)")
             }
+            DecodeError::BadMagic => f.write_str("bad magic header: not a stockade launch request"),
             DecodeError::UnsupportedVersion { found } => write!(
                 f,
-                "request file has format version {found}, this runner reads version {FORMAT_VERSION}: launcher and runner come from different stockade builds"
+                "format version {found}, where this runner reads version {FORMAT_VERSION}: launcher and runner come from different stockade builds"
             ),
             DecodeError::TrailingBytes { extra } => {
-                write!(
-                    f,
-                    "request file has {extra} trailing bytes after the request"
-                )
+                write!(f, "{extra} trailing bytes after the request")
             }
-            DecodeError::Corrupt { reason } => write!(f, "request file is corrupt: {reason}"),
+            DecodeError::Corrupt { reason } => write!(f, "corrupt: {reason}"),
         }
     }
 }

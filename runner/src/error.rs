@@ -64,7 +64,12 @@ pub enum RunnerError {
         path: PathBuf,
         source: io::Error,
     },
-    Decode(DecodeError),
+    /// The request file's bytes (with the right digest) are not a request this runner
+    /// reads.
+    Decode {
+        path: PathBuf,
+        source: DecodeError,
+    },
     Invalid(ValidationError),
     /// `danger-full-access` is never run by the runner: it would run unconfined.
     Unconfined,
@@ -168,7 +173,7 @@ impl RunnerError {
             RunnerError::RequestReplaced { .. } => FailureKind::RequestReplaced,
             RunnerError::RequestDigest { .. } => FailureKind::RequestDigest,
             RunnerError::RequestUnlink { .. } => FailureKind::RequestUnlink,
-            RunnerError::Decode(_) => FailureKind::RequestDecode,
+            RunnerError::Decode { .. } => FailureKind::RequestDecode,
             RunnerError::Invalid(_) => FailureKind::RequestInvalid,
             RunnerError::Unconfined => FailureKind::Unconfined,
             RunnerError::Chdir { .. } => FailureKind::Chdir,
@@ -253,7 +258,9 @@ impl fmt::Display for RunnerError {
                 "cannot remove request file {} after opening it, so it could be replayed: {source}",
                 path.display()
             ),
-            RunnerError::Decode(e) => e.fmt(f),
+            RunnerError::Decode { path, source } => {
+                write!(f, "request file {} is unusable: {source}", path.display())
+            }
             RunnerError::Invalid(e) => write!(f, "invalid request: {e}"),
             RunnerError::Unconfined => f.write_str(
                 "the request asks for danger-full-access; the runner only runs confined modes",
@@ -353,7 +360,7 @@ impl std::error::Error for RunnerError {
             | RunnerError::InheritedCwd(source)
             | RunnerError::Setsid(source)
             | RunnerError::Stdout(source) => Some(source),
-            RunnerError::Decode(e) => Some(e),
+            RunnerError::Decode { source, .. } => Some(source),
             RunnerError::Invalid(e) => Some(e),
             RunnerError::Landlock(e) => Some(e),
             RunnerError::Seccomp(e) => Some(e),
@@ -396,7 +403,10 @@ mod tests {
                 path: p(),
                 source: io(),
             },
-            RunnerError::Decode(DecodeError::BadMagic),
+            RunnerError::Decode {
+                path: p(),
+                source: DecodeError::BadMagic,
+            },
             RunnerError::Invalid(ValidationError::EmptyArgv),
             RunnerError::Unconfined,
             RunnerError::Chdir {

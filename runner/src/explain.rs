@@ -23,7 +23,7 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
         trust => trust,
     };
     let bytes = request_file::read_capped(path, file, meta.len())?;
-    let request = LaunchRequest::decode(&bytes).map_err(RunnerError::Decode)?;
+    let request = request_file::decode(path, &bytes)?;
 
     let mut out = String::new();
     let w = &mut out;

@@ -64,6 +64,14 @@ pub fn read_capped(path: &Path, file: File, expected: u64) -> Result<Vec<u8>, Ru
     Ok(bytes)
 }
 
+/// Decodes request bytes read from `path` (named in the error).
+pub fn decode(path: &Path, bytes: &[u8]) -> Result<LaunchRequest, RunnerError> {
+    LaunchRequest::decode(bytes).map_err(|source| RunnerError::Decode {
+        path: path.into(),
+        source,
+    })
+}
+
 /// Consumes the request at `path`, whose bytes must have `digest`. A file with other
 /// bytes (changed since `confine` wrote it, or not a request at all, such as a key file
 /// of ours) is refused and left untouched. A request that matches is unlinked before it
@@ -74,9 +82,10 @@ pub fn consume(path: &Path, digest: &[u8; 32]) -> Result<LaunchRequest, RunnerEr
     let bytes = read_capped(path, file, meta.len())?;
     // Larger than any request `confine` writes: not one, so not ours to remove.
     if bytes.len() > MAX_REQUEST_BYTES {
-        return Err(RunnerError::Decode(DecodeError::TooLarge {
-            len: bytes.len(),
-        }));
+        return Err(RunnerError::Decode {
+            path: path.into(),
+            source: DecodeError::TooLarge { len: bytes.len() },
+        });
     }
     if !digest::same(&digest::sha256(&bytes), digest) {
         return Err(RunnerError::RequestDigest { path: path.into() });
@@ -100,7 +109,7 @@ pub fn consume(path: &Path, digest: &[u8; 32]) -> Result<LaunchRequest, RunnerEr
         path: path.into(),
         source,
     })?;
-    let request = LaunchRequest::decode(&bytes).map_err(RunnerError::Decode)?;
+    let request = decode(path, &bytes)?;
     request.validate().map_err(RunnerError::Invalid)?;
     Ok(request)
 }

@@ -352,3 +352,75 @@ fn explain_shows_a_request_without_consuming_it() {
     assert_code(&out, 1);
     assert!(!std::path::Path::new(&request).exists());
 }
+
+#[test]
+fn every_subcommand_refuses_unknown_flags_and_bad_values_and_runs_nothing() {
+    let fx = Fixture::new();
+    runs(&fx, &["run", "--", "touch", "ran"]);
+    let missing = fx.root.join("missing");
+    let missing = missing.to_str().unwrap();
+    // Subcommands that run nothing anyway: an unknown flag or an extra word is refused,
+    // not ignored.
+    let plain: &[(&[&str], &str)] = &[
+        (&["bogus"], "'bogus'"),
+        (&["probe", "--bogus"], "'--bogus'"),
+        (&["probe", "extra"], "'extra'"),
+        (&["explain"], "<FILE>"),
+        (&["explain", "--bogus"], "'--bogus'"),
+        (&["explain", "a", "b"], "'b'"),
+        (&["classify", "--bogus"], "'--bogus'"),
+        (
+            &["classify", "--confined", missing, "--exit-code", "x"],
+            "'x' for '--exit-code",
+        ),
+    ];
+    for (args, want) in plain {
+        let line = refused(&fx, args);
+        assert!(line.contains(want), "{args:?}: {line}");
+    }
+    // `run` and `confine`: the value named, nothing run, no request left behind.
+    let both: &[(&[&str], &str)] = &[
+        (&["--workspace", missing], "workspace root"),
+        (&["--writable", missing], "writable root"),
+        (&["--network", "maybe"], "'maybe'"),
+        (&["--tmp", "bogus"], "'bogus'"),
+        (&["--allow-tcp-connect", "70000"], "'70000'"),
+        (&["--allow-tcp-connect", "0"], "port 0"),
+        (&["--keep-fd", "x"], "'x' for '--keep-fd"),
+        (&["--keep-capability", "sys_admin"], "CAP_SYS_ADMIN"),
+        (&["--allow-domain", ""], "--allow-domain"),
+        (&["--resolve", "bad"], "NAME=ADDRESS"),
+        (&["--env", "NOEQUALS"], "NAME=VALUE"),
+    ];
+    for sub in ["run", "confine"] {
+        for (flags, want) in both {
+            let args: Vec<&str> = [sub]
+                .iter()
+                .chain(flags.iter())
+                .chain(["--", "touch", "ran"].iter())
+                .copied()
+                .collect();
+            let line = refused(&fx, &args);
+            assert!(line.contains(want), "{args:?}: {line}");
+            if flags[0] == "--workspace" || flags[0] == "--writable" {
+                assert!(line.contains(missing), "{args:?}: {line}");
+            }
+        }
+    }
+    for (flags, want) in [
+        (&["run", "--containment", "bogus"][..], "'bogus'"),
+        (&["run", "--max-output", "x"], "'x' for '--max-output"),
+        (&["run", "--max-spill", "x"], "'x' for '--max-spill"),
+        (&["run", "--grace", "x"], "'x' for '--grace"),
+        (&["confine", "--inherit-env=bogus"], "'bogus'"),
+    ] {
+        let args: Vec<&str> = flags
+            .iter()
+            .chain(&["--", "touch", "ran"])
+            .copied()
+            .collect();
+        let line = refused(&fx, &args);
+        assert!(line.contains(want), "{args:?}: {line}");
+    }
+    assert_eq!(fx.leftover_requests(), Vec::<std::path::PathBuf>::new());
+}

@@ -15,7 +15,7 @@ fn marked(fx: &Fixture) -> (Vec<u8>, std::path::PathBuf) {
 }
 
 #[track_caller]
-fn refused(fx: &Fixture, path: &std::path::Path, marker: &std::path::Path, needle: &str) {
+fn refused(fx: &Fixture, path: &std::path::Path, marker: &std::path::Path, needle: &str) -> String {
     let out = run_request(path);
     assert_code(&out, 125);
     let line = runner_failure_line(&out);
@@ -23,6 +23,7 @@ fn refused(fx: &Fixture, path: &std::path::Path, marker: &std::path::Path, needl
     assert!(out.stdout.is_empty());
     assert!(!marker.exists(), "a refused request ran its command");
     let _ = fx;
+    line
 }
 
 #[test]
@@ -71,7 +72,9 @@ fn each_decode_error_is_named_and_runs_nothing() {
     ];
     for (name, bytes, needle) in cases {
         let path = write_request_bytes(&fx, name, &bytes);
-        refused(&fx, &path, &marker, needle);
+        let line = refused(&fx, &path, &marker, needle);
+        // Which file: the executor may hold several requests.
+        assert!(line.contains(&path.display().to_string()), "{line}");
         if name == "oversized" {
             // Larger than any request confine writes: not one, so left as it is.
             assert!(path.exists(), "an oversized file was removed");
@@ -204,4 +207,97 @@ fn explain_shows_a_request_without_consuming_it() {
         .unwrap();
     assert_code(&out, 0);
     assert!(text(&out.stdout).contains("would refuse this file"));
+}
+
+#[test]
+fn the_runners_usage_errors_are_one_line_and_exit_125_and_consume_nothing() {
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    // A request whose digest has a pair starting with 0, so that it can also be spelled
+    // with a sign ("+a" for "0a", which a lenient hex parser reads as the same byte).
+    let (path, digest) = (0..)
+        .find_map(|i| {
+            let mut req = request_for(&fx, &format!("echo once >> {}", marker.display()));
+            req.env.push(("PAD".into(), i.to_string().into()));
+            let bytes = req.encode().unwrap();
+            let digest = stockade_policy::digest::sha256_hex(&bytes);
+            let zero_pair = (0..32).any(|k| digest.as_bytes()[2 * k] == b'0');
+            zero_pair.then(|| (write_request_bytes(&fx, "req", &bytes), digest))
+        })
+        .unwrap();
+    let signed: String = digest
+        .as_bytes()
+        .chunks(2)
+        .map(|pair| match pair {
+            [b'0', d] => format!("+{}", *d as char),
+            _ => String::from_utf8(pair.to_vec()).unwrap(),
+        })
+        .collect();
+    assert_ne!(signed, digest);
+    let p = path.to_str().unwrap();
+    let d = digest.as_str();
+    let cases: &[(&[&str], &str)] = &[
+        (&[], "missing arguments"),
+        (&["--bogus"], "unknown argument \"--bogus\""),
+        (&["--request"], "--request needs a FILE"),
+        (&["--request", p], "must be followed by --sha256"),
+        (&["--request", p, "--sha256"], "64 hexadecimal digits"),
+        (&["--request", p, "--sha256", "zz"], "not \"zz\""),
+        (
+            &["--request", p, "--sha256", &signed],
+            "64 hexadecimal digits",
+        ),
+        (
+            &["--request", p, "--sha256", d, "--failure-tag"],
+            "needs a TAG",
+        ),
+        (
+            &["--request", p, "--sha256", d, "--failure-tag", "XYZ"],
+            "--failure-tag takes",
+        ),
+        (
+            &["--request", p, "--sha256", d, "extra"],
+            "unexpected argument \"extra\"",
+        ),
+        (
+            &[
+                "--request",
+                p,
+                "--sha256",
+                d,
+                "--failure-tag",
+                "ab",
+                "extra",
+            ],
+            "unexpected argument \"extra\"",
+        ),
+        (&["--explain"], "--explain needs a FILE"),
+        (&["--explain", p, "extra"], "unexpected argument \"extra\""),
+        (&["--version", "extra"], "unexpected argument \"extra\""),
+    ];
+    for (args, needle) in cases {
+        let out = std::process::Command::new(runner_bin())
+            .args(*args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+        let line = runner_failure_line(&out);
+        assert!(
+            line.contains(needle),
+            "{args:?}: expected {needle:?} in {line:?}"
+        );
+        assert!(line.contains("usage: stockade-runner"), "{line}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(path.exists(), "{args:?} consumed the request");
+        assert!(!marker.exists(), "{args:?} ran the command");
+    }
+    // Positive control: the same file with its digest as `confine` spells it runs.
+    let out = std::process::Command::new(runner_bin())
+        .args(["--request", p, "--sha256", d])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "once\n");
 }
