@@ -27,6 +27,7 @@
 
 use crate::error::LauncherError;
 use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use stockade_policy::Policy;
@@ -92,17 +93,15 @@ pub fn check_loader_env(
         let Some(value) = stockade_policy::environment::lookup(env, name) else {
             continue;
         };
-        let value = value.to_string_lossy();
-        let separators: &[char] = if name == "LD_PRELOAD" {
-            &[' ', ':']
-        } else {
-            &[':', ';']
-        };
-        for entry in value.split(separators) {
-            let path = Path::new(entry);
+        // Split as bytes, as the loader does: a lossy copy of a name that is not UTF-8
+        // names another path, which would be judged in place of the one loaded from.
+        let separators: &[u8] = if name == "LD_PRELOAD" { b" :" } else { b":;" };
+        for entry in value.as_bytes().split(|b| separators.contains(b)) {
+            let path = Path::new(std::ffi::OsStr::from_bytes(entry));
             let why = if !path.is_absolute() {
                 Err(format!(
-                    "the entry {entry:?} is relative (the current directory)"
+                    "the entry {:?} is relative (the current directory)",
+                    path.as_os_str()
                 ))
             } else {
                 exposure(path, policy, target_tmpdir, invoker)

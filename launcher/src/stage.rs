@@ -39,7 +39,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io::{self, Write};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use stockade_policy::capability::{Capability, CapabilitySet};
 use stockade_policy::exit;
@@ -117,12 +117,12 @@ pub fn argv(
     ] {
         for p in paths {
             argv.push(flag.into());
-            argv.push(p.to_string_lossy().into_owned());
+            argv.push(encode_path(p));
         }
     }
     if let Some(report) = &watch.report {
         argv.push("--report".into());
-        argv.push(report.to_string_lossy().into_owned());
+        argv.push(encode_path(report));
     }
     for cap in watch.keep_capabilities.iter() {
         argv.push(stockade_policy::capability::FLAG.into());
@@ -139,6 +139,49 @@ pub fn argv(
     argv
 }
 
+/// What marks a path in the stage's argv as hex-encoded bytes (see [`encode_path`]). No
+/// path the stage takes starts with it: they are all absolute.
+const HEX_PATH: &str = "hex:";
+
+/// A path as it travels in the stage's argv. ConfinedArgv's argv is a list of strings,
+/// so a name that is not UTF-8 cannot travel as itself, and a lossy copy names another
+/// path: the stage then binds, pins and masks nothing there (the path is reported
+/// protected or hidden while a command writes it, or renames it out of hiding for the
+/// next command to read) and leaves such a writable root read-only. Such a path travels
+/// as its bytes in hex after [`HEX_PATH`]; every other path as itself.
+fn encode_path(path: &Path) -> String {
+    match path.to_str() {
+        Some(s) => s.to_string(),
+        None => {
+            let hex: String = path
+                .as_os_str()
+                .as_bytes()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            format!("{HEX_PATH}{hex}")
+        }
+    }
+}
+
+/// The path [`encode_path`] wrote.
+fn decode_path(arg: &std::ffi::OsStr) -> Result<PathBuf, String> {
+    let Some(hex) = arg.as_bytes().strip_prefix(HEX_PATH.as_bytes()) else {
+        return Ok(PathBuf::from(arg));
+    };
+    let digit = |b: u8| (b as char).to_digit(16);
+    if hex.len() % 2 != 0 {
+        return Err(format!("{arg:?}: not hex-encoded bytes"));
+    }
+    hex.chunks(2)
+        .map(|pair| match (digit(pair[0]), digit(pair[1])) {
+            (Some(hi), Some(lo)) => Ok((hi * 16 + lo) as u8),
+            _ => Err(format!("{arg:?}: not hex-encoded bytes")),
+        })
+        .collect::<Result<Vec<u8>, String>>()
+        .map(|bytes| PathBuf::from(OsString::from_vec(bytes)))
+}
+
 /// Parses the stage's own flags (written by [`argv`]); the rest is the runner's argv.
 type Parsed = (MountPlan, Watch, Option<NetProxy>, Vec<OsString>);
 
@@ -150,7 +193,7 @@ fn parse(args: &[OsString]) -> Result<Parsed, String> {
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut path = |flag: &str| -> Result<PathBuf, String> {
-            let p = PathBuf::from(it.next().ok_or(format!("{flag} needs a PATH"))?);
+            let p = decode_path(it.next().ok_or(format!("{flag} needs a PATH"))?)?;
             if !p.is_absolute() {
                 return Err(format!("{flag} {}: not an absolute path", p.display()));
             }
@@ -1523,6 +1566,43 @@ pub fn available(pids: bool, net: bool) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_path_comes_back_from_the_argv_byte_for_byte() {
+        let odd = PathBuf::from(OsString::from_vec(b"/w/sec\xff/.env".to_vec()));
+        let plan = MountPlan {
+            rw: vec!["/w".into(), odd.clone()],
+            ro: vec![odd.join("x")],
+            mask: vec![PathBuf::from("/hex:/x")],
+            ..MountPlan::default()
+        };
+        let watch = Watch {
+            missing: vec![odd.join(".envrc")],
+            report: Some(odd.join("report")),
+            ..Watch::default()
+        };
+        let argv = argv(
+            &plan,
+            &watch,
+            None,
+            "/bin/stockade",
+            &["/bin/runner".into()],
+        );
+        assert!(
+            argv.iter().any(|a| a == "hex:2f772f736563ff2f2e656e76"),
+            "{argv:?}"
+        );
+        let args: Vec<OsString> = argv[2..].iter().map(OsString::from).collect();
+        let (parsed, parsed_watch, _, runner) = parse(&args).unwrap();
+        assert_eq!(parsed, plan);
+        assert_eq!(parsed_watch.missing, watch.missing);
+        assert_eq!(parsed_watch.report, watch.report);
+        assert_eq!(runner, [OsString::from("/bin/runner")]);
+        for bad in ["hex:2f7", "hex:zz"] {
+            let args = [OsString::from("--rw"), bad.into(), "--".into(), "r".into()];
+            assert!(parse(&args).is_err(), "{bad}");
+        }
+    }
 
     /// The check init makes right after asking for SIGKILL on its parent's death: if the
     /// parent died before that, no signal will ever come, and the pipe whose read end

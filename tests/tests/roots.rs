@@ -414,6 +414,29 @@ fn a_dynamic_runner_told_to_load_code_from_the_workspace_is_refused() {
         .output()
         .unwrap();
     assert!(refusal(&out).contains("LD_PRELOAD"));
+    // A workspace whose name is not UTF-8 is judged by its own name, not a lossy copy
+    // (`w\u{fffd}`, which names nothing and so looked safe).
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let odd = fx.ws.join(std::ffi::OsStr::from_bytes(b"w\xff"));
+    std::fs::create_dir(&odd).unwrap();
+    let mut value = odd.clone().into_os_string().into_vec();
+    value.extend_from_slice(b"/lib");
+    let out = fx
+        .stockade([
+            std::ffi::OsStr::new("run"),
+            "--workspace".as_ref(),
+            odd.as_os_str(),
+        ])
+        .args(["--", "sh", "-c", &script])
+        .env("LD_LIBRARY_PATH", std::ffi::OsString::from_vec(value))
+        .output()
+        .unwrap();
+    assert!(
+        refusal(&out).contains("LD_LIBRARY_PATH"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!marker.exists());
     // Control: a library path only root can write is fine.
     let out = fx
         .stockade(["run", "--", "sh", "-c", &script])

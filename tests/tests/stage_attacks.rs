@@ -674,3 +674,65 @@ fn a_shared_root_moved_away_and_replaced_by_a_link_is_put_back_where_it_went() {
         );
     }
 }
+
+#[test]
+fn a_hidden_or_protected_path_whose_name_is_not_utf8_is_bound_by_the_stage() {
+    // ConfinedArgv's argv is a list of strings: the stage's paths once travelled as lossy
+    // copies (`sec\u{fffd}`), which name nothing, so the stage bound, pinned and masked
+    // nothing there. A hidden file inside the workspace could then be renamed out of
+    // hiding for the next command to read, a protected file was written while reported
+    // protected, and a workspace whose own name is not UTF-8 was read-only.
+    use std::os::unix::ffi::OsStrExt;
+    let fx = Fixture::staged();
+    if !staged_here(&fx) {
+        eprintln!("SKIPPED (needs namespaces): a_hidden_or_protected_path_whose_name_is_not_utf8");
+        return;
+    }
+    let name = |b: &[u8]| std::ffi::OsStr::from_bytes(b).to_os_string();
+    let (secret, protected) = (name(b"sec\xff"), name(b"prot\xff"));
+    std::fs::write(fx.ws.join(&secret), b"TOKEN=t").unwrap();
+    std::fs::write(fx.ws.join(&protected), b"kept").unwrap();
+    let script = "s=$(printf 'sec\\377'); p=$(printf 'prot\\377');\
+        cat \"$s\" >/dev/null 2>&1 && echo READ;\
+        mv \"$s\" leaked 2>/dev/null && echo MOVED;\
+        echo changed > \"$p\" 2>/dev/null && echo WROTE-PROTECTED;\
+        echo y > plain && echo WROTE-PLAIN";
+    let run = |extra: &[&std::ffi::OsStr]| {
+        fx.stockade(["run"])
+            .args(extra)
+            .args(["--", "sh", "-c", script])
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--hide".as_ref(), &secret, "--protect".as_ref(), &protected]);
+    assert_eq!(text(&out.stdout), "WROTE-PLAIN\n", "{}", text(&out.stderr));
+    assert!(fx.ws.join(&secret).exists() && !fx.ws.join("leaked").exists());
+    assert_eq!(std::fs::read(fx.ws.join(&protected)).unwrap(), b"kept");
+    // Positive control: neither hidden nor protected, the same script reads, moves and
+    // writes.
+    let out = run(&[]);
+    assert_eq!(
+        text(&out.stdout),
+        "READ\nMOVED\nWROTE-PROTECTED\nWROTE-PLAIN\n",
+        "{}",
+        text(&out.stderr)
+    );
+    // A workspace whose own name is not UTF-8 is writable under the stage.
+    let odd = fx.ws.join(name(b"ws\xfe"));
+    std::fs::create_dir(&odd).unwrap();
+    let out = fx
+        .stockade([
+            std::ffi::OsStr::new("run"),
+            "--workspace".as_ref(),
+            odd.as_os_str(),
+        ])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo x > \"$(printf 'ws\\376')/new\" && echo WROTE",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(text(&out.stdout), "WROTE\n", "{}", text(&out.stderr));
+}
