@@ -454,6 +454,10 @@ pub enum PolicyError {
         root: PathBuf,
         default: bool,
     },
+    /// A `--hide` path that exists in some form but cannot be resolved (a file named
+    /// with a trailing slash, an unreadable directory on the way): hiding nothing
+    /// without a word would report a hidden path that is not.
+    HideUnresolvable { path: PathBuf, source: io::Error },
     /// A flag that only the namespace stage can honour, with `--no-stage`.
     NeedsStage { flag: &'static str },
     /// `--protect PATH` names nothing.
@@ -571,6 +575,11 @@ impl fmt::Display for PolicyError {
             PolicyError::RootIdentity { path, source } => write!(
                 f,
                 "writable root {} cannot be pinned down: {source}",
+                path.display()
+            ),
+            PolicyError::HideUnresolvable { path, source } => write!(
+                f,
+                "--hide {}: cannot resolve it ({source}), so nothing would be hidden; name it as it is (a file without a trailing slash) or make it reachable",
                 path.display()
             ),
             PolicyError::HiddenContainsRoot {
@@ -953,10 +962,13 @@ impl PolicyRequest {
                     }
                 }
             } else {
-                let Ok(canonical) = path.canonicalize() else {
-                    continue;
-                };
-                canonical
+                // A `--hide` that names nothing costs nothing (documented); one that
+                // names something this resolution cannot reach is refused, never dropped.
+                match path.canonicalize() {
+                    Ok(canonical) => canonical,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(source) => return Err(PolicyError::HideUnresolvable { path, source }),
+                }
             };
             if let Some(root) = roots.iter().find(|r| r.starts_with(&canonical)) {
                 return Err(PolicyError::HiddenContainsRoot {

@@ -314,6 +314,49 @@ fn hiding_an_ancestor_of_the_workspace_or_a_writable_root_is_refused() {
 }
 
 #[test]
+fn a_hide_path_that_cannot_be_resolved_is_refused_not_dropped() {
+    let fx = Fixture::new();
+    let secret = fx.outside.join("key");
+    std::fs::write(&secret, "SECRET-KEY\n").unwrap();
+    // (Fixture::new runs without the stage: Landlock alone hides.) A file named with a trailing slash resolves to nothing (ENOTDIR): dropped, it
+    // would leave the file readable while the report said hidden paths were enforced.
+    let slashed = format!("{}/", secret.display());
+    for sub in ["run", "confine"] {
+        let out = fx
+            .stockade([sub, "--hide", &slashed, "--", "cat"])
+            .arg(&secret)
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+        let line = launcher_failure_line(&out);
+        assert!(
+            line.contains(&slashed) && line.contains("cannot resolve"),
+            "{line}"
+        );
+        assert!(!text(&out.stdout).contains("SECRET"), "{out:?}");
+        assert!(fx.leftover_requests().is_empty());
+    }
+    // Control: named as it is, the file is hidden; a path that does not exist is
+    // accepted and hides nothing, as documented.
+    let out = fx
+        .stockade(["run", "--hide"])
+        .arg(&secret)
+        .args(["--", "cat"])
+        .arg(&secret)
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert!(!text(&out.stdout).contains("SECRET"), "{out:?}");
+    let out = fx
+        .stockade(["run", "--hide"])
+        .arg(fx.outside.join("no-such-file"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+}
+
+#[test]
 fn one_commands_request_and_spill_files_are_unreadable_from_another() {
     for fx in [Fixture::new(), Fixture::staged()] {
         // A pending request of another command (with a secret kept in its environment).
