@@ -71,6 +71,27 @@ pub struct Confinement {
     pub binding: Binding,
 }
 
+/// The protected files that have other names (hard links): the read-only bind holds
+/// the protected name, not the file, which the command can still change through any
+/// other name inside a writable root (an earlier command that made `.envrc` and linked
+/// it as `notes.txt` keeps `.envrc` writable for every later one).
+fn hard_linked(protected: &[stockade_policy::stage::Protected]) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    protected
+        .iter()
+        .filter_map(|p| {
+            let meta = p.path.symlink_metadata().ok()?;
+            (meta.is_file() && meta.nlink() > 1).then(|| {
+                format!(
+                    "protected path {} has {} names (hard links): writable through the others, so not protected; remove them (find -samefile) to protect it",
+                    p.path.display(),
+                    meta.nlink()
+                )
+            })
+        })
+        .collect()
+}
+
 /// A shared writable root the caller owns (see `stockade_policy::stage_report`), open
 /// since it was confined.
 #[derive(Debug)]
@@ -228,6 +249,7 @@ pub fn confine_inheriting(
             p.display()
         )
     }));
+    not_granted.extend(hard_linked(resolved.protected()));
     let dir = PrivateDir::create(&base)?;
     let status_path = dir.status_path();
     let (mut env, mut inherit) = (env, inherit);

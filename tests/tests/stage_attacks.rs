@@ -74,6 +74,40 @@ fn a_read_only_mount_inside_a_writable_root_stays_read_only() {
 }
 
 #[test]
+fn a_protected_file_with_another_name_is_reported_not_protected() {
+    let fx = Fixture::staged();
+    if !staged_here(&fx) {
+        eprintln!("SKIPPED (needs namespaces): a_protected_file_with_another_name");
+        return;
+    }
+    // What an earlier command can leave: `.envrc` with a second name in the workspace.
+    std::fs::write(fx.ws.join(".envrc"), "export A=1\n").unwrap();
+    std::fs::hard_link(fx.ws.join(".envrc"), fx.ws.join("notes.txt")).unwrap();
+    let c = fx.confine(&["--", "true"]);
+    let not_granted = c["notGranted"].to_string();
+    assert!(
+        not_granted.contains(".envrc") && not_granted.contains("hard links"),
+        "{c}"
+    );
+    // It is what the report says: the protected name is bound read-only, and the file
+    // changes through the other name all the same.
+    let out = fx
+        .stockade(["run", "--", "sh", "-c", "echo evil >> notes.txt"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(
+        std::fs::read_to_string(fx.ws.join(".envrc"))
+            .unwrap()
+            .contains("evil")
+    );
+    // Control: with one name only, nothing is reported.
+    std::fs::remove_file(fx.ws.join("notes.txt")).unwrap();
+    let c = fx.confine(&["--", "true"]);
+    assert!(!c["notGranted"].to_string().contains(".envrc"), "{c}");
+}
+
+#[test]
 fn a_planted_link_at_a_protected_name_is_reported_not_a_runner_failure() {
     let fx = Fixture::staged();
     if !staged_here(&fx) {
