@@ -178,5 +178,10 @@ grep -q '^/usr/share/man/man1/stockade.1' "$work/rpm-files" || fail "the RPM lac
 rpm -qcp "$rpm" | grep -qx /etc/apparmor.d/stockade \
     || fail "the RPM does not mark the AppArmor profile as a configuration file"
 rpm -qp --changelog "$rpm" | grep -q . || fail "the RPM has no changelog"
+# Loaded on install, unloaded on removal (a loaded profile outlives its file).
+rpm -qp --scripts "$rpm" >"$work/rpm-scripts"
+grep -q 'apparmor_parser -r' "$work/rpm-scripts" || fail "the RPM does not load the AppArmor profile"
+grep -A8 '^preuninstall' "$work/rpm-scripts" | grep -q 'apparmor_parser -R' \
+    || fail "the RPM does not unload the AppArmor profile on removal"
 
 say "passed in $(($(date +%s) - start)) s ($deb, $rpm)"
