@@ -164,6 +164,12 @@ pub enum ValidationError {
     RelativePolicyPath {
         path: PathBuf,
     },
+    /// A policy path with a `.` or `..` component: resolution makes every path
+    /// canonical, and the carve-out walks components as they are written, so
+    /// `/a/../b` would grant `b` beside `/a/..` instead of hiding it.
+    NonCanonicalPolicyPath {
+        path: PathBuf,
+    },
     NulInPolicyPath,
     /// A descriptor to keep that is 0, 1, 2 or negative.
     BadKeepFd {
@@ -219,6 +225,11 @@ impl fmt::Display for ValidationError {
             ValidationError::RelativePolicyPath { path } => {
                 write!(f, "request policy path {} is not absolute", path.display())
             }
+            ValidationError::NonCanonicalPolicyPath { path } => write!(
+                f,
+                "request policy path {} has a . or .. component (stockade confine writes canonical paths)",
+                path.display()
+            ),
             ValidationError::NulInPolicyPath => {
                 f.write_str("request policy path contains a NUL byte")
             }
@@ -374,6 +385,15 @@ impl LaunchRequest {
             }
             if !path.is_absolute() {
                 return Err(ValidationError::RelativePolicyPath { path: path.clone() });
+            }
+            // `Path::components` drops inner `.`s, so the bytes are looked at too.
+            let dotted = path
+                .as_os_str()
+                .as_bytes()
+                .split(|&b| b == b'/')
+                .any(|c| c == b"." || c == b"..");
+            if dotted {
+                return Err(ValidationError::NonCanonicalPolicyPath { path: path.clone() });
             }
         }
         if let Some(fd) = first_unkeepable_fd(&p.keep_fds) {
@@ -710,6 +730,20 @@ mod tests {
         check(
             &|r| r.policy.writable_roots.push("rel".into()),
             ValidationError::RelativePolicyPath { path: "rel".into() },
+        );
+        for dotted in ["/a/../b", "/a/./b", "/a/..", "/srv/a/."] {
+            check(
+                &|r| r.policy.hidden.push(dotted.into()),
+                ValidationError::NonCanonicalPolicyPath {
+                    path: dotted.into(),
+                },
+            );
+        }
+        check(
+            &|r| r.policy.workspace = "/srv/../etc".into(),
+            ValidationError::NonCanonicalPolicyPath {
+                path: "/srv/../etc".into(),
+            },
         );
         check(
             &|r| {
