@@ -200,6 +200,21 @@ impl RunnerError {
     }
 }
 
+/// The most of a program name a failure line repeats: the name is the command's own
+/// `argv[0]`, which may be any length (the line, and the status record that copies it,
+/// would otherwise grow with it).
+const SHOWN_PROGRAM_CHARS: usize = 256;
+
+/// `program` as a failure line shows it: lossily decoded, cut to
+/// [`SHOWN_PROGRAM_CHARS`] characters (then `...`).
+fn shown_program(program: &std::ffi::OsStr) -> String {
+    let text = program.to_string_lossy();
+    match text.char_indices().nth(SHOWN_PROGRAM_CHARS) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.into_owned(),
+    }
+}
+
 /// Describes an errno without the words "permission denied": a target that is merely not
 /// executable must not read as a sandbox denial to the executor's classifier.
 fn errno_name(e: &io::Error) -> String {
@@ -329,12 +344,12 @@ impl fmt::Display for RunnerError {
             }
             RunnerError::Stdout(e) => write!(f, "cannot write to standard output: {e}"),
             RunnerError::NotFound { program } => {
-                write!(f, "{}: command not found", program.to_string_lossy())
+                write!(f, "{}: command not found", shown_program(program))
             }
             RunnerError::CannotExecute { program, source } => write!(
                 f,
                 "cannot execute {}: {}",
-                program.to_string_lossy(),
+                shown_program(program),
                 errno_name(source)
             ),
             RunnerError::BindingChanged(drift) => drift.fmt(f),
@@ -477,6 +492,16 @@ mod tests {
                 source: io(),
             },
         ];
+        let long = RunnerError::NotFound {
+            program: "p".repeat(100_000).into(),
+        }
+        .to_string();
+        assert_eq!(long, format!("{}...: command not found", "p".repeat(256)));
+        let short = RunnerError::NotFound {
+            program: "é".repeat(256).into(),
+        }
+        .to_string();
+        assert_eq!(short, format!("{}: command not found", "é".repeat(256)));
         let mut kinds: Vec<&str> = all.iter().map(|e| e.kind().as_str()).collect();
         kinds.sort();
         kinds.dedup();
