@@ -157,6 +157,18 @@ if [ "$EXPECT_ABI" != 0 ]; then
         ok "signals: the command's own child, group and timeout(1) still work" ;;
     *) bad "signals within the command's tree: $out $(cat "$base/err")" ;;
     esac
+    # With the network by name the proxy host (and the stage, sharing pids) stand between
+    # the runner and `stockade run`: the launcher is an ancestor further up, which the
+    # filter protects too where Landlock has no signal scope.
+    out=$("$S" run --share-pids --allow-domain example.org -- sh -c '
+        p=$PPID
+        while [ "$p" -gt 1 ]; do
+            case $(tr "\0" " " <"/proc/$p/cmdline") in "$1 run "*) break ;; esac
+            p=$(sed "s/.*) //" "/proc/$p/stat" | cut -d" " -f2)
+        done
+        if [ "$p" -gt 1 ] && [ "$p" != "$PPID" ]; then kill -0 "$p"; echo up=$?; fi' sh "$S" 2>"$base/err")
+    [ "$out" = up=1 ] && ok "signals: with --allow-domain, stockade run further up is out of reach" ||
+        bad "signals to stockade run above the proxy host: '$out' $(cat "$base/err")"
     out=$("$S" run --mode danger-full-access -- sh -c 'kill -0 $PPID; echo parent=$?' 2>&1)
     [ "$out" = parent=0 ] && ok "signals: unconfined, the launcher can be signalled (control)" ||
         bad "signals control: $out"
