@@ -81,31 +81,49 @@ fn marked(fx: &Fixture) -> (Value, std::path::PathBuf) {
     (c, marker)
 }
 
+/// Spawns `c` under a limit of `bytes`: refused with exit 125 and one tagged line naming
+/// `file` and the limit, the command not run, and (after `then`, which may look at the
+/// private directory classify consumes) classify says `runner-failed`.
+fn refused_under(
+    fx: &Fixture,
+    (c, marker): (&Value, &std::path::Path),
+    bytes: u64,
+    file: &str,
+    then: impl FnOnce(),
+) {
+    let out = spawn_limited(c, bytes);
+    assert_code(&out, 125);
+    let line = tagged_line(c, &out);
+    assert!(
+        line.contains(file) && line.contains("RLIMIT_FSIZE"),
+        "{line}"
+    );
+    assert!(!marker.exists(), "the command ran");
+    then();
+    let v = classify(fx, c, 125, &out.stderr);
+    assert_eq!(v["outcome"], "runner-failed", "{v}");
+}
+
+/// Positive control: the same command under a limit with room for every control file
+/// runs, and classify reads its whole record.
+fn runs_with_room(fx: &Fixture) {
+    let (c, marker) = marked(fx);
+    let out = spawn_limited(&c, ROOMY);
+    assert_code(&out, 0);
+    assert!(marker.exists(), "{}", text(&out.stderr));
+    let v = classify(fx, &c, 0, &out.stderr);
+    assert_eq!(v["outcome"], "ok", "{v}");
+}
+
 #[test]
 fn a_file_size_limit_below_a_status_record_is_a_named_runner_failure() {
     let fx = Fixture::new();
     let (c, marker) = marked(&fx);
-    let out = spawn_limited(&c, 20);
-    assert_code(&out, 125);
-    let line = tagged_line(&c, &out);
-    assert!(
-        line.contains("status file") && line.contains("RLIMIT_FSIZE"),
-        "{line}"
-    );
-    assert!(!marker.exists(), "the command ran");
     let status = std::path::Path::new(c["statusPath"].as_str().unwrap());
-    assert_eq!(std::fs::read(status).unwrap(), b"", "a record was written");
-    let v = classify(&fx, &c, 125, &out.stderr);
-    assert_eq!(v["outcome"], "runner-failed", "{v}");
-
-    // Positive control: the same command under a limit with room for the record runs,
-    // and its record is whole.
-    let (c, marker) = marked(&fx);
-    let out = spawn_limited(&c, ROOMY);
-    assert_code(&out, 0);
-    assert!(marker.exists(), "{}", text(&out.stderr));
-    let v = classify(&fx, &c, 0, &out.stderr);
-    assert_eq!(v["outcome"], "ok", "{v}");
+    refused_under(&fx, (&c, marker.as_path()), 20, "status file", || {
+        assert_eq!(std::fs::read(status).unwrap(), b"", "a record was written");
+    });
+    runs_with_room(&fx);
 }
 
 #[test]
@@ -119,23 +137,8 @@ fn a_file_size_limit_below_the_stage_report_is_a_named_runner_failure() {
         return;
     }
     // Room for a status record, not for the stage's report.
-    let out = spawn_limited(&c, 16 * 1024);
-    assert_code(&out, 125);
-    let line = tagged_line(&c, &out);
-    assert!(
-        line.contains("report file") && line.contains("RLIMIT_FSIZE"),
-        "{line}"
-    );
-    assert!(!marker.exists(), "the command ran");
-    let v = classify(&fx, &c, 125, &out.stderr);
-    assert_eq!(v["outcome"], "runner-failed", "{v}");
-
-    let (c, marker) = marked(&fx);
-    let out = spawn_limited(&c, ROOMY);
-    assert_code(&out, 0);
-    assert!(marker.exists(), "{}", text(&out.stderr));
-    let v = classify(&fx, &c, 0, &out.stderr);
-    assert_eq!(v["outcome"], "ok", "{v}");
+    refused_under(&fx, (&c, marker.as_path()), 16 * 1024, "report file", || {});
+    runs_with_room(&fx);
 }
 
 #[test]
