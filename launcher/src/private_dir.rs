@@ -70,6 +70,10 @@ pub const STALE_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 pub const SWEEP_EVERY: Duration = Duration::from_secs(10 * 60);
 /// The stamp file whose modification time records the last sweep.
 const SWEEP_STAMP: &str = ".swept";
+/// How many random letters and digits a private directory's name carries after its
+/// creation time. The sweep takes only names of exactly this shape for its own, so a
+/// directory of the user's that merely starts like one (`out-2020-backups`) is not.
+const RANDOM_LEN: usize = 12;
 
 /// Shared temporary directories: `/tmp` is a writable root of every workspace-write
 /// policy, and `/dev/shm` is a world-writable memory filesystem. The base is never
@@ -322,36 +326,59 @@ pub fn create_private_dir(base: &Path, prefix: &str) -> Result<PathBuf, Launcher
         .unwrap_or(0);
     let dir = tempfile::Builder::new()
         .prefix(&format!("{prefix}{now}-"))
+        .rand_bytes(RANDOM_LEN)
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(base)
         .map_err(|e| unusable(base, e.to_string()))?;
     Ok(dir.keep())
 }
 
+/// What a private directory's name says, when it is one of ours by name:
+/// `req-SECONDS-RANDOM` or `req-SECONDS-RANDOM-INODE` (the status file's inode, added
+/// once the file exists), or `out-SECONDS-RANDOM`, where SECONDS and INODE are decimal
+/// digits and RANDOM is exactly [`RANDOM_LEN`] ASCII letters and digits.
+struct Name {
+    created: u64,
+    inode: Option<u64>,
+}
+
+fn parse_name(name: &OsStr) -> Option<Name> {
+    fn number(s: &str) -> Option<u64> {
+        // `parse` alone would take a leading `+`.
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse().ok()
+    }
+    let name = name.to_str()?;
+    let (rest, spill) = match name.strip_prefix(PRIVATE_PREFIX) {
+        Some(rest) => (rest, false),
+        None => (name.strip_prefix(SPILL_PREFIX)?, true),
+    };
+    let mut parts = rest.split('-');
+    let created = number(parts.next()?)?;
+    let random = parts.next()?;
+    if random.len() != RANDOM_LEN || !random.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    let inode = match (parts.next(), parts.next()) {
+        (None, _) => None,
+        (Some(ino), None) if !spill => Some(number(ino)?),
+        _ => return None,
+    };
+    Some(Name { created, inode })
+}
+
 /// The creation time (seconds since the epoch) a private directory's name carries, when
 /// it is one of ours by name.
 pub fn created_at(name: &OsStr) -> Option<u64> {
-    let name = name.to_str()?;
-    let rest = name
-        .strip_prefix(PRIVATE_PREFIX)
-        .or_else(|| name.strip_prefix(SPILL_PREFIX))?;
-    let (secs, random) = rest.split_once('-')?;
-    if random.is_empty() {
-        return None;
-    }
-    secs.parse().ok()
+    parse_name(name).map(|n| n.created)
 }
 
 /// The inode of the status file a request directory's name records
 /// (`req-SECONDS-RANDOM-INODE`), when it records one.
 pub fn status_inode(name: &OsStr) -> Option<u64> {
-    let rest = name.to_str()?.strip_prefix(PRIVATE_PREFIX)?;
-    let mut parts = rest.split('-');
-    let (_secs, _random, ino, None) = (parts.next()?, parts.next()?, parts.next()?, parts.next())
-    else {
-        return None;
-    };
-    ino.parse().ok()
+    parse_name(name)?.inode
 }
 
 /// Whether a private directory created at `created` (seconds) is older than
@@ -395,11 +422,12 @@ pub fn reserve(file: &File, len: usize) {
     }
 }
 
-/// Removes one private directory, when it is a real directory of ours: only the files
-/// stockade puts in a directory of its kind, then the directory itself, which fails,
-/// leaving it, if anything else is inside. Never recursively: a directory that merely
-/// looks like one of ours by name (the control base is whatever `STOCKADE_CONTROL_DIR`
-/// names, which may hold the user's own `out-2020-backups`) keeps what it holds.
+/// Removes one private directory, when it is a real directory of ours holding nothing
+/// but the files stockade puts in a directory of its kind: those files, then the
+/// directory. Never recursively, and nothing at all from a directory that holds
+/// anything else: one that merely looks like ours by name (the control base is whatever
+/// `STOCKADE_CONTROL_DIR` names, which may hold the user's own directories) keeps what
+/// it holds.
 pub fn remove_private(dir: &Path) {
     let Ok(meta) = std::fs::symlink_metadata(dir) else {
         return;
@@ -426,6 +454,23 @@ pub fn remove_private(dir: &Path) {
             stockade_policy::network_denials::LOG_FILE,
         ]
     };
+    // Anything else inside (a name stockade never writes there, or a directory by one
+    // of its names) means the directory is not one of ours after all: nothing in it is
+    // touched. A directory that cannot be listed is left too.
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let Ok(entry) = entry else { return };
+        let ours = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| names.contains(&n))
+            && entry.file_type().is_ok_and(|t| t.is_file());
+        if !ours {
+            return;
+        }
+    }
     for name in names {
         let _ = std::fs::remove_file(dir.join(name));
     }
@@ -616,10 +661,25 @@ mod tests {
     fn the_age_is_read_from_the_name() {
         let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
         let name = |s: &str| created_at(OsStr::new(s));
-        assert_eq!(name("req-999999-abc"), Some(999_999));
-        assert_eq!(name("out-5-x"), Some(5));
+        assert_eq!(name("req-999999-abcDEF012345"), Some(999_999));
+        assert_eq!(name("out-5-abcDEF012345"), Some(5));
         for bad in [
-            "req-abc", "req-12-", "foo-12-x", "req--x", ".swept", "req-1",
+            "req-abc",
+            "req-12-",
+            "foo-12-abcDEF012345",
+            "req--abcDEF012345",
+            ".swept",
+            "req-1",
+            "req-+5-abcDEF012345",
+            // The random part is exactly RANDOM_LEN letters and digits.
+            "out-2020-backups",
+            "out-5-abcDEF01234",
+            "out-5-abcDEF0123456",
+            "out-5-abcDEF01234_",
+            // Only request directories carry an inode; nothing follows it.
+            "out-5-abcDEF012345-7",
+            "req-5-abcDEF012345-7-8",
+            "req-5-abcDEF012345-x",
         ] {
             assert_eq!(name(bad), None, "{bad}");
         }
@@ -628,11 +688,52 @@ mod tests {
         assert!(!is_stale(1_000_000 - day, now));
         // A name from the future is not stale.
         assert!(!is_stale(2_000_000, now));
-        assert_eq!(created_at(OsStr::new("req-5-abc-77")), Some(5));
-        assert_eq!(status_inode(OsStr::new("req-5-abc-77")), Some(77));
-        for bad in ["req-5-abc", "req-5-abc-x", "req-5-abc-7-8", "out-5-abc-7"] {
+        assert_eq!(created_at(OsStr::new("req-5-abcDEF012345-77")), Some(5));
+        assert_eq!(status_inode(OsStr::new("req-5-abcDEF012345-77")), Some(77));
+        for bad in [
+            "req-5-abcDEF012345",
+            "req-5-abcDEF012345-x",
+            "req-5-abcDEF012345-7-8",
+            "out-5-abcDEF012345-7",
+            "req-5-abc-77",
+        ] {
             assert_eq!(status_inode(OsStr::new(bad)), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_new_private_directory_is_named_as_the_sweep_reads_names() {
+        let base = tempfile::tempdir().unwrap();
+        for prefix in [PRIVATE_PREFIX, SPILL_PREFIX] {
+            let dir = create_private_dir(base.path(), prefix).unwrap();
+            assert!(created_at(dir.file_name().unwrap()).is_some(), "{dir:?}");
+        }
+    }
+
+    #[test]
+    fn a_directory_holding_anything_stockade_never_writes_keeps_everything() {
+        let base = tempfile::tempdir().unwrap();
+        let make = |name: &str, files: &[&str]| {
+            let d = base.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            for f in files {
+                std::fs::write(d.join(f), "x").unwrap();
+            }
+            d
+        };
+        let ours = make("out-5-abcDEF012345", &["stdout", "stderr"]);
+        let users = make("out-6-abcDEF012345", &["stdout", "photo.jpg"]);
+        let nested = make("req-7-abcDEF012345-9", &["status"]);
+        std::fs::create_dir(nested.join("request")).unwrap();
+        for d in [&ours, &users, &nested] {
+            remove_private(d);
+        }
+        assert!(!ours.exists(), "a spill directory of ours was left");
+        assert!(
+            users.join("stdout").exists() && users.join("photo.jpg").exists(),
+            "files were removed from a directory that is not ours"
+        );
+        assert!(nested.join("status").exists() && nested.join("request").is_dir());
     }
 
     #[test]

@@ -504,16 +504,18 @@ fn the_sweep_removes_old_private_directories_by_name_at_most_every_few_minutes()
         }
         d
     };
-    let stale = make(&format!("req-{old}-abc"), &["status"]);
-    let stale_spill = make(&format!("out-{old}-abc"), &["stdout", "stderr"]);
-    let fresh = make(&format!("req-{now}-abc"), &["status"]);
+    let stale = make(&format!("req-{old}-abcDEF012345"), &["status"]);
+    let stale_spill = make(&format!("out-{old}-abcDEF012345"), &["stdout", "stderr"]);
+    let fresh = make(&format!("req-{now}-abcDEF012345"), &["status"]);
     let foreign = make(&format!("keep-{old}-abc"), &["status"]);
-    // Named like a spill directory, but holding what no spill holds (a base named by
-    // STOCKADE_CONTROL_DIR may be a directory the user keeps things in): only files
-    // named as spill files are removed from it, and it stays.
-    let lookalike = make("out-2020-backups", &["stdout", "photo.jpg"]);
-    std::fs::create_dir(lookalike.join("nested")).unwrap();
-    std::fs::write(lookalike.join("nested/stderr"), "kept").unwrap();
+    // A base named by STOCKADE_CONTROL_DIR may be a directory the user keeps things in.
+    // Named almost like a spill directory: not ours, untouched.
+    let lookalike = make(&format!("out-{old}-backups"), &["stdout", "stderr"]);
+    // Named exactly like one, but holding what no spill holds: not ours either, and
+    // nothing in it is removed (its `stdout` neither).
+    let holder = make(&format!("out-{old}-abcDEF012346"), &["stdout", "photo.jpg"]);
+    std::fs::create_dir(holder.join("stderr")).unwrap();
+    std::fs::write(holder.join("stderr/kept"), "kept").unwrap();
     // Swept recently: the next confine does not even look.
     fx.confine(&["--", "true"]);
     assert!(stale.exists(), "swept although the last sweep was just now");
@@ -535,8 +537,14 @@ fn the_sweep_removes_old_private_directories_by_name_at_most_every_few_minutes()
         "a directory not named by stockade was removed"
     );
     assert!(
-        lookalike.join("photo.jpg").exists() && lookalike.join("nested/stderr").exists(),
-        "the sweep removed what a directory named like a spill held besides spill files"
+        lookalike.join("stdout").exists() && lookalike.join("stderr").exists(),
+        "the sweep emptied a directory only named like a spill"
+    );
+    assert!(
+        holder.join("stdout").exists()
+            && holder.join("photo.jpg").exists()
+            && holder.join("stderr/kept").exists(),
+        "the sweep removed files from a directory holding what no spill holds"
     );
 }
 

@@ -170,7 +170,7 @@ fn a_forged_runner_failure_after_confinement_is_an_ordinary_failure() {
         - 3 * 24 * 3600;
     let base = private_dir(&c).parent().unwrap().to_path_buf();
     expired["statusPath"] = base
-        .join(format!("req-{old}-gone-1/status"))
+        .join(format!("req-{old}-goneGONEgone-1/status"))
         .display()
         .to_string()
         .into();
