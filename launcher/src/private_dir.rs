@@ -74,6 +74,8 @@ const SWEEP_STAMP: &str = ".swept";
 /// creation time. The sweep takes only names of exactly this shape for its own, so a
 /// directory of the user's that merely starts like one (`out-2020-backups`) is not.
 const RANDOM_LEN: usize = 12;
+/// The length of the random part in the names of earlier builds.
+const LEGACY_RANDOM_LEN: usize = 6;
 
 /// Shared temporary directories: `/tmp` is a writable root of every workspace-write
 /// policy, and `/dev/shm` is a world-writable memory filesystem. The base is never
@@ -358,14 +360,21 @@ fn parse_name(name: &OsStr) -> Option<Name> {
     let mut parts = rest.split('-');
     let created = number(parts.next()?)?;
     let random = parts.next()?;
-    if random.len() != RANDOM_LEN || !random.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        return None;
-    }
     let inode = match (parts.next(), parts.next()) {
         (None, _) => None,
         (Some(ino), None) if !spill => Some(number(ino)?),
         _ => return None,
     };
+    // Builds before this one used 6 random characters; a request directory they made
+    // (which has its inode by the time anyone reads it) is still read and swept after an
+    // upgrade.
+    let lengths: &[usize] = match inode {
+        Some(_) => &[RANDOM_LEN, LEGACY_RANDOM_LEN],
+        None => &[RANDOM_LEN],
+    };
+    if !lengths.contains(&random.len()) || !random.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
     Some(Name { created, inode })
 }
 
@@ -696,9 +705,13 @@ mod tests {
             "req-5-abcDEF012345-7-8",
             "out-5-abcDEF012345-7",
             "req-5-abc-77",
+            "req-5-abcdef",
         ] {
             assert_eq!(status_inode(OsStr::new(bad)), None, "{bad}");
         }
+        // A request directory of an earlier build (6 random characters) is still read.
+        assert_eq!(status_inode(OsStr::new("req-5-abcDEF-77")), Some(77));
+        assert_eq!(created_at(OsStr::new("req-5-abcDEF")), None);
     }
 
     #[test]
