@@ -360,6 +360,10 @@ fn live_member(pid: i32) -> Option<Member> {
     match read_stat(pid) {
         Err(Gone) => None,
         Ok(stat) if matches!(stat.state, 'Z' | 'X') && !has_live_threads(pid) => None,
+        Ok(_) if is_stage_init(pid) => Some(Member {
+            pid,
+            command: String::from(STAGE_INIT),
+        }),
         Ok(stat) => Some(Member {
             pid,
             command: command_of(pid).unwrap_or_else(|| printable(&stat.comm)),
@@ -370,6 +374,31 @@ fn live_member(pid: i32) -> Option<Member> {
             command: String::from("?"),
         }),
     }
+}
+
+/// How the namespace stage's init is listed among the live processes. It is a fork of
+/// the launcher, so its own command line would be `stockade run ...`, as if the
+/// launcher itself were left behind; it stays while it reaps what the command left.
+pub const STAGE_INIT: &str = "(stockade: the pid namespace's init, reaping what the command left)";
+
+/// Whether `pid` is the init of a pid namespace one level below ours: the stage's,
+/// under which the command runs. The kernel numbers it 1 there, and nothing the command
+/// does can give another process that number in that namespace (a namespace the
+/// command made would be a level further down).
+fn is_stage_init(pid: i32) -> bool {
+    read_small(format!("/proc/{pid}/status")).is_some_and(|status| is_child_ns_init(&status))
+}
+
+/// Whether a `/proc/PID/status` text shows pid 1 of a namespace one level down: an
+/// `NSpid:` line of exactly two numbers, the second 1.
+fn is_child_ns_init(status: &str) -> bool {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("NSpid:"))
+        .is_some_and(|ids| {
+            let ids: Vec<&str> = ids.split_whitespace().collect();
+            ids.len() == 2 && ids[1] == "1"
+        })
 }
 
 /// Whether a zombie thread-group leader still has a running thread.
@@ -689,6 +718,21 @@ mod tests {
             printable("a\u{1b}[2K\nb\tc\u{9b}d é"),
             "a\\u{1b}[2K\\nb\\tc\\u{9b}d é"
         );
+    }
+
+    #[test]
+    fn a_child_namespace_s_init_is_told_by_its_pid_there() {
+        let status = |nspid: &str| format!("Name:\tstockade\nNSpid:{nspid}\nPid:\t7\n");
+        assert!(is_child_ns_init(&status("\t4242\t1")));
+        // Our own namespace's processes, other processes of the namespace below, and the
+        // init of a namespace further down are not.
+        for other in ["\t4242", "\t4242\t2", "\t4242\t7\t1", "\t1"] {
+            assert!(!is_child_ns_init(&status(other)), "{other:?}");
+        }
+        // A command name is on the `Name:` line, never an `NSpid:` line of its own.
+        assert!(!is_child_ns_init("Name:\tNSpid:\t1\t1\nNSpid:\t9\n"));
+        // This test process is not one.
+        assert!(!is_stage_init(std::process::id() as i32));
     }
 
     #[test]

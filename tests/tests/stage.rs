@@ -421,6 +421,14 @@ fn a_command_that_leaves_nothing_behind_is_never_reported_with_the_stage_s_init(
         .map(|p| p["command"].as_str().unwrap().to_string())
         .collect();
     assert!(left.iter().any(|c| c == "sleep 1000"), "{left:?}");
+    // Init, still reaping, is listed as what it is, not under the command line it
+    // inherited from the launcher (`stockade run --json ...`).
+    assert!(
+        left.iter()
+            .any(|c| c == "(stockade: the pid namespace's init, reaping what the command left)"),
+        "{left:?}"
+    );
+    assert!(!left.iter().any(|c| c.contains("--grace")), "{left:?}");
     assert_eq!(tagged_processes(&tag), vec![], "survivors");
 }
 
