@@ -177,6 +177,17 @@ pub enum ValidationError {
     },
     /// Port 0 among the allowed TCP ports.
     TcpPortZero,
+    /// Network rules resolution never combines: allowed ports or DNS with the whole
+    /// network allowed (they would claim a limit that is not there).
+    ContradictoryNetwork {
+        why: &'static str,
+    },
+    /// A hidden path that is, or contains, the workspace or a writable root: resolution
+    /// refuses to hide where the command works, and such a rule would hide nothing.
+    HiddenCoversRoot {
+        hidden: PathBuf,
+        root: PathBuf,
+    },
     RelativeStatusPath {
         path: PathBuf,
     },
@@ -240,6 +251,15 @@ impl fmt::Display for ValidationError {
             ValidationError::TcpPortZero => {
                 f.write_str("request allows TCP port 0, which cannot be connected to")
             }
+            ValidationError::ContradictoryNetwork { why } => {
+                write!(f, "request's network rules contradict each other: {why}")
+            }
+            ValidationError::HiddenCoversRoot { hidden, root } => write!(
+                f,
+                "request hides {}, which contains {} where the command may write",
+                hidden.display(),
+                root.display()
+            ),
             ValidationError::BadDomains { why } => {
                 write!(f, "request's network by name is not usable: {why}")
             }
@@ -412,6 +432,35 @@ impl LaunchRequest {
         }
         if has_port_zero(&p.allow_tcp_connect) {
             return Err(ValidationError::TcpPortZero);
+        }
+        // (danger-full-access enforces no network rule, and resolution keeps its flags.)
+        if p.mode().is_confined() && p.network == crate::policy::Network::Allow {
+            if !p.allow_tcp_connect.is_empty() {
+                return Err(ValidationError::ContradictoryNetwork {
+                    why: "TCP ports are listed while the whole network is allowed",
+                });
+            }
+            if p.allow_dns {
+                return Err(ValidationError::ContradictoryNetwork {
+                    why: "DNS is allowed on its own while the whole network is allowed",
+                });
+            }
+        }
+        if p.mode().is_confined() && p.allow_dns && p.domains.is_some() {
+            return Err(ValidationError::ContradictoryNetwork {
+                why: "DNS is allowed beside the network by name, whose proxy resolves names",
+            });
+        }
+        // The same roots resolution judges hidden paths against.
+        let mut roots = grants::writable_roots(p);
+        roots.insert(0, p.workspace.clone());
+        for hidden in &p.hidden {
+            if let Some(root) = roots.iter().find(|root| root.starts_with(hidden)) {
+                return Err(ValidationError::HiddenCoversRoot {
+                    hidden: hidden.clone(),
+                    root: root.clone(),
+                });
+            }
         }
         if let Some(d) = &p.domains {
             let bad = |why: String| Err(ValidationError::BadDomains { why });
@@ -739,6 +788,39 @@ mod tests {
                 },
             );
         }
+        check(
+            &|r| r.policy.hidden.push("/".into()),
+            ValidationError::HiddenCoversRoot {
+                hidden: "/".into(),
+                root: "/work/ws".into(),
+            },
+        );
+        check(
+            &|r| r.policy.hidden.push("/srv/a".into()),
+            ValidationError::HiddenCoversRoot {
+                hidden: "/srv/a".into(),
+                root: "/srv/a".into(),
+            },
+        );
+        check(
+            &|r| {
+                r.policy.network = crate::policy::Network::Allow;
+                r.policy.allow_tcp_connect = vec![443];
+            },
+            ValidationError::ContradictoryNetwork {
+                why: "TCP ports are listed while the whole network is allowed",
+            },
+        );
+        check(
+            &|r| {
+                r.policy.network = crate::policy::Network::Allow;
+                r.policy.allow_tcp_connect.clear();
+                r.policy.allow_dns = true;
+            },
+            ValidationError::ContradictoryNetwork {
+                why: "DNS is allowed on its own while the whole network is allowed",
+            },
+        );
         check(
             &|r| r.policy.workspace = "/srv/../etc".into(),
             ValidationError::NonCanonicalPolicyPath {
