@@ -297,6 +297,7 @@ pub fn confine_inheriting(
         inherit,
         session,
         binding,
+        confined_in: crate::stage::mount_namespace(),
     };
     let write = || -> Result<(String, String, String), LauncherError> {
         request.validate().map_err(LauncherError::Invalid)?;

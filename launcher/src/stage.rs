@@ -403,6 +403,18 @@ fn report(err: &StageError) {
     let _ = io::stderr().write_all(line.as_bytes());
 }
 
+/// The mount namespace this process is in, as the request records it: the stage always
+/// leaves it (`CLONE_NEWNS` below), so the runner can tell a stage that ran from an argv
+/// that skipped it. `None` without `/proc`.
+pub fn mount_namespace() -> Option<stockade_policy::request::NamespaceId> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata("/proc/self/ns/mnt").ok()?;
+    Some(stockade_policy::request::NamespaceId {
+        dev: meta.dev(),
+        ino: meta.ino(),
+    })
+}
+
 /// The flags of `unshare` for `spec` (and a network namespace when `net`), as the
 /// caller `uid`.
 fn namespace_flags(spec: &MountPlan, net: bool, uid: u32) -> libc::c_int {

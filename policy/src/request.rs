@@ -33,7 +33,7 @@ use std::path::PathBuf;
 /// The first bytes of every launch request file.
 pub const MAGIC: [u8; 8] = *b"STKDREQ\n";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 4;
+pub const FORMAT_VERSION: u16 = 5;
 /// Magic, version and body length.
 pub const HEADER_LEN: usize = 8 + 2 + 4;
 /// The largest request file accepted (4 MiB): larger than any argv + environment the
@@ -73,6 +73,19 @@ pub struct LaunchRequest {
     /// The executable and working directory as they were when the command was confined:
     /// the runner refuses to start anything else (see [`crate::binding`]).
     pub binding: Binding,
+    /// The mount namespace `confine` ran in, when it could tell (`None`: `/proc` was not
+    /// there to ask). The namespace stage always starts the runner in a new one, so a
+    /// runner still in this one was not started by the stage, whatever else looks as the
+    /// stage leaves it (a `/` that is read-only of its own).
+    pub confined_in: Option<NamespaceId>,
+}
+
+/// A namespace as the kernel names it to `stat(2)` of `/proc/PID/ns/KIND`: the device
+/// and inode of its nsfs file, equal for two processes exactly when they share it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamespaceId {
+    pub dev: u64,
+    pub ino: u64,
 }
 
 /// Why request bytes could not be decoded.
@@ -545,6 +558,7 @@ impl LaunchRequest {
                     },
                 },
             },
+            confined_in: None,
         }
     }
 }
@@ -636,6 +650,10 @@ mod tests {
                 }),
                 cwd: CwdBinding::Inherited,
             },
+            confined_in: Some(NamespaceId {
+                dev: 4,
+                ino: 4_026_531_841,
+            }),
         }
     }
 

@@ -183,7 +183,7 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     // Checked only when promised: the check is a few system calls, and a runner started
     // without the stage must not pay for it. Before the filter, which refuses the
     // netlink socket the network namespace's check reads interfaces through.
-    let staged = request.promised.namespaces && stage::achieved(policy);
+    let staged = request.promised.namespaces && stage::achieved(policy, request.confined_in);
     // With the network by name under the stage, the command's network namespace holds
     // the network (a stage that did not run is refused below, before anything starts).
     let netns = request.promised.namespaces && policy.domains().is_some();

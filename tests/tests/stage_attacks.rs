@@ -770,3 +770,105 @@ fn a_hidden_or_protected_path_whose_name_is_not_utf8_is_bound_by_the_stage() {
         .unwrap();
     assert_eq!(text(&out.stdout), "WROTE\n", "{}", text(&out.stderr));
 }
+
+/// The runner counts the stage as run only from traces it leaves: with shared pids and
+/// no network by name, the trace used to be a read-only `/` alone, which a machine can
+/// have of its own (an image booted read-only). There an argv edited to start the runner
+/// directly ran the command without the stage while the report said `enforced`. The
+/// request now records the mount namespace `confine` ran in, and the runner refuses to
+/// count a stage that left it in that one.
+#[test]
+fn an_argv_with_the_stage_stripped_is_refused_on_a_machine_whose_root_is_read_only() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): an_argv_with_the_stage_stripped_on_a_read_only_root");
+        return;
+    }
+    let fx = Fixture::staged();
+    if !staged_here(&fx) {
+        eprintln!(
+            "SKIPPED (needs namespaces): an_argv_with_the_stage_stripped_on_a_read_only_root"
+        );
+        return;
+    }
+    // A mount namespace in which `/` is read-only and only the fixture is writable, held
+    // open by a shell that waits; every step below enters it.
+    struct Holder(std::process::Child);
+    impl Drop for Holder {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut holder = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(
+            "mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro / && echo ready && exec sleep 1000",
+        )
+        .arg(&fx.root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = holder.stdout.take().unwrap();
+    let holder = Holder(holder);
+    let mut ready = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut ready).unwrap();
+    assert_eq!(ready, "ready\n");
+    let inside = |cmd: &Command| {
+        let mut c = Command::new("nsenter");
+        c.arg("-t")
+            .arg(holder.0.id().to_string())
+            .arg("-m")
+            .arg(format!("--wd={}", fx.ws.display()))
+            .arg("--")
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        c.current_dir(&fx.ws).stdin(Stdio::null());
+        c
+    };
+    let confine = || {
+        let out = inside(&fx.stockade([
+            "confine",
+            "--share-pids",
+            "--mode",
+            "workspace-write",
+            "--",
+            "touch",
+            "ran",
+        ]))
+        .output()
+        .unwrap();
+        assert_code(&out, 0);
+        let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(c["guarantees"]["metadata"]["status"], "enforced", "{c}");
+        confined_argv(&c)
+    };
+    // Control: the argv as printed runs the command there.
+    let argv = confine();
+    assert_eq!(argv[1], "__stage", "{argv:?}");
+    let out = inside(Command::new(&argv[0]).args(&argv[1..]))
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(fx.ws.join("ran").exists());
+    std::fs::remove_file(fx.ws.join("ran")).unwrap();
+    // The same with the stage cut off: `/` is read-only and the pids are shared, as the
+    // stage would leave them, but this is the namespace `confine` ran in.
+    let argv = confine();
+    let dash = argv.iter().position(|a| a == "--").unwrap();
+    let out = inside(Command::new(&argv[dash + 1]).args(&argv[dash + 2..]))
+        .output()
+        .unwrap();
+    drop(holder);
+    assert_code(&out, 125);
+    let line = runner_failure_line(&out);
+    assert!(line.contains("less than was reported"), "{line}");
+    assert!(!fx.ws.join("ran").exists(), "the command ran");
+}
