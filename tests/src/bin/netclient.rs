@@ -151,7 +151,10 @@ fn main() {
         "around" => {
             let proxy = proxy_addr("HTTP_PROXY");
             let port = proxy.rsplit(':').next().and_then(|p| p.parse().ok());
-            println!("{}", direct_to(arg(1), port.expect("a port in $HTTP_PROXY")));
+            println!(
+                "{}",
+                direct_to(arg(1), port.expect("a port in $HTTP_PROXY"))
+            );
         }
         "parallel" => {
             let n: usize = arg(1).parse().expect("a count");
