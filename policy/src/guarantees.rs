@@ -963,7 +963,7 @@ mod tests {
         // does not claim every connection then.
         let unix = Asks {
             allow_unix_sockets: true,
-            ..asks.clone()
+            ..asks
         };
         let note_of_unix = note(&unix).unwrap();
         assert!(
