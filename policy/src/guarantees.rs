@@ -570,6 +570,11 @@ fn note(
         (Guarantee::Metadata, Mode::WorkspaceWrite, GuaranteeStatus::Unavailable) => Some(
             "without the namespace stage, only stockade run puts a shared writable root's own mode and owner (/tmp as root) back, once the command has settled",
         ),
+        // A pathname unix socket is reached through the filesystem, not the network
+        // namespace: a service behind one (D-Bus, docker) connects wherever it likes.
+        (Guarantee::DomainFilter, _, GuaranteeStatus::Enforced) if asks.allow_unix_sockets => Some(
+            "the command's network namespace has only loopback, where only the proxy listens: every TCP/IP connection it makes is decided by name; with --allow-unix-sockets it can still reach services outside through their unix sockets (a D-Bus, systemd or docker socket), which connect wherever they like",
+        ),
         (Guarantee::DomainFilter, _, GuaranteeStatus::Enforced) => Some(
             "the command's network namespace has only loopback, where only the proxy listens: every connection it makes is decided by name",
         ),
@@ -948,6 +953,24 @@ mod tests {
                 GuaranteeStatus::Enforced
             );
         }
+        let note = |asks: &Asks| report(asks, &facts(7, true))["domainFilter"].note.clone();
+        let note_of_plain = note(&asks).unwrap();
+        assert!(
+            note_of_plain.contains("every connection"),
+            "{note_of_plain}"
+        );
+        // A unix socket leads outside whatever the network namespace holds: the note
+        // does not claim every connection then.
+        let unix = Asks {
+            allow_unix_sockets: true,
+            ..asks
+        };
+        let note_of_unix = note(&unix).unwrap();
+        assert!(
+            note_of_unix.contains("every TCP/IP connection")
+                && note_of_unix.contains("--allow-unix-sockets"),
+            "{note_of_unix}"
+        );
         // Without it: the port rule holds the network, and the report says the domain
         // filter is not enforced, with what that leaves open; enforcement is untouched
         // (not a file effect).

@@ -700,3 +700,94 @@ fn a_name_resolving_to_one_of_the_hosts_own_public_addresses_is_refused_unless_a
     .join()
     .unwrap();
 }
+
+/// Without a network namespace, Landlock lets the command connect to the proxy's port
+/// number on any address (its rules name ports, not addresses), so that number must not
+/// be one a service of this machine already listens on at another of its addresses
+/// (`[::1]`, `127.0.0.2`, a LAN address): the command would reach it around the proxy.
+/// A port picked free on `127.0.0.1` alone can be such a one. Played in a network
+/// namespace of the test's own whose ephemeral range (where the kernel picks the port)
+/// is 20 ports, 18 of them taken by a service on `[::1]`: each run's port must be one of
+/// the other two, where nothing answers.
+#[test]
+fn the_proxy_port_is_not_one_a_local_service_listens_on_at_another_address() {
+    const NAME: &str = "the_proxy_port_is_not_one_a_local_service_listens_on";
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): {NAME}");
+        return;
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        eprintln!("SKIPPED (no ip command): {NAME}");
+        return;
+    }
+    // A thread of its own: a namespace entered with unshare is the calling thread's.
+    std::thread::spawn(|| {
+        // SAFETY: unshare changes only this thread's network namespace.
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0, "unshare");
+        let st = Command::new("ip")
+            .args(["link", "set", "lo", "up"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // This namespace's own setting (the machine's is untouched).
+        std::fs::write("/proc/sys/net/ipv4/ip_local_port_range", "40000 40019").unwrap();
+        let (first, taken) = (40000u16, 18u16);
+        for port in first..first + taken {
+            let listener = TcpListener::bind(("::1", port)).unwrap();
+            std::thread::spawn(move || {
+                for mut s in listener.incoming().flatten() {
+                    let _ = s.write_all(b"a local service\n");
+                }
+            });
+        }
+        let script = format!(
+            "echo HTTP_PROXY=\"$HTTP_PROXY\"; {} around ::1",
+            bin("netclient").display()
+        );
+        let fx = Fixture::new();
+        for _ in 0..3 {
+            let out = fx
+                .stockade([
+                    "run",
+                    "--allow-domain",
+                    "example.org",
+                    "--",
+                    "sh",
+                    "-c",
+                    &script,
+                ])
+                .output()
+                .unwrap();
+            let printed = text(&out.stdout);
+            let port = proxy_port(&printed);
+            assert!(
+                (first..first + 20).contains(&port),
+                "the namespace's range was not used: {printed}"
+            );
+            assert!(
+                printed.ends_with("errno ECONNREFUSED\n"),
+                "port {port}: {printed}{}",
+                text(&out.stderr)
+            );
+        }
+        // Control: the service on [::1] is reachable from a sandbox the network is
+        // allowed to.
+        let out = fx
+            .stockade([
+                "run",
+                "--network",
+                "allow",
+                "--env",
+                &format!("HTTP_PROXY=http://127.0.0.1:{first}"),
+                "--",
+                &bin("netclient").to_string_lossy(),
+                "around",
+                "::1",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(lines(&out), ["ok"], "{}", text(&out.stderr));
+    })
+    .join()
+    .unwrap();
+}

@@ -97,13 +97,98 @@ impl Shared {
     }
 }
 
-/// A free port on the host's loopback for the proxy: the kernel picks one, and it is
-/// released at once so that the proxy host can bind it when the command starts. Another
-/// process taking it in between makes that start fail (a runner failure that says so),
-/// never run the command with another listener on its proxy port.
+/// A free port for the proxy: the kernel picks one, and it is released at once so that
+/// the proxy host can bind it on the host's `127.0.0.1` when the command starts. Another
+/// process taking it on `127.0.0.1` in between makes that start fail (a runner failure
+/// that says so), never run the command with another listener on its proxy port.
+///
+/// The port is picked free on *every* address, not only on `127.0.0.1`: where no network
+/// namespace holds the command, Landlock lets it connect to this port number on any
+/// address, and a port the kernel picked free on `127.0.0.1` alone can be one a service
+/// of this machine listens on at another of its addresses (`[::1]`, `127.0.0.2`, a LAN
+/// address), which the command could then reach around the proxy. A dual-stack wildcard
+/// bind (`[::]`, taking IPv4 too) conflicts with every such listener, so the kernel
+/// picks around them; without IPv6, `0.0.0.0` does the same for IPv4. The socket is
+/// bound only, never listening: nothing can connect to it meanwhile.
 pub fn reserve_port() -> io::Result<u16> {
-    let probe = TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
-    Ok(probe.local_addr()?.port())
+    match bound_port(libc::AF_INET6) {
+        Ok(port) => Ok(port),
+        // No IPv6 in this kernel or namespace: then nothing listens on an IPv6 address.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL)
+            ) =>
+        {
+            bound_port(libc::AF_INET)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Binds a TCP socket of `family` to its wildcard address and port 0 (dual-stack for
+/// IPv6), and returns the port the kernel chose; the socket is closed on return.
+fn bound_port(family: libc::c_int) -> io::Result<u16> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: socket() takes no pointers and returns a new descriptor or -1.
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just created and belongs to nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let check = |r: libc::c_int| {
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    // SAFETY: all-zero sockaddr_in6/sockaddr_in are the wildcard address with port 0;
+    // each call reads or writes at most the length it is given, from a struct that
+    // lives across the call.
+    unsafe {
+        if family == libc::AF_INET6 {
+            // Explicitly: the system default (`net.ipv6.bindv6only`) may be IPv6 only.
+            let off: libc::c_int = 0;
+            check(libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::IPPROTO_IPV6,
+                libc::IPV6_V6ONLY,
+                (&off as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            ))?;
+            let mut addr: libc::sockaddr_in6 = std::mem::zeroed();
+            addr.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            let mut len = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+            check(libc::bind(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_in6).cast(),
+                len,
+            ))?;
+            check(libc::getsockname(
+                fd.as_raw_fd(),
+                (&mut addr as *mut libc::sockaddr_in6).cast(),
+                &mut len,
+            ))?;
+            Ok(u16::from_be(addr.sin6_port))
+        } else {
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            check(libc::bind(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_in).cast(),
+                len,
+            ))?;
+            check(libc::getsockname(
+                fd.as_raw_fd(),
+                (&mut addr as *mut libc::sockaddr_in).cast(),
+                &mut len,
+            ))?;
+            Ok(u16::from_be(addr.sin_port))
+        }
+    }
 }
 
 /// Stack size of a connection thread: it parses a bounded head and copies through heap

@@ -9,6 +9,8 @@
 //! - `get URL [follow]`: a plain HTTP GET through `$HTTP_PROXY`; with `follow`, a
 //!   redirect's `Location` is requested next, through the proxy too; prints each status;
 //! - `direct PORT`: a TCP connect to 127.0.0.1:PORT without the proxy: `ok` or the errno;
+//! - `around ADDR`: a TCP connect to ADDR at the proxy's own port number (from
+//!   `$HTTP_PROXY`), without the proxy: `ok` or the errno;
 //! - `parallel N HOST PORT`: N tunnels at once, each echoing its own bytes: `ok N`;
 //! - `abuse HOST PORT`: a slow client (half a head, then nothing), garbage, and an
 //!   oversized head, then a good tunnel while the slow one is still open: each result.
@@ -112,7 +114,11 @@ fn get(url: &str, follow: bool) -> Vec<String> {
 }
 
 fn direct(port: u16) -> String {
-    match TcpStream::connect(("127.0.0.1", port)) {
+    direct_to("127.0.0.1", port)
+}
+
+fn direct_to(addr: &str, port: u16) -> String {
+    match TcpStream::connect((addr, port)) {
         Ok(_) => "ok".into(),
         Err(e) => match e.raw_os_error() {
             Some(libc::EACCES) => "errno EACCES".into(),
@@ -142,6 +148,14 @@ fn main() {
             }
         }
         "direct" => println!("{}", direct(port(1))),
+        "around" => {
+            let proxy = proxy_addr("HTTP_PROXY");
+            let port = proxy.rsplit(':').next().and_then(|p| p.parse().ok());
+            println!(
+                "{}",
+                direct_to(arg(1), port.expect("a port in $HTTP_PROXY"))
+            );
+        }
         "parallel" => {
             let n: usize = arg(1).parse().expect("a count");
             let (host, p) = (arg(2).to_string(), arg(3).to_string());
