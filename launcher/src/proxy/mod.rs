@@ -111,84 +111,43 @@ impl Shared {
 /// picks around them; without IPv6, `0.0.0.0` does the same for IPv4. The socket is
 /// bound only, never listening: nothing can connect to it meanwhile.
 pub fn reserve_port() -> io::Result<u16> {
-    match bound_port(libc::AF_INET6) {
+    use nix::sys::socket::{AddressFamily, SockaddrIn, SockaddrIn6};
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
+    let v6 = SockaddrIn6::from(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 0, 0, 0));
+    match bound_port(AddressFamily::Inet6, &v6) {
         Ok(port) => Ok(port),
         // No IPv6 in this kernel or namespace: then nothing listens on an IPv6 address.
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EAFNOSUPPORT | libc::EADDRNOTAVAIL)
-            ) =>
-        {
-            bound_port(libc::AF_INET)
+        Err(nix::errno::Errno::EAFNOSUPPORT | nix::errno::Errno::EADDRNOTAVAIL) => {
+            let v4 = SockaddrIn::from(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+            bound_port(AddressFamily::Inet, &v4).map_err(io::Error::from)
         }
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
-/// Binds a TCP socket of `family` to its wildcard address and port 0 (dual-stack for
-/// IPv6), and returns the port the kernel chose; the socket is closed on return.
-fn bound_port(family: libc::c_int) -> io::Result<u16> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    // SAFETY: socket() takes no pointers and returns a new descriptor or -1.
-    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the descriptor was just created and belongs to nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let check = |r: libc::c_int| {
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+/// Binds a TCP socket of `family` to `wildcard` (port 0; dual-stack for IPv6), and
+/// returns the port the kernel chose; the socket is closed on return.
+fn bound_port(
+    family: nix::sys::socket::AddressFamily,
+    wildcard: &dyn nix::sys::socket::SockaddrLike,
+) -> nix::Result<u16> {
+    use nix::sys::socket::{
+        AddressFamily, SockFlag, SockType, SockaddrStorage, bind, getsockname, setsockopt, socket,
+        sockopt,
     };
-    // SAFETY: all-zero sockaddr_in6/sockaddr_in are the wildcard address with port 0;
-    // each call reads or writes at most the length it is given, from a struct that
-    // lives across the call.
-    unsafe {
-        if family == libc::AF_INET6 {
-            // Explicitly: the system default (`net.ipv6.bindv6only`) may be IPv6 only.
-            let off: libc::c_int = 0;
-            check(libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::IPPROTO_IPV6,
-                libc::IPV6_V6ONLY,
-                (&off as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            ))?;
-            let mut addr: libc::sockaddr_in6 = std::mem::zeroed();
-            addr.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-            let mut len = std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
-            check(libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_in6).cast(),
-                len,
-            ))?;
-            check(libc::getsockname(
-                fd.as_raw_fd(),
-                (&mut addr as *mut libc::sockaddr_in6).cast(),
-                &mut len,
-            ))?;
-            Ok(u16::from_be(addr.sin6_port))
-        } else {
-            let mut addr: libc::sockaddr_in = std::mem::zeroed();
-            addr.sin_family = libc::AF_INET as libc::sa_family_t;
-            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            check(libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_in).cast(),
-                len,
-            ))?;
-            check(libc::getsockname(
-                fd.as_raw_fd(),
-                (&mut addr as *mut libc::sockaddr_in).cast(),
-                &mut len,
-            ))?;
-            Ok(u16::from_be(addr.sin_port))
-        }
+    use std::os::fd::AsRawFd;
+    let fd = socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)?;
+    if family == AddressFamily::Inet6 {
+        // Explicitly: the system default (`net.ipv6.bindv6only`) may be IPv6 only.
+        setsockopt(&fd, sockopt::Ipv6V6Only, &false)?;
     }
+    bind(fd.as_raw_fd(), wildcard)?;
+    let bound: SockaddrStorage = getsockname(fd.as_raw_fd())?;
+    bound
+        .as_sockaddr_in6()
+        .map(|a| a.port())
+        .or_else(|| bound.as_sockaddr_in().map(|a| a.port()))
+        .ok_or(nix::errno::Errno::EAFNOSUPPORT)
 }
 
 /// Stack size of a connection thread: it parses a bounded head and copies through heap
