@@ -12,7 +12,8 @@
 //! - beneath a place every confined command of the user is granted or anyone can write,
 //!   whatever this policy says: `/tmp`, `/var/tmp`, `/dev/shm`, the launcher's and the
 //!   target's `$TMPDIR` when a command could be granted it (another command may be);
-//! - in a file or directory on the path that is writable by every user, or owned by
+//! - in a file or directory on the path that is writable by every user, by a group other
+//!   than the user's private one (or through an access control list), or owned by
 //!   someone other than the invoking user or root (they could swap it).
 //!
 //! A dynamically linked runner (a development build) runs the loader's choice of code
@@ -151,8 +152,9 @@ fn has_interpreter(path: &Path) -> bool {
 
 /// Why `path` (absolute) is a place a confined command could write, if it is: beneath a
 /// writable root of `policy` or a shared scratch directory, or a file or directory on
-/// its path (from the nearest one that exists) is writable by every user or owned by
-/// someone other than the user or root.
+/// its path (from the nearest one that exists) is writable by every user, by a group
+/// other than the user's private one or through an ACL, or owned by someone other than
+/// the user or root.
 fn exposure(
     path: &Path,
     policy: &Policy,
@@ -195,6 +197,26 @@ fn exposure(
         if meta.mode() & 0o002 != 0 {
             return Err(format!("{} is writable by every user", p.display()));
         }
+        // Nor one a group can write: its other members could swap the binary between
+        // this check and the `execve` of the argv (renaming the checked file away, then
+        // back), or rewrite it in place. Only the user's private group is harmless, and
+        // only without an access control list (whose named entries the group bits then
+        // stand for).
+        if meta.mode() & 0o020 != 0 {
+            if has_access_acl(p) {
+                return Err(format!(
+                    "{} is writable through its access control list",
+                    p.display()
+                ));
+            }
+            if private_group(invoker.uid) != Some(meta.gid()) {
+                return Err(format!(
+                    "{} is writable by its group (gid {}), whose other members could replace what it holds",
+                    p.display(),
+                    meta.gid()
+                ));
+            }
+        }
         if meta.uid() != 0 && meta.uid() != invoker.uid {
             return Err(format!(
                 "{} is owned by uid {}, neither the invoking user nor root",
@@ -204,6 +226,36 @@ fn exposure(
         }
     }
     Ok(())
+}
+
+/// The private group of `uid` (see `roots::private_group`), from the local files.
+fn private_group(uid: u32) -> Option<u32> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
+    roots::private_group(&passwd, &group, uid)
+}
+
+/// Whether `path` carries a POSIX access ACL. An answer other than "no such attribute"
+/// or "not supported here" counts as yes: the caller then refuses.
+fn has_access_acl(path: &Path) -> bool {
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return true;
+    };
+    // SAFETY: both strings are NUL-terminated and outlive the call; a null buffer of
+    // size 0 asks only for the attribute's size.
+    let n = unsafe {
+        libc::getxattr(
+            c_path.as_ptr(),
+            c"system.posix_acl_access".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    if n >= 0 {
+        return true;
+    }
+    let errno = std::io::Error::last_os_error().raw_os_error();
+    !matches!(errno, Some(libc::ENODATA) | Some(libc::EOPNOTSUPP))
 }
 
 #[cfg(test)]

@@ -84,6 +84,40 @@ pub fn home_from_passwd(passwd: &str, uid: u32) -> Option<PathBuf> {
     })
 }
 
+/// The private group of `uid` in the text of `/etc/passwd` and `/etc/group`: its primary
+/// group, when no other account in `passwd` has that group as its primary one and
+/// `group` lists no member but the user. A file or directory writable by such a group
+/// is writable by nobody else, so it is no way for another user in (a user private
+/// group, as `umask 002` systems give every account). `None` when the user has no
+/// `passwd` entry or the group is shared. Read directly, not through NSS (the binaries
+/// are static): a group that only a network directory defines is judged by the local
+/// files alone.
+pub fn private_group(passwd: &str, group: &str, uid: u32) -> Option<u32> {
+    let entries = || {
+        passwd.lines().filter_map(|line| {
+            let fields: Vec<&str> = line.split(':').collect();
+            let uid = fields.get(2)?.parse::<u32>().ok()?;
+            let gid = fields.get(3)?.parse::<u32>().ok()?;
+            Some((fields[0], uid, gid))
+        })
+    };
+    let (name, _, gid) = entries().find(|&(_, u, _)| u == uid)?;
+    if entries().any(|(_, u, g)| g == gid && u != uid) {
+        return None;
+    }
+    for line in group.lines() {
+        let fields: Vec<&str> = line.split(':').collect();
+        if fields.get(2).and_then(|g| g.parse::<u32>().ok()) != Some(gid) {
+            continue;
+        }
+        let members = fields.get(3).copied().unwrap_or("");
+        if members.split(',').any(|m| !m.is_empty() && m != name) {
+            return None;
+        }
+    }
+    Some(gid)
+}
+
 /// Why a root is too broad to be writable, when it is.
 pub fn broad_reason(root: &Path, homes: &[PathBuf]) -> Option<String> {
     if root == Path::new("/") {
@@ -323,6 +357,24 @@ mod tests {
         assert_eq!(home_from_passwd(passwd, 0), Some("/root".into()));
         assert_eq!(home_from_passwd(passwd, 1000), Some("/home/u".into()));
         assert_eq!(home_from_passwd(passwd, 5), None);
+    }
+
+    #[test]
+    fn a_private_group_is_the_primary_group_no_one_else_has_or_joins() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      u:x:1000:1000::/home/u:/bin/sh\n\
+                      v:x:1001:100::/home/v:/bin/sh\n\
+                      w:x:1002:100::/home/w:/bin/sh\n\
+                      x:x:1003:1003::/home/x:/bin/sh\n";
+        let group = "root:x:0:\nusers:x:100:\nu:x:1000:u\nx:x:1003:u\n";
+        assert_eq!(private_group(passwd, group, 0), Some(0));
+        // Listing the user itself as a member changes nothing.
+        assert_eq!(private_group(passwd, group, 1000), Some(1000));
+        // A primary group shared with another account, or one another user joins.
+        assert_eq!(private_group(passwd, group, 1001), None);
+        assert_eq!(private_group(passwd, group, 1003), None);
+        // No passwd entry: nothing is known to be private.
+        assert_eq!(private_group(passwd, group, 5), None);
     }
 
     #[test]

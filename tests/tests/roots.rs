@@ -140,6 +140,94 @@ fn a_launcher_beneath_the_workspace_is_refused() {
     assert_code(&run(&safe), 0);
 }
 
+/// Gives `dir` an access ACL granting uid `uid` rwx (what `setfacl -m u:UID:rwx` writes):
+/// the xattr's version 2 header, then the entries in the kernel's order.
+fn grant_acl(dir: &Path, uid: u32) {
+    use std::os::unix::ffi::OsStrExt;
+    let mut acl = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in [
+        (0x01u16, 7u16, u32::MAX), // the owner
+        (0x02, 7, uid),            // the named user
+        (0x04, 5, u32::MAX),       // the owning group
+        (0x10, 7, u32::MAX),       // the mask
+        (0x20, 5, u32::MAX),       // others
+    ] {
+        acl.extend_from_slice(&tag.to_le_bytes());
+        acl.extend_from_slice(&perm.to_le_bytes());
+        acl.extend_from_slice(&id.to_le_bytes());
+    }
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: NUL-terminated strings and a buffer that outlive the call.
+    let rc = unsafe {
+        libc::setxattr(
+            path.as_ptr(),
+            c"system.posix_acl_access".as_ptr(),
+            acl.as_ptr().cast(),
+            acl.len(),
+            0,
+        )
+    };
+    assert_eq!(rc, 0, "setxattr: {}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn a_runner_in_a_directory_another_group_or_an_acl_can_write_is_refused() {
+    if !stockade_tests::is_root() {
+        eprintln!(
+            "SKIPPED (needs root): a_runner_in_a_directory_another_group_or_an_acl_can_write_is_refused"
+        );
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    let script = format!("touch {}", marker.display());
+    let dir = fx.root.join("shared-bin");
+    let runner = copy_binary(&runner_bin(), &dir, "stockade-runner");
+    let run = |what: &str| {
+        fx.stockade([what, "--", "sh", "-c", &script])
+            .env("STOCKADE_RUNNER", &runner)
+            .output()
+            .unwrap()
+    };
+    // Owned by root, closed to others, but writable by a group root's commands do not
+    // own (nogroup): any member could rename the runner away after confine checked it
+    // and put theirs there, which the executor then starts as root, unconfined.
+    std::os::unix::fs::chown(&dir, Some(0), Some(65534)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o2775)).unwrap();
+    for what in ["run", "confine"] {
+        let out = run(what);
+        let line = refusal(&out);
+        assert!(
+            line.contains("writable by its group (gid 65534)") && line.contains("shared-bin"),
+            "{line}"
+        );
+        assert!(out.stdout.is_empty(), "{out:?}");
+    }
+    assert!(fx.leftover_requests().is_empty());
+    assert!(!marker.exists());
+    // The same through an ACL naming another user, on a directory of root's own group:
+    // the group bits then stand for the ACL's mask.
+    std::os::unix::fs::chown(&dir, Some(0), Some(0)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    grant_acl(&dir, 65534);
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+    assert_eq!(
+        mode & 0o070,
+        0o070,
+        "the ACL's mask shows as the group bits"
+    );
+    let line = refusal(&run("run"));
+    assert!(line.contains("access control list"), "{line}");
+    assert!(!marker.exists());
+    // Positive control: the same directory closed to group and others (chmod drops
+    // the ACL's mask to r-x, which takes the named entry's write away).
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = run("run");
+    assert_code(&out, 0);
+    assert!(marker.exists());
+}
+
 #[test]
 fn a_tmpdir_linked_by_an_earlier_command_into_a_secret_directory_is_not_granted() {
     let fx = Fixture::new();
