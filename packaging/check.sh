@@ -57,6 +57,9 @@ lintian --fail-on error,warning --tag-display-limit 0 "$deb" \
 # The profile is loaded on install where AppArmor is enabled (dh_apparmor's snippet).
 dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./postinst 2>/dev/null | grep -q 'apparmor_parser' \
     || fail "the .deb's postinst does not load the AppArmor profile"
+# ... and unloaded on removal, which dh_apparmor leaves to the package (its prerm).
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./prerm 2>/dev/null | grep -q 'apparmor_parser -R' \
+    || fail "the .deb's prerm does not unload the AppArmor profile"
 
 say "installing"
 dpkg -i "$deb" >/dev/null
