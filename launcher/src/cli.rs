@@ -42,7 +42,7 @@ pub enum Command {
     /// Write a launch request for CMD and print the ConfinedArgv JSON an executor spawns.
     #[command(after_help = "Examples:
   stockade confine --mode read-only -- bash -c 'ls /root' > c.json
-  \"$(jq -r '.argv[0]' c.json)\" --request \"$(jq -r '.argv[2]' c.json)\" 2> err; echo $? > code
+  mapfile -t argv < <(jq -r '.argv[]' c.json); \"${argv[@]}\" 2> err; echo $? > code
   stockade classify --confined c.json --exit-code \"$(cat code)\" --stderr err")]
     Confine(ConfineArgs),
     /// Run CMD confined and supervised: everything it starts is ended with it; output
@@ -70,13 +70,13 @@ pub enum Command {
     /// consuming or running it.
     #[command(after_help = "Examples:
   stockade confine --mode read-only -- ls /root > c.json
-  stockade explain \"$(jq -r '.argv[2]' c.json)\"")]
+  stockade explain \"$(jq -r '.argv[] | select(test(\"/request$\"))' c.json)\"")]
     Explain(ExplainArgs),
 }
 
 #[derive(Args, Debug)]
 pub struct ExplainArgs {
-    /// The request file: `argv[2]` of the ConfinedArgv.
+    /// The request file: the argument after `--request` in the ConfinedArgv's `argv`.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
 }

@@ -160,8 +160,8 @@ fn see_also(w: &mut dyn Write, pages: &[&str]) -> std::io::Result<()> {
 
 const WALKTHROUGH: &[(&str, &str)] = &[
     (
-        "Run a command confined to the current directory (workspace-write, the default). The kernel refuses the write outside it; stockade adds a marker and exits with the command's code:",
-        "stockade run -- bash -c 'echo hello > hello.txt; touch /etc/nope'\nhello\ntouch: cannot touch '/etc/nope': Permission denied\n[sandbox: file access denied under workspace-write mode]",
+        "Run a command confined to the current directory (workspace-write, the default). The kernel refuses the write outside it (Read-only file system under the namespace stage, which mounts everything outside the writable roots read-only; Permission denied, Landlock's answer, where the stage cannot run); stockade adds a marker and exits with the command's code:",
+        "stockade run -- bash -c 'echo hello > hello.txt; cat hello.txt; touch /etc/nope'\nhello\ntouch: cannot touch '/etc/nope': Read-only file system\n[sandbox: file access denied under workspace-write mode]",
     ),
     (
         "Read-only, with a time limit, output captured as one JSON document:",
@@ -173,11 +173,11 @@ const WALKTHROUGH: &[(&str, &str)] = &[
     ),
     (
         "As a confine provider: prepare the command, spawn the argv yourself, then ask for a verdict (denied, runner failed, or an ordinary failure):",
-        "stockade confine --mode read-only -- bash -c 'echo hi > note.txt' > c.json\n\"$(jq -r '.argv[0]' c.json)\" --request \"$(jq -r '.argv[2]' c.json)\" 2> err; code=$?\nstockade classify --confined c.json --exit-code \"$code\" --stderr err",
+        "stockade confine --mode read-only -- bash -c 'echo hi > note.txt' > c.json\nmapfile -t argv < <(jq -r '.argv[]' c.json); \"${argv[@]}\" 2> err; code=$?\nstockade classify --confined c.json --exit-code \"$code\" --stderr err",
     ),
     (
         "Debug a prepared request before running it: its argv, cwd, environment and filesystem grants, and whether the runner would accept it (nothing is consumed):",
-        "stockade confine --mode read-only -- ls /root > c.json\nstockade explain \"$(jq -r '.argv[2]' c.json)\"",
+        "stockade confine --mode read-only -- ls /root > c.json\nstockade explain \"$(jq -r '.argv[] | select(test(\"/request$\"))' c.json)\"",
     ),
 ];
 
