@@ -225,6 +225,9 @@ mod tests {
         ("PGPASSWORD", "x"),
         ("GITHUB_PAT", "x"),
         ("GH_PAT", "x"),
+        // Words are split on `-` and `.` as well as `_` (names set with `env`).
+        ("db-pass", "x"),
+        ("npm.auth", "x"),
         ("NPM_CONFIG__AUTH", "x"),
         ("DOCKER_AUTH_CONFIG", "{}"),
         ("CI_JOB_JWT", "x"),
