@@ -53,3 +53,30 @@ fn a_failed_kill_is_an_ordinary_failure() {
     let v = run_json_sh(&fx, "sleep 5 & kill -TERM $!; wait $!; echo ok");
     assert_eq!(v["exitCode"], 0, "{v}");
 }
+
+#[test]
+fn under_the_stage_a_write_outside_reads_erofs_and_is_still_a_denial() {
+    let fx = Fixture::staged();
+    let confined = fx.confine(&["--", "sh", "-c", "true"]);
+    let signatures = confined["denialSignatures"].clone();
+    if !confined_argv(&confined).iter().any(|a| a == "__stage") {
+        // No namespaces here: the stage's answer cannot occur, and is not promised.
+        assert_eq!(signatures, serde_json::json!(["permission denied"]));
+        eprintln!(
+            "SKIPPED (no namespace stage here): under_the_stage_a_write_outside_reads_erofs_and_is_still_a_denial"
+        );
+        return;
+    }
+    assert_eq!(
+        signatures,
+        serde_json::json!(["permission denied", "read-only file system"])
+    );
+    let target = fx.outside.join("x");
+    let v = run_json_sh(&fx, &format!("echo x > {}", target.display()));
+    assert_failed(&v, "Read-only file system", true);
+    assert!(!target.exists());
+    // Control: the same write inside the workspace succeeds and is no denial.
+    let v = run_json_sh(&fx, "echo x > inside");
+    assert_eq!(v["exitCode"], 0, "{v}");
+    assert_eq!(v["sandbox"]["denied"], false);
+}

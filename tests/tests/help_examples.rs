@@ -18,7 +18,11 @@ fn bash(fx: &Fixture, script: &str) -> Output {
     );
     let mut cmd = Command::new("bash");
     fx.environment(&mut cmd);
-    cmd.env("PATH", path).arg("-c").arg(script).output().unwrap()
+    cmd.env("PATH", path)
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap()
 }
 
 fn have_jq() -> bool {
@@ -33,7 +37,10 @@ fn help_examples(fx: &Fixture, sub: &str) -> String {
     let out = fx.stockade([sub, "--help"]).output().unwrap();
     assert_code(&out, 0);
     let help = text(&out.stdout);
-    let examples = help.split("Examples:").nth(1).expect("an Examples: section");
+    let examples = help
+        .split("Examples:")
+        .nth(1)
+        .expect("an Examples: section");
     examples
         .lines()
         .take_while(|l| !l.trim().is_empty() || l.is_empty())
