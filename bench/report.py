@@ -533,7 +533,7 @@ w(f"- Runner overhead. On this machine even the static C runner costs {signed_ms
   "prefix; the socket rules) and is now one of 88 (60 without socket rules): the guard and "
   "the EPERM rules written by hand as one binary search over the system call numbers with "
   "one block per answer, seccompiler's socket program appended and reached only by "
-  "`socket` and `socketpair` (runner/src/seccomp.rs; every answer is checked call by call "
+  "`socket` and `socketpair` (runner/src/seccomp/; every answer is checked call by call "
   "against the former programs, combined by the kernel's severity rule, in its unit "
   "tests). The capability drop used the `caps` crate's per-capability helpers, about 210 "
   "`prctl`s; it is now 41 drops, one ambient clear, one `capset`, one `capget` and one "
