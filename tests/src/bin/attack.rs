@@ -152,6 +152,23 @@ fn abstract_self(name: &str) -> ! {
     report(unsafe { libc::connect(client, sa, len) } as i64)
 }
 
+/// Listens on a unix socket NAME (`@NAME`: abstract), prints `listening`, and accepts
+/// until killed: the server outside the sandbox that `unix-connect` tries to reach.
+fn abstract_listen(name: &str) -> ! {
+    let server = socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+    let (addr, len) = sockaddr_un(name);
+    let sa = &addr as *const _ as *const libc::sockaddr;
+    must(unsafe { libc::bind(server, sa, len) } as i64);
+    must(unsafe { libc::listen(server, 8) } as i64);
+    println!("listening");
+    loop {
+        let client = unsafe { libc::accept(server, std::ptr::null_mut(), std::ptr::null_mut()) };
+        if client >= 0 {
+            unsafe { libc::close(client) };
+        }
+    }
+}
+
 fn open_flags(path: &str, flags: i32) -> i64 {
     unsafe { libc::open(c(path).as_ptr(), flags | libc::O_CLOEXEC, 0o644) as i64 }
 }
@@ -583,6 +600,7 @@ fn main() {
         "netlink-socket" => report(socket(libc::AF_NETLINK, libc::SOCK_RAW, 0) as i64),
         "unix-connect" => unix_connect(arg(&args, 1)),
         "abstract-self" => abstract_self(arg(&args, 1)),
+        "abstract-listen" => abstract_listen(arg(&args, 1)),
         "socketpair" => {
             let mut fds = [0i32; 2];
             report(unsafe {
@@ -595,6 +613,13 @@ fn main() {
             report(unsafe { libc::kill(pid, sig) } as i64)
         }
         "kill-parent" => report(unsafe { libc::kill(libc::getppid(), 0) } as i64),
+        // Join process group GROUP (it must be in the caller's session), then signal the
+        // caller's own group: `kill(0, SIG)` reaches GROUP's other members from there.
+        "setpgid-kill" => {
+            let (group, sig): (i32, i32) = (num(&args, 1), num(&args, 2));
+            must(unsafe { libc::setpgid(0, group) } as i64);
+            report(unsafe { libc::kill(0, sig) } as i64)
+        }
         // Signal 0 to every process this one may signal (`kill -9 -1` without the 9).
         "kill-all" => report(unsafe { libc::kill(-1, 0) } as i64),
         // The parent as the owner of a pipe: I/O on it would signal the parent.
