@@ -168,8 +168,9 @@ fn tcp_serve(port: u16) -> ! {
     let one: libc::c_int = 1;
     let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     let opt = &one as *const libc::c_int as *const libc::c_void;
-    must(unsafe { libc::setsockopt(server, libc::SOL_SOCKET, libc::SO_REUSEADDR, opt, size) }
-        as i64);
+    must(
+        unsafe { libc::setsockopt(server, libc::SOL_SOCKET, libc::SO_REUSEADDR, opt, size) } as i64,
+    );
     let addr = sockaddr_in(port);
     let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
     must(unsafe { libc::bind(server, &addr as *const _ as *const libc::sockaddr, len) } as i64);
