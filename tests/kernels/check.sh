@@ -9,11 +9,14 @@
 #   EXPECT_ENFORCEMENT  full | partial          (ignored when EXPECT_ABI=0)
 #   EXPECT_CHANNEL      out-of-band | in-band   (ignored when EXPECT_ABI=0)
 #   STOCKADE            the launcher (default: stockade on PATH)
+#   ATTACK              the static attack helper (tests/src/bin/attack.rs; default:
+#                       attack on PATH): one system call, prints `ok` or `errno NAME`
 #   SCRATCH             a directory outside /tmp to work in (default /var/tmp)
 # Prints one `KM ok NAME` or `KM FAIL NAME: why` line per check, then
 # `KM RESULT pass` or `KM RESULT fail`; exits 0 only on pass.
 
 S=${STOCKADE:-stockade}
+A=${ATTACK:-attack}
 failed=0
 ok() { echo "KM ok   $1"; }
 bad() {
@@ -172,6 +175,157 @@ if [ "$EXPECT_ABI" != 0 ]; then
     out=$("$S" run --mode danger-full-access -- sh -c 'kill -0 $PPID; echo parent=$?' 2>&1)
     [ "$out" = parent=0 ] && ok "signals: unconfined, the launcher can be signalled (control)" ||
         bad "signals control: $out"
+    # A command `stockade run` started in a group of its own joins the group of a process
+    # above it in the same session, from where kill(0) signals that group: the victim
+    # (in the outer shell's group) must not see the signal. Below ABI 6 the filter
+    # refuses the setpgid; from ABI 6 the Landlock scope keeps the signal from the
+    # victim. Without the stage, where only those stand: with it (pids shared or not)
+    # the join fails with EPERM without either. SIGWINCH (28): ignored by everyone but
+    # the victim, which traps it.
+    cat >"$base/joined.sh" <<'JOINED'
+sh -c 'trap "echo got >>$1" WINCH; echo ready >$1; while :; do sleep 1; done' sh "$base/victim" &
+v=$!
+while [ ! -s "$base/victim" ]; do sleep 1; done
+group=$(sed 's/.*) //' /proc/$$/stat | cut -d' ' -f3)
+"$S" run --mode danger-full-access -- sh -c '"$1" run $2 -- "$3" setpgid-kill $4 28' \
+    sh "$S" "$flags" "$A" "$group" </dev/null
+sleep 2
+kill $v
+JOINED
+    for flags in "--no-stage" "--mode danger-full-access"; do
+        rm -f "$base/victim"
+        out=$(base=$base S=$S A=$A flags=$flags setsid sh "$base/joined.sh" 2>"$base/err")
+        seen=$(grep -c got "$base/victim")
+        case $flags,$seen in
+        *danger*,1) ok "signals: unconfined, joining the outer shell's group reaches it (control)" ;;
+        *danger*,*) bad "signals: the unconfined control did not reach the victim: '$out' $(cat "$base/err")" ;;
+        *,0) ok "signals: $flags: joining the outer shell's group reaches nobody there ($out)" ;;
+        *) bad "signals: $flags: the outer shell's group was signalled from inside: '$out' $(cat "$base/err")" ;;
+        esac
+    done
+
+    # --- what each Landlock ABI adds, attacked with raw system calls --------------
+    # Without the stage, so that each answer is Landlock's or the filter's (a mount or
+    # network namespace would refuse some of these for its own reasons). Where the
+    # kernel lacks the feature the attack succeeds, and the guarantee must say so.
+    "$A" session >/dev/null 2>&1 || bad "the attack helper ($A) does not run"
+    # ward NAME -- FLAGS: the status confine reports for guarantee NAME under FLAGS.
+    ward() {
+        g=$1
+        shift 2
+        "$S" confine "$@" -- true | guarantee "$g"
+    }
+    # confined FLAGS -- ARGS: the attack helper's one line, run confined with FLAGS.
+    confined() {
+        flags=
+        while [ "$1" != -- ]; do
+            flags="$flags $1"
+            shift
+        done
+        shift
+        "$S" run $flags -- "$A" "$@" 2>>"$base/err"
+    }
+    # held WHAT MIN-ABI RESULT WANT STATUS: from MIN-ABI on RESULT must be WANT; below
+    # it the attack may succeed, and the guarantee's STATUS must not claim otherwise.
+    held() {
+        if [ "$EXPECT_ABI" -ge "$2" ]; then
+            [ "$3" = "$4" ] && ok "$1: $3" || bad "$1: expected '$4', got '$3' $(cat "$base/err")"
+        elif [ "$5" = enforced ]; then
+            bad "$1: reported enforced on ABI $EXPECT_ABI, got '$3'"
+        else
+            ok "$1: not held on ABI $EXPECT_ABI, reported $5 ($3)"
+        fi
+    }
+    : >"$base/err"
+    ww="--mode workspace-write --no-stage"
+    echo keep >"$outside/victim"
+    echo keep >"$ws/mine"
+    # refer (ABI 2; ABI 1 refuses every link across directories): a hard link of a file
+    # outside the roots into the workspace would make it writable there.
+    r=$(confined $ww -- link "$outside/victim" "$ws/victim-link")
+    held "refer: hard link from outside into the workspace" 1 "$r" "errno EXDEV" "$(ward refer -- $ww)"
+    r=$(confined $ww -- link "$ws/mine" "$ws/mine-link")
+    [ "$r" = ok ] && ok "refer: a link within the workspace works (control)" || bad "refer control: $r"
+    r=$(confined $ww -- rename "$ws/mine-link" "$outside/moved")
+    [ "$r" != ok ] && [ ! -e "$outside/moved" ] && ok "refer: rename out of the workspace refused ($r)" ||
+        bad "refer: rename out of the workspace: $r"
+    # truncate (ABI 3): truncate(2) by path, which opens nothing for writing.
+    r=$(confined $ww -- truncate "$outside/victim")
+    held "truncate: outside the roots" 3 "$r" "errno EACCES" "$(ward truncate -- $ww)"
+    if [ "$EXPECT_ABI" -ge 3 ]; then
+        [ "$(cat "$outside/victim")" = keep ] && ok "truncate: the file outside is intact" ||
+            bad "truncate: the file outside was emptied"
+    fi
+    r=$(confined $ww -- truncate "$ws/mine")
+    [ "$r" = ok ] && ok "truncate: in the workspace works (control)" || bad "truncate control: $r"
+    # deviceIoctl (ABI 5): an ioctl on a device opened in the sandbox. On /dev/zero the
+    # driver answers ENOTTY; Landlock refuses with EACCES before it gets there.
+    ro="--mode read-only --no-stage"
+    r=$(confined $ro -- ioctl-dev /dev/zero)
+    held "deviceIoctl: ioctl on /dev/zero" 5 "$r" "errno EACCES" "$(ward deviceIoctl -- $ro)"
+    r=$(confined --mode danger-full-access -- ioctl-dev /dev/zero)
+    [ "$r" = "errno ENOTTY" ] && ok "deviceIoctl: unconfined, the driver answers (control)" ||
+        bad "deviceIoctl control: $r"
+
+    # --- TCP and abstract unix sockets, against servers outside ---------------------
+    port=$((40000 + $$ % 10000))
+    "$A" tcp-serve $port >"$base/serve1" 2>&1 &
+    s1=$!
+    "$A" tcp-serve $((port + 1)) >"$base/serve2" 2>&1 &
+    s2=$!
+    "$A" abstract-listen "@km-$$" >"$base/serve3" 2>&1 &
+    s3=$!
+    while [ "$(cat "$base"/serve[123] | grep -c listening)" != 3 ]; do
+        kill -0 $s1 $s2 $s3 || break
+        sleep 1
+    done
+    # Network denied: the filter refuses TCP sockets on every ABI.
+    r=$(confined --no-stage -- tcp-connect $port)
+    [ "$r" = "errno EACCES" ] && ok "tcp: connect with the network denied refused" || bad "tcp connect: $r"
+    r=$(confined --no-stage -- tcp-bind)
+    [ "$r" = "errno EACCES" ] && ok "tcp: bind with the network denied refused" || bad "tcp bind: $r"
+    r=$(confined --no-stage --network allow -- tcp-connect $port)
+    [ "$r" = ok ] && ok "tcp: connect with --network allow works (control)" || bad "tcp control: $r"
+    # Ports (ABI 4): allowed ones only; without ABI 4 nothing runs.
+    if [ "$EXPECT_ABI" -ge 4 ]; then
+        r=$(confined --no-stage --allow-tcp-connect $port -- tcp-connect $port)
+        [ "$r" = ok ] && ok "tcp: --allow-tcp-connect $port reaches it" || bad "tcp allowed port: $r"
+        r=$(confined --no-stage --allow-tcp-connect $port -- tcp-connect $((port + 1)))
+        [ "$r" = "errno EACCES" ] && ok "tcp: --allow-tcp-connect $port, another port refused" ||
+            bad "tcp other port: $r"
+    else
+        for extra in "--allow-tcp-connect $port" "--allow-tcp-connect $port --no-stage" \
+            "--allow-domain example.org --no-stage"; do
+            r=$("$S" run $extra -- "$A" tcp-connect $port 2>"$base/err")
+            rc=$?
+            [ $rc = 125 ] && [ -z "$r" ] && grep -q SANDBOX_UNAVAILABLE "$base/err" &&
+                ok "tcp: $extra without ABI 4 refused, nothing ran" ||
+                bad "tcp: $extra on ABI $EXPECT_ABI: exit $rc, '$r' $(cat "$base/err")"
+        done
+    fi
+    # --allow-domain under the stage (any ABI): the proxy is the only way out.
+    r=$("$S" run --allow-domain allowed.test:$port --allow-domain 127.0.0.1:$port \
+        --resolve allowed.test=127.0.0.1 -- sh -c '"$1" tcp-connect $2; echo ${http_proxy:+proxy}' \
+        sh "$A" $port 2>"$base/err" | tr '\n' ' ')
+    case $r in
+    "errno ECONNREFUSED proxy " | "errno EACCES proxy ")
+        ok "domains: with the stage, a connect around the proxy misses ($r)" ;;
+    *) bad "domains: a connect around the proxy: '$r' $(cat "$base/err")" ;;
+    esac
+    # Abstract unix sockets: refused with unix sockets (the default); with them, the
+    # Landlock scope (ABI 6) keeps those created outside out of reach.
+    : >"$base/err"
+    r=$(confined --no-stage -- unix-connect "@km-$$")
+    [ "$r" = "errno EACCES" ] && ok "abstract: unix sockets refused by default" || bad "abstract default: $r"
+    u="--no-stage --allow-unix-sockets"
+    r=$(confined $u -- unix-connect "@km-$$")
+    held "abstract: --allow-unix-sockets, a socket outside" 6 "$r" "errno EPERM" "$(ward abstractSockets -- $u)"
+    r=$(confined $u -- abstract-self "@km-self-$$")
+    [ "$r" = ok ] && ok "abstract: its own abstract socket works (control)" || bad "abstract control: $r"
+    r=$(confined --mode danger-full-access -- unix-connect "@km-$$")
+    [ "$r" = ok ] && ok "abstract: unconfined, the socket outside is reachable (control)" ||
+        bad "abstract unconfined control: $r"
+    kill $s1 $s2 $s3
 else
     # --- no Landlock: every confined mode refuses and runs nothing ------------------
     for mode in read-only workspace-write; do

@@ -95,7 +95,8 @@ enum Label {
     /// `fcntl(F_SETOWN)` to a process outside, or `F_SETOWN_EX` (whose pid is in memory):
     /// the owner of a descriptor is sent SIGIO, or the signal F_SETSIG names, on I/O.
     Fcntl,
-    /// `setpgid` into the parent's process group, where `kill(0, ...)` would reach it.
+    /// `setpgid` into the parent's process group or a named ancestor's, where
+    /// `kill(0, ...)` would reach it.
     Setpgid,
     /// `setsockopt(IPPROTO_TCP, TCP_FASTOPEN or TCP_FASTOPEN_CONNECT)`.
     Setsockopt,
@@ -541,8 +542,9 @@ fn blocks(
             ],
         );
     }
-    if let Some(group) = outside.parent_group {
-        block(Setpgid, &signals::setpgid(group));
+    let groups = outside.groups();
+    if !groups.is_empty() {
+        block(Setpgid, &signals::setpgid(&groups));
     }
     // fcntl checks its owner argument with the compares the signal calls use, which
     // come after both.

@@ -21,7 +21,10 @@
 //! - `tkill`, `tgkill` and `rt_tgsigqueueinfo` by the first argument: the thread group
 //!   of `tgkill` must be the thread's own, so naming the parent means naming its pid;
 //! - `kill(0, ...)`, the caller's own group, when the runner starts in the parent's;
-//! - `setpgid` into the parent's group (from where `kill(0, ...)` would reach it);
+//! - `setpgid` into the parent's group or, where they are named, an ancestor's (from
+//!   inside one, `kill(0, ...)` reaches it whole: a command that `stockade run` started
+//!   in a group of its own joined the group of the shell above `stockade run`, in the
+//!   same session, and signalled it);
 //! - `fcntl(F_SETOWN)` to them: the owner of a descriptor is sent SIGIO, or whatever
 //!   `F_SETSIG` names (SIGKILL included), when I/O happens on it; `F_SETOWN_EX`, and the
 //!   socket ioctls `FIOSETOWN`/`SIOCSPGRP`, carry the pid in memory and are refused
@@ -92,6 +95,20 @@ impl Outside {
         }
     }
 
+    /// The process groups a command must not join ([`setpgid`]): the parent's and, where
+    /// named, the ancestors' (the list holds their pids too: a pid that leads no group
+    /// cannot be joined anyway).
+    pub fn groups(&self) -> Vec<u32> {
+        let named = self
+            .parent_group
+            .into_iter()
+            .chain(self.ancestors.iter().copied());
+        let mut groups: Vec<u32> = named.filter(|&g| g > 0).map(|g| g as u32).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        groups
+    }
+
     /// The pid arguments a signal must not carry, as the 32-bit words the filter
     /// compares (a pid is an `int`: the kernel reads the low half of the register):
     /// `-1`, the parent and its group each as a process and as a group, and `0` when the
@@ -153,7 +170,7 @@ pub(super) fn rules(outside: &Outside) -> Vec<(i64, To<Label>)> {
         (libc::SYS_fcntl, To::Label(Label::Fcntl)),
         (libc::SYS_pidfd_send_signal, ENOSYS),
     ];
-    if outside.parent_group.is_some() {
+    if !outside.groups().is_empty() {
         rules.push((libc::SYS_setpgid, To::Label(Label::Setpgid)));
     }
     rules
@@ -197,8 +214,10 @@ pub(super) fn fcntl() -> Code<Label> {
     code
 }
 
-/// `setpgid(pid, pgid)`: EPERM when `pgid` is the parent's group. `0` (a group of its
-/// own) and every group of the command's own stay allowed.
-pub(super) fn setpgid(group: i32) -> [Insn<Label>; 2] {
-    [load_arg(1), (JEQ_K, group as u32, EPERM, ALLOW)]
+/// `setpgid(pid, pgid)`: EPERM when `pgid` is one of `groups` ([`Outside::groups`]).
+/// `0` (a group of its own) and every group of the command's own stay allowed.
+pub(super) fn setpgid(groups: &[u32]) -> Code<Label> {
+    let mut code = vec![load_arg(1)];
+    code.extend(targets(groups));
+    code
 }

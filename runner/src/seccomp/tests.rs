@@ -68,16 +68,13 @@ fn signal_rules(outside: &Outside) -> Result<Rules, RunnerError> {
         ])?);
     }
     rules.insert(libc::SYS_fcntl, fcntl);
-    if let Some(group) = outside.parent_group {
-        rules.insert(
-            libc::SYS_setpgid,
-            vec![rule(vec![cond(
-                1,
-                Len::Dword,
-                Op::Eq,
-                group as u32 as u64,
-            )?])?],
-        );
+    let groups = outside
+        .groups()
+        .into_iter()
+        .map(|g| rule(vec![cond(1, Len::Dword, Op::Eq, u64::from(g))?]))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !groups.is_empty() {
+        rules.insert(libc::SYS_setpgid, groups);
     }
     Ok(rules)
 }
@@ -1133,6 +1130,36 @@ mod table {
         assert_eq!(kill(&OUTSIDE, 5000), A);
         assert_eq!(kill(&OUTSIDE, -4900), A);
     }
+
+    #[test]
+    fn joining_an_ancestor_s_group_is_refused_when_named() {
+        // From inside a group, kill(0) signals it whole: joining is as good as naming it.
+        let p = policy(Network::Deny, &[], false);
+        let setpgid = |outside: &Outside, group: i32| {
+            let mut c = call(0, &[0, group as i64 as u64]);
+            c.nr = 109;
+            run(&program(&p, outside).unwrap(), &c)
+        };
+        let named = Outside {
+            ancestors: vec![5000, 4900],
+            ..OUTSIDE
+        };
+        for group in [PARENT_GROUP, 5000, 4900] {
+            assert_eq!(setpgid(&named, group), P, "{group}");
+        }
+        // Control: a group of its own, another group, and the ancestors' where none are
+        // named (Landlock's scope keeps their members out of reach from any group).
+        assert_eq!(setpgid(&named, 0), A);
+        assert_eq!(setpgid(&named, 5001), A);
+        assert_eq!(setpgid(&OUTSIDE, 4900), A);
+        // No parent group here (outside this pid namespace), but named ancestors: the
+        // rule stays.
+        let only_ancestors = Outside {
+            ancestors: vec![4900],
+            ..Outside::default()
+        };
+        assert_eq!(setpgid(&only_ancestors, 4900), P);
+    }
 }
 
 /// The filter alone, in a child that keeps every capability (the test runs as root):
@@ -1572,6 +1599,32 @@ mod alone {
         let wants = calls.iter().map(|c| c.2).collect();
         let calls = calls.into_iter().map(|(n, f, _)| (n, f)).collect();
         (calls, wants)
+    }
+
+    #[test]
+    fn joining_an_ancestor_s_group_is_refused_by_the_filter_alone() {
+        // This process's group, named as an ancestor's group (not the parent's): the
+        // child leaves it for one of its own, as `stockade run` starts the runner, and
+        // tries to join it again, from where kill(0) would signal every member.
+        let group = unsafe { libc::getpgrp() };
+        let outside = Outside {
+            ancestors: vec![group],
+            ..Outside::default()
+        };
+        let rejoin: Calls = vec![(
+            "setpgid into an ancestor's group (after leaving it)",
+            Box::new(move || {
+                if unsafe { libc::setpgid(0, 0) } != 0 {
+                    return -1;
+                }
+                unsafe { libc::syscall(libc::SYS_setpgid, 0, group) }
+            }),
+        )];
+        let filter = program(&policy(Network::Deny, &[], false), &outside).unwrap();
+        let (control, _) = in_child(&rejoin, None, false);
+        assert_eq!(control, [0], "without the filter");
+        let (filtered, _) = in_child(&rejoin, Some(&filter), false);
+        assert_eq!(filtered, [libc::EPERM], "under the filter");
     }
 
     #[test]

@@ -152,6 +152,43 @@ fn abstract_self(name: &str) -> ! {
     report(unsafe { libc::connect(client, sa, len) } as i64)
 }
 
+/// Listens on a unix socket NAME (`@NAME`: abstract), prints `listening`, and accepts
+/// until killed: the server outside the sandbox that `unix-connect` tries to reach.
+fn abstract_listen(name: &str) -> ! {
+    let server = socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+    let (addr, len) = sockaddr_un(name);
+    let sa = &addr as *const _ as *const libc::sockaddr;
+    must(unsafe { libc::bind(server, sa, len) } as i64);
+    serve(server)
+}
+
+/// Listens on 127.0.0.1:PORT like [`abstract_listen`]: what `tcp-connect` tries to reach.
+fn tcp_serve(port: u16) -> ! {
+    let server = socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+    let one: libc::c_int = 1;
+    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    let opt = &one as *const libc::c_int as *const libc::c_void;
+    must(
+        unsafe { libc::setsockopt(server, libc::SOL_SOCKET, libc::SO_REUSEADDR, opt, size) } as i64,
+    );
+    let addr = sockaddr_in(port);
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    must(unsafe { libc::bind(server, &addr as *const _ as *const libc::sockaddr, len) } as i64);
+    serve(server)
+}
+
+/// Listens on the bound `server`, prints `listening`, and accepts until killed.
+fn serve(server: i32) -> ! {
+    must(unsafe { libc::listen(server, 8) } as i64);
+    println!("listening");
+    loop {
+        let client = unsafe { libc::accept(server, std::ptr::null_mut(), std::ptr::null_mut()) };
+        if client >= 0 {
+            unsafe { libc::close(client) };
+        }
+    }
+}
+
 fn open_flags(path: &str, flags: i32) -> i64 {
     unsafe { libc::open(c(path).as_ptr(), flags | libc::O_CLOEXEC, 0o644) as i64 }
 }
@@ -568,6 +605,13 @@ fn main() {
             let path = c(arg(&args, 1));
             report(unsafe { libc::truncate(path.as_ptr(), 0) } as i64)
         }
+        // An ioctl on a device opened here (TCGETS: a terminal's; on /dev/zero the
+        // driver answers ENOTTY, Landlock's IOCTL_DEV right EACCES before it).
+        "ioctl-dev" => {
+            let fd = must(open_flags(arg(&args, 1), libc::O_RDONLY | libc::O_NONBLOCK));
+            let mut termios: libc::termios = unsafe { std::mem::zeroed() };
+            report(unsafe { libc::ioctl(fd as i32, libc::TCGETS, &mut termios) } as i64)
+        }
         "fd-write" => {
             let fd: i32 = num(&args, 1);
             report(unsafe { libc::write(fd, b"escaped\n".as_ptr().cast(), 8) } as i64)
@@ -583,6 +627,8 @@ fn main() {
         "netlink-socket" => report(socket(libc::AF_NETLINK, libc::SOCK_RAW, 0) as i64),
         "unix-connect" => unix_connect(arg(&args, 1)),
         "abstract-self" => abstract_self(arg(&args, 1)),
+        "abstract-listen" => abstract_listen(arg(&args, 1)),
+        "tcp-serve" => tcp_serve(num(&args, 1)),
         "socketpair" => {
             let mut fds = [0i32; 2];
             report(unsafe {
@@ -595,6 +641,13 @@ fn main() {
             report(unsafe { libc::kill(pid, sig) } as i64)
         }
         "kill-parent" => report(unsafe { libc::kill(libc::getppid(), 0) } as i64),
+        // Join process group GROUP (it must be in the caller's session), then signal the
+        // caller's own group: `kill(0, SIG)` reaches GROUP's other members from there.
+        "setpgid-kill" => {
+            let (group, sig): (i32, i32) = (num(&args, 1), num(&args, 2));
+            must(unsafe { libc::setpgid(0, group) } as i64);
+            report(unsafe { libc::kill(0, sig) } as i64)
+        }
         // Signal 0 to every process this one may signal (`kill -9 -1` without the 9).
         "kill-all" => report(unsafe { libc::kill(-1, 0) } as i64),
         // The parent as the owner of a pipe: I/O on it would signal the parent.
