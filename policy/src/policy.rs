@@ -454,6 +454,11 @@ pub enum PolicyError {
         root: PathBuf,
         default: bool,
     },
+    /// The workspace or a writable root lies inside a directory where stockade keeps
+    /// its requests and status files: that directory could not be hidden from the
+    /// command, which would read other commands' pending requests (their environments)
+    /// there and, through a writable root, rewrite their status files.
+    RootInControlDir { root: PathBuf, base: PathBuf },
     /// A `--hide` path that exists in some form but cannot be resolved (a file named
     /// with a trailing slash, an unreadable directory on the way): hiding nothing
     /// without a word would report a hidden path that is not.
@@ -576,6 +581,12 @@ impl fmt::Display for PolicyError {
                 f,
                 "writable root {} cannot be pinned down: {source}",
                 path.display()
+            ),
+            PolicyError::RootInControlDir { root, base } => write!(
+                f,
+                "{} lies inside {}, where stockade keeps the requests and status files of other commands, which the command could then read and change; choose a workspace and writable roots outside it, or set STOCKADE_CONTROL_DIR to a private directory that holds none of them",
+                root.display(),
+                base.display()
             ),
             PolicyError::HideUnresolvable { path, source } => write!(
                 f,
@@ -922,8 +933,8 @@ impl PolicyRequest {
     /// second list, each with why. A hidden path that contains the workspace or a
     /// writable root is refused. A control base beneath a writable root is not hidden:
     /// carving it out would make every file created directly in that root (`/tmp`)
-    /// unreadable; the request's status channel is in-band then anyway. Nor is one that
-    /// contains the workspace or a root (the command works there).
+    /// unreadable; the request's status channel is in-band then anyway. One that
+    /// contains the workspace or a root is refused: it could not be hidden.
     fn resolve_hidden(
         &self,
         cwd: &Path,
@@ -1000,9 +1011,18 @@ impl PolicyRequest {
                 },
                 _ => continue,
             };
+            // `/` is no base (the launcher refuses it, naming why).
             let inside_writable = writable.iter().any(|r| canonical.starts_with(r));
-            if inside_writable || roots.iter().any(|r| r.starts_with(&canonical)) {
+            if inside_writable || canonical.parent().is_none() {
                 continue;
+            }
+            // A base holding the workspace or a root could not be hidden: every other
+            // command's request there would be readable (writable, beneath a root).
+            if let Some(root) = roots.iter().find(|r| r.starts_with(&canonical)) {
+                return Err(PolicyError::RootInControlDir {
+                    root: root.clone(),
+                    base: canonical,
+                });
             }
             out.push(canonical);
         }
@@ -1483,6 +1503,19 @@ mod tests {
         assert_eq!(
             none.resolve(&dir, None, &linked).unwrap().hidden,
             vec![dir.join("run/stockade")]
+        );
+        // A base that holds the workspace or a writable root could not be hidden: refused,
+        // naming both. (Here beneath /tmp, only read-only mode's workspace shows it: in
+        // workspace-write /tmp is a root holding the base; tests/control_files.rs has a
+        // writable root.)
+        let holding = Invoker {
+            control_bases: vec![dir.clone()],
+            ..inv.clone()
+        };
+        let err = none.resolve(&dir, None, &holding).unwrap_err();
+        assert!(
+            matches!(&err, PolicyError::RootInControlDir { root, base } if *root == dir.join("ws") && *base == dir),
+            "{err}"
         );
         let unconfined = PolicyRequest {
             mode: Mode::DangerFullAccess,

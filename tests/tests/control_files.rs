@@ -737,3 +737,112 @@ fn a_status_file_given_to_another_owner_is_tampering() {
     assert_eq!(v["outcome"], "tampered", "{v}");
     assert_eq!(v["runnerFailed"], false, "{v}");
 }
+
+#[test]
+fn a_root_or_workspace_inside_the_control_directory_is_refused_and_runs_nothing() {
+    // A directory inside the control base (here another command's private directory)
+    // granted as a root, or worked in: the base could not be hidden from the command,
+    // which would read every pending request there (their kept secrets) and rewrite
+    // other commands' status files.
+    let fx = Fixture::new();
+    let victim = fx.confine(&[
+        "--mode",
+        "read-only",
+        "--env",
+        "VICTIM_TOKEN=hunter2",
+        "--keep-env",
+        "VICTIM_TOKEN",
+        "--",
+        "true",
+    ]);
+    let request = request_path(&victim);
+    let their_dir = private_dir(&victim);
+    let marker = fx.outside.join("ran");
+    let script = format!(
+        "touch {}; cat {} > {}",
+        marker.display(),
+        request.display(),
+        fx.outside.join("stolen").display()
+    );
+    let granted = fx
+        .stockade([
+            "run",
+            "--writable",
+            their_dir.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    let worked_in = fx
+        .stockade([
+            "run",
+            "--mode",
+            "read-only",
+            "--workspace",
+            their_dir.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    for out in [&granted, &worked_in] {
+        assert_code(out, 125);
+        let line = launcher_failure_line(out);
+        assert!(
+            line.contains(&their_dir.display().to_string())
+                && line.contains("requests and status files"),
+            "{line}"
+        );
+    }
+    assert!(!marker.exists(), "a refused policy ran its command");
+    assert!(!fx.outside.join("stolen").exists());
+    // The victim's request is untouched and still runs.
+    assert_code(&spawn_argv(&victim), 0);
+
+    // Positive control: a root beside the control base works, and the pending requests
+    // stay out of reach there.
+    let other = fx.confine(&[
+        "--mode",
+        "read-only",
+        "--env",
+        "VICTIM_TOKEN=hunter2",
+        "--keep-env",
+        "VICTIM_TOKEN",
+        "--",
+        "true",
+    ]);
+    let beside = fx.outside.join("beside");
+    std::fs::create_dir(&beside).unwrap();
+    let script = format!(
+        "touch {}; cat {} > {}",
+        marker.display(),
+        request_path(&other).display(),
+        fx.outside.join("stolen").display()
+    );
+    let out = fx
+        .stockade([
+            "run",
+            "--writable",
+            beside.to_str().unwrap(),
+            "--writable",
+            fx.outside.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert!(marker.exists(), "{}", text(&out.stderr));
+    let stolen = std::fs::read(fx.outside.join("stolen")).unwrap_or_default();
+    assert!(
+        !String::from_utf8_lossy(&stolen).contains("hunter2"),
+        "a pending request was read from beside the control directory"
+    );
+    assert_code(&spawn_argv(&other), 0);
+}
