@@ -403,16 +403,23 @@ fn report(err: &StageError) {
     let _ = io::stderr().write_all(line.as_bytes());
 }
 
-/// The mount namespace this process is in, as the request records it: the stage always
-/// leaves it (`CLONE_NEWNS` below), so the runner can tell a stage that ran from an argv
-/// that skipped it. `None` without `/proc`.
-pub fn mount_namespace() -> Option<stockade_policy::request::NamespaceId> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata("/proc/self/ns/mnt").ok()?;
-    Some(stockade_policy::request::NamespaceId {
-        dev: meta.dev(),
-        ino: meta.ino(),
-    })
+/// The id of the mount namespace this process is in, as the request records it: the
+/// stage always leaves it (`CLONE_NEWNS` below), so the runner can tell a stage that ran
+/// from an argv that skipped it. `None` where the kernel does not tell the id.
+pub fn mount_namespace() -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let ns = std::fs::File::open("/proc/self/ns/mnt").ok()?;
+    let mut id: u64 = 0;
+    // SAFETY: the request writes one u64 into `id`, which outlives the call, on a
+    // descriptor this function owns.
+    let r = unsafe {
+        libc::ioctl(
+            ns.as_raw_fd(),
+            stockade_policy::stage::NS_GET_MNTNS_ID as _,
+            &mut id as *mut u64,
+        )
+    };
+    (r == 0).then_some(id)
 }
 
 /// The flags of `unshare` for `spec` (and a network namespace when `net`), as the

@@ -73,19 +73,15 @@ pub struct LaunchRequest {
     /// The executable and working directory as they were when the command was confined:
     /// the runner refuses to start anything else (see [`crate::binding`]).
     pub binding: Binding,
-    /// The mount namespace `confine` ran in, when it could tell (`None`: `/proc` was not
-    /// there to ask). The namespace stage always starts the runner in a new one, so a
-    /// runner still in this one was not started by the stage, whatever else looks as the
-    /// stage leaves it (a `/` that is read-only of its own).
-    pub confined_in: Option<NamespaceId>,
-}
-
-/// A namespace as the kernel names it to `stat(2)` of `/proc/PID/ns/KIND`: the device
-/// and inode of its nsfs file, equal for two processes exactly when they share it.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NamespaceId {
-    pub dev: u64,
-    pub ino: u64,
+    /// The id of the mount namespace `confine` ran in (`NS_GET_MNTNS_ID`: unique while
+    /// the system runs, never reused), when the kernel tells it (`None`: a kernel
+    /// without that request, before Linux 6.8, or no `/proc`). The namespace stage
+    /// always starts the runner in a new one, so a runner still in this one was not
+    /// started by the stage, whatever else looks as the stage leaves it (a `/` that is
+    /// read-only of its own). Not the device and inode of `/proc/self/ns/mnt`: the
+    /// kernel hands a freed namespace's inode number to the next one, which may be the
+    /// stage's own.
+    pub confined_in: Option<u64>,
 }
 
 /// Why request bytes could not be decoded.
@@ -650,10 +646,7 @@ mod tests {
                 }),
                 cwd: CwdBinding::Inherited,
             },
-            confined_in: Some(NamespaceId {
-                dev: 4,
-                ino: 4_026_531_841,
-            }),
+            confined_in: Some(444_913),
         }
     }
 

@@ -12,6 +12,13 @@
 //! `stage.rs` does it.
 
 use crate::policy::Policy;
+
+/// `NS_GET_MNTNS_ID` (`_IOR(0xb7, 5, __u64)`): asked of an open `/proc/PID/ns/mnt`, the
+/// kernel (Linux 6.8 and later) answers the mount namespace's 64-bit id, which is never
+/// reused while the system runs. The launcher records its namespace's id in the request
+/// and the runner compares its own (see `LaunchRequest::confined_in`); older kernels
+/// answer `ENOTTY` and the comparison is left out.
+pub const NS_GET_MNTNS_ID: u64 = 0x8008_b705;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};

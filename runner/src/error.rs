@@ -111,6 +111,8 @@ pub enum RunnerError {
         promised: KernelFacts,
         achieved: KernelFacts,
         missing: Vec<Guarantee>,
+        /// The namespace stage was promised and this trace of it is missing.
+        stage_missing: Option<&'static str>,
     },
     /// Landlock refused the ruleset.
     Landlock(LandlockError),
@@ -313,6 +315,7 @@ impl fmt::Display for RunnerError {
                 promised,
                 achieved,
                 missing,
+                stage_missing,
             } => {
                 write!(
                     f,
@@ -325,6 +328,12 @@ impl fmt::Display for RunnerError {
                 if !missing.is_empty() {
                     let names: Vec<&str> = missing.iter().map(|g| g.name()).collect();
                     write!(f, "; not given: {}", names.join(", "))?;
+                }
+                if let Some(why) = stage_missing {
+                    write!(
+                        f,
+                        "; the namespace stage did not start this runner ({why}): was the argv run as confine printed it?"
+                    )?;
                 }
                 f.write_str("; refusing to run")
             }
@@ -457,6 +466,7 @@ mod tests {
                     namespaces: false,
                 },
                 missing: vec![],
+                stage_missing: None,
             },
             RunnerError::Landlock(LandlockError::NotEnforced),
             RunnerError::Seccomp(SeccompError::Duplicate),

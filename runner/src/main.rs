@@ -183,7 +183,12 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     // Checked only when promised: the check is a few system calls, and a runner started
     // without the stage must not pay for it. Before the filter, which refuses the
     // netlink socket the network namespace's check reads interfaces through.
-    let staged = request.promised.namespaces && stage::achieved(policy, request.confined_in);
+    let stage_missing = if request.promised.namespaces {
+        stage::achieved(policy, request.confined_in).err()
+    } else {
+        None
+    };
+    let staged = request.promised.namespaces && stage_missing.is_none();
     // With the network by name under the stage, the command's network namespace holds
     // the network (a stage that did not run is refused below, before anything starts).
     let netns = request.promised.namespaces && policy.domains().is_some();
@@ -198,7 +203,21 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
         seccomp: true,
         namespaces: staged,
     };
-    judge(&Asks::of(policy), &achieved, request)
+    judge(&Asks::of(policy), &achieved, request).map_err(|e| match e {
+        // Say which of the stage's traces was missing, when that is what fell short.
+        RunnerError::LessThanPromised {
+            promised,
+            achieved,
+            missing,
+            ..
+        } => RunnerError::LessThanPromised {
+            promised,
+            achieved,
+            missing,
+            stage_missing,
+        },
+        e => e,
+    })
 }
 
 /// Enters the request's working directory, or checks the inherited one. An inherited
@@ -242,6 +261,7 @@ fn judge(
             promised: request.promised,
             achieved: *achieved,
             missing,
+            stage_missing: None,
         });
     }
     Ok(enforcement)
