@@ -181,11 +181,11 @@ impl fmt::Display for LauncherError {
             LauncherError::Internal(what) => write!(f, "internal error: {what}"),
             LauncherError::ProxyPort(e) => write!(
                 f,
-                "cannot reserve a port on 127.0.0.1 for the network proxy (--allow-domain): {e}"
+                "cannot reserve a port free on every address for the network proxy (--allow-domain): {e}"
             ),
             LauncherError::ExposedBinary { what, path, why } => write!(
                 f,
-                "refusing to run: the {what} {} could be replaced by a confined command ({why}), and every later command would then run unconfined; install stockade where no command can write (e.g. /usr/bin/stockade and /usr/libexec/stockade/stockade-runner, or set $STOCKADE_RUNNER to such a path), or choose a workspace and writable roots that do not contain it",
+                "refusing to run: the {what} {} could be replaced by a confined command or another user ({why}), and what replaced it would run unconfined; install stockade where only root or you can write (e.g. /usr/bin/stockade and /usr/libexec/stockade/stockade-runner, or set $STOCKADE_RUNNER to such a path), or choose a workspace and writable roots that do not contain it",
                 path.display()
             ),
             LauncherError::ExecRunner { path, source } => {
