@@ -8,7 +8,7 @@
 //! the same way. A tunnel costs one more TCP hop than a direct connection (received
 //! from the server, sent to the client): on loopback that is CPU, about what the
 //! server's side of the hop costs, and on a 2-core machine shared by server, proxy and
-//! client the three processes' work bounds a transfer through the proxy to 72-91% of a
+//! client the three processes' work bounds a transfer through the proxy to 72-100% of a
 //! direct one across runs, however the relay takes its turns (bench/results.md, 3b,
 //! solves each process's cost from pinned runs and lists the relay variants measured: a
 //! buffer instead of the pipe was 10% slower; two threads per direction, other pipe
