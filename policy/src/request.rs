@@ -75,7 +75,7 @@ pub struct LaunchRequest {
     pub binding: Binding,
     /// The id of the mount namespace `confine` ran in (`NS_GET_MNTNS_ID`: unique while
     /// the system runs, never reused), when the kernel tells it (`None`: a kernel
-    /// without that request, before Linux 6.8, or no `/proc`). The namespace stage
+    /// without that request, before Linux 6.11, or no `/proc`). The namespace stage
     /// always starts the runner in a new one, so a runner still in this one was not
     /// started by the stage, whatever else looks as the stage leaves it (a `/` that is
     /// read-only of its own). Not the device and inode of `/proc/self/ns/mnt`: the

@@ -14,7 +14,7 @@
 use crate::policy::Policy;
 
 /// `NS_GET_MNTNS_ID` (`_IOR(0xb7, 5, __u64)`): asked of an open `/proc/PID/ns/mnt`, the
-/// kernel (Linux 6.8 and later) answers the mount namespace's 64-bit id, which is never
+/// kernel (Linux 6.11 and later) answers the mount namespace's 64-bit id, which is never
 /// reused while the system runs. The launcher records its namespace's id in the request
 /// and the runner compares its own (see `LaunchRequest::confined_in`); older kernels
 /// answer `ENOTTY` and the comparison is left out.

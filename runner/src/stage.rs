@@ -90,7 +90,7 @@ mod tests {
     #[test]
     fn a_runner_in_the_mount_namespace_confine_ran_in_was_not_staged() {
         let policy = Policy::for_tests(Mode::ReadOnly, "/");
-        // Kernels before 6.8 do not tell the id: nothing to compare there.
+        // Kernels before 6.11 do not tell the id: nothing to compare there.
         let Some(here) = mount_namespace() else {
             eprintln!("SKIPPED (no NS_GET_MNTNS_ID): a_runner_in_the_mount_namespace");
             return;
