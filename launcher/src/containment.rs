@@ -299,9 +299,9 @@ impl Range {
         pids.into_iter().filter_map(live_member).collect()
     }
 
-    /// Sends `signal` to the leader's process group and every member, each as soon as it
-    /// is found (a process that forks and exits in a loop is caught before its next
-    /// fork). SIGKILL goes through `cgroup.kill` when there is one: the kernel then also
+    /// Sends `signal` to the leader's process group and every member outside it, each as
+    /// soon as it is found (a process that forks and exits in a loop is caught before its
+    /// next fork); SIGKILL to every member. SIGKILL goes through `cgroup.kill` when there is one: the kernel then also
     /// refuses new forks in the group, so nothing slips through. Returns the members the
     /// kernel refused to signal (EPERM: another user's process, for one).
     pub fn signal(&self, signal: Signal) -> Vec<i32> {
@@ -311,11 +311,21 @@ impl Range {
         {
             return Vec::new();
         }
-        let _ = killpg(self.leader, signal);
+        let group_signalled = killpg(self.leader, signal).is_ok();
         let mut refused = Vec::new();
         let mut send = |pid: i32| {
-            if kill(Pid::from_raw(pid), signal) == Err(nix::errno::Errno::EPERM) {
-                refused.push(pid);
+            // A member still in the leader's group has just had this signal through the
+            // group: a second SIGTERM could run a command's handler twice. SIGKILL goes
+            // to every member whatever its group, to learn which ones the kernel refuses.
+            let pid = Pid::from_raw(pid);
+            if group_signalled
+                && signal != Signal::SIGKILL
+                && nix::unistd::getpgid(Some(pid)) == Ok(self.leader)
+            {
+                return;
+            }
+            if kill(pid, signal) == Err(nix::errno::Errno::EPERM) {
+                refused.push(pid.as_raw());
             }
         };
         match self.cgroup.as_ref().and_then(Cgroup::pids) {
