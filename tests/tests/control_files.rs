@@ -745,25 +745,31 @@ fn a_root_or_workspace_inside_the_control_directory_is_refused_and_runs_nothing(
     // which would read every pending request there (their kept secrets) and rewrite
     // other commands' status files.
     let fx = Fixture::new();
-    let victim = fx.confine(&[
-        "--mode",
-        "read-only",
-        "--env",
-        "VICTIM_TOKEN=hunter2",
-        "--keep-env",
-        "VICTIM_TOKEN",
-        "--",
-        "true",
-    ]);
-    let request = request_path(&victim);
-    let their_dir = private_dir(&victim);
+    // A pending command holding a kept secret, and a script that tries to take it.
+    let pending = || {
+        fx.confine(&[
+            "--mode",
+            "read-only",
+            "--env",
+            "VICTIM_TOKEN=hunter2",
+            "--keep-env",
+            "VICTIM_TOKEN",
+            "--",
+            "true",
+        ])
+    };
     let marker = fx.outside.join("ran");
-    let script = format!(
-        "touch {}; cat {} > {}",
-        marker.display(),
-        request.display(),
-        fx.outside.join("stolen").display()
-    );
+    let steal = |request: &std::path::Path| {
+        format!(
+            "touch {}; cat {} > {}",
+            marker.display(),
+            request.display(),
+            fx.outside.join("stolen").display()
+        )
+    };
+    let victim = pending();
+    let their_dir = private_dir(&victim);
+    let script = steal(&request_path(&victim));
     let granted = fx
         .stockade([
             "run",
@@ -806,24 +812,10 @@ fn a_root_or_workspace_inside_the_control_directory_is_refused_and_runs_nothing(
 
     // Positive control: a root beside the control base works, and the pending requests
     // stay out of reach there.
-    let other = fx.confine(&[
-        "--mode",
-        "read-only",
-        "--env",
-        "VICTIM_TOKEN=hunter2",
-        "--keep-env",
-        "VICTIM_TOKEN",
-        "--",
-        "true",
-    ]);
+    let other = pending();
     let beside = fx.outside.join("beside");
     std::fs::create_dir(&beside).unwrap();
-    let script = format!(
-        "touch {}; cat {} > {}",
-        marker.display(),
-        request_path(&other).display(),
-        fx.outside.join("stolen").display()
-    );
+    let script = steal(&request_path(&other));
     let out = fx
         .stockade([
             "run",
