@@ -16,7 +16,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 use stockade_policy::classify::{self, Classification, ExitFacts, StageEvidence, StatusEvidence};
 use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv, StatusChannel};
-use stockade_policy::network_denials::LOG_FILE;
+use stockade_policy::network_denials::{self, DenialLog, LOG_FILE};
 use stockade_policy::stage_report::{MAX_REPORT_BYTES, REPORT_FILE, StageReport};
 use stockade_policy::status::{MAX_RECORD_BYTES, STATUS_FILE, StatusRecord};
 use stockade_policy::trust::FileKind;
@@ -163,6 +163,54 @@ fn read_stage(verified: &Verified) -> StageEvidence {
     StageEvidence::Report(StageReport::decode(&bytes))
 }
 
+/// What the filtering proxy's record of refused connections in `verified`'s directory
+/// says (see `stockade_policy::network_denials`). No file: no proxy ran, nothing was
+/// refused. A file not as the proxy made it (a mode other than 0600, unreadable, a link)
+/// is tampering, as for the status file: the command owns it and may change its mode
+/// where no read-only mount covers the control directory (`--no-stage`), and a record
+/// that could not be read would otherwise be reported as no refusal at all, hiding every
+/// connection the proxy refused.
+fn read_network(verified: &Verified) -> Result<DenialLog, String> {
+    let path = verified.dir.join(LOG_FILE);
+    let tampered = |why: String| {
+        format!(
+            "the proxy's record of refused connections was tampered with: {}: {why}",
+            path.display()
+        )
+    };
+    let (file, meta) = match open_control_file(&path) {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return Ok(DenialLog::default()),
+        Err(why) => return Err(tampered(why)),
+    };
+    if meta.mode() & 0o7777 != RECORD_MODE {
+        return Err(tampered(format!(
+            "its mode is {:04o}, not the {RECORD_MODE:04o} it was made with",
+            meta.mode() & 0o7777
+        )));
+    }
+    let mut bytes = Vec::new();
+    if let Err(e) = file
+        .take(network_denials::MAX_LOG_BYTES as u64)
+        .read_to_end(&mut bytes)
+    {
+        return Err(tampered(format!("cannot read it: {e}")));
+    }
+    Ok(DenialLog::parse(&bytes))
+}
+
+/// Adds what the proxy recorded to a verdict: its refusals, or `tampered` when the
+/// record is not as the proxy made it.
+fn with_network(mut v: Classification, verified: &Verified) -> Classification {
+    match read_network(verified) {
+        Ok(log) => {
+            v.network = log;
+            v
+        }
+        Err(why) => classify::with_tampering(v, why),
+    }
+}
+
 /// Opens a file of a private directory for reading without following a link or blocking
 /// on a FIFO, and checks it is a regular file only this user can change. `Ok(None)`: it
 /// does not exist; `Err`: why it cannot be trusted.
@@ -187,6 +235,8 @@ fn open_control_file(
 
 /// The mode `confine` creates a status file with.
 const STATUS_MODE: u32 = 0o600;
+/// The mode the proxy creates its record of refused connections with.
+const RECORD_MODE: u32 = 0o600;
 
 /// What the status channel of `confined` says; a status path that fails [`verify`] is
 /// tampering (the caller that can refuse bad input calls `verify` first).
@@ -208,7 +258,7 @@ pub fn stage(confined: &ConfinedArgv) -> StageEvidence {
 }
 
 /// The verdict on a process spawned from `confined` that settled with these facts,
-/// with what the namespace stage reported.
+/// with what the namespace stage reported and what the proxy refused.
 pub fn verdict(
     confined: &ConfinedArgv,
     exit_code: Option<i32>,
@@ -220,10 +270,14 @@ pub fn verdict(
         signal,
         stderr,
     };
-    classify::with_stage(
+    let v = classify::with_stage(
         classify::classify(confined, &settled, &status(confined)),
         &stage(confined),
-    )
+    );
+    match verify(confined) {
+        Ok(Some(verified)) => with_network(v, &verified),
+        _ => v,
+    }
 }
 
 /// Removes a verified private directory: only the files `confine` puts there, then the
@@ -340,7 +394,7 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
     let mut verdict =
         classify::with_stage(classify::classify(&confined, &settled, &status), &stage);
     if let Some(v) = &verified {
-        verdict.network = crate::run::read_network_record(&v.dir.join(LOG_FILE));
+        verdict = with_network(verdict, v);
     }
     let line = serde_json::to_string(&verdict).map_err(LauncherError::Json)?;
     crate::stdout::write(&format!("{line}\n"))?;

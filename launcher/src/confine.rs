@@ -65,8 +65,6 @@ pub struct Confinement {
     /// `stockade_policy::stage_report`): `stockade run` checks them after the command
     /// and puts back what changed, with or without the stage.
     pub shared: Vec<SharedRoot>,
-    /// Where the proxy records refused connections, with the network by name.
-    pub network_record: Option<std::path::PathBuf>,
     /// What was bound (the runner checks it; for `danger-full-access`, `stockade run`).
     pub binding: Binding,
 }
@@ -189,7 +187,6 @@ pub fn confine_inheriting(
             private_dir: None,
             unprotected: Vec::new(),
             shared: Vec::new(),
-            network_record: None,
             binding,
         });
     }
@@ -441,7 +438,6 @@ pub fn confine_inheriting(
         private_dir: Some(dir),
         unprotected,
         shared,
-        network_record,
         binding: request.binding,
     })
 }

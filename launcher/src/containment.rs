@@ -651,7 +651,7 @@ fn command_of(pid: i32) -> Option<String> {
 /// the marker lines `stockade run` prints after the command's output, and a terminal
 /// escape there (cursor up, erase line, hidden text) could rewrite the markers before it
 /// on the caller's terminal.
-fn printable(text: &str) -> String {
+pub(crate) fn printable(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_control() {

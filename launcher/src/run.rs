@@ -17,7 +17,7 @@ use stockade_policy::classify::Outcome;
 use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
-use stockade_policy::network_denials::{self, DenialLog};
+use stockade_policy::network_denials::DenialLog;
 use stockade_policy::receipt::{Receipt, StreamDigest};
 use stockade_policy::stage_report::RootChange;
 
@@ -31,7 +31,6 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         private_dir,
         unprotected,
         shared,
-        network_record,
         binding,
     } = confine::confine(
         &request,
@@ -76,11 +75,6 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         }
         (settled, verdict)
     });
-    // Read before the private directory goes: the proxy host ended with the command.
-    let network = network_record
-        .as_deref()
-        .map(read_network_record)
-        .unwrap_or_default();
     if let Some(dir) = private_dir {
         dir.remove();
     }
@@ -98,7 +92,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         let mut result = RunResult::new(&settled, &verdict, &confined, &built.removed, s.timeout);
         result.protected_appeared = appeared;
         result.shared_roots_changed = verdict.shared_roots_changed.clone();
-        result.network = network.clone();
+        result.network = verdict.network.clone();
         let json = serde_json::to_string(&result).map_err(LauncherError::Json)?;
         stdout::write(&format!("{json}\n"))?;
     } else {
@@ -108,6 +102,12 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
             .iter()
             .map(|c| format!("[sandbox: {c}]"))
             .chain(
+                verdict
+                    .tampered_detail
+                    .iter()
+                    .map(|d| format!("[sandbox: {}]", crate::containment::printable(d))),
+            )
+            .chain(
                 appeared
                     .iter()
                     .map(|p| format!("[sandbox: protected path appeared: {p}]")),
@@ -115,7 +115,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
             .chain(markers(
                 &settled,
                 &verdict,
-                &network,
+                &verdict.network,
                 confined.mode,
                 s.timeout,
                 code,
@@ -159,6 +159,15 @@ pub struct SandboxVerdict {
     /// Whether the binding was checked just before the command started, and held (see
     /// `stockade_policy::receipt::Receipt::binding_verified`).
     pub binding_verified: Option<bool>,
+    /// What was found when a control file (the status record, the stage's report, the
+    /// proxy's record) was not as stockade left it; changed shared roots have markers of
+    /// their own. Printed as a marker: without it, a run whose verdict was `tampered`
+    /// showed no marker at all (the denial marker is withheld then, as `classify`
+    /// withholds `denied`), so a command that changed its own status file's mode hid its
+    /// denials from a caller reading the markers.
+    pub tampered_detail: Option<String>,
+    /// The connections the filtering proxy refused, as it recorded them.
+    pub network: DenialLog,
 }
 
 /// The one place that decides runner failure and denial for `stockade run`: the same
@@ -181,6 +190,10 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
     } else {
         Some(true)
     };
+    let tampered_detail = v
+        .detail
+        .clone()
+        .filter(|_| tampered && v.shared_roots_changed.is_empty());
     SandboxVerdict {
         runner_failed: v.runner_failed,
         denied,
@@ -188,6 +201,8 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         tampered,
         shared_roots_changed: v.shared_roots_changed,
         binding_verified,
+        tampered_detail,
+        network: v.network,
     }
 }
 
@@ -272,24 +287,6 @@ fn markers(
 /// runner's failure), which a command's own code can collide with.
 fn is_reserved(code: i32) -> bool {
     code == exit::TIMED_OUT || code == exit::RUNNER_FAILURE
-}
-
-/// The proxy's record of refused connections (empty when there was no proxy, or when
-/// the record cannot be read: the proxy writes it, the command cannot reach it).
-pub fn read_network_record(path: &std::path::Path) -> DenialLog {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut bytes = Vec::new();
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path);
-    if let Ok(file) = opened {
-        let _ = file
-            .take(network_denials::MAX_LOG_BYTES as u64)
-            .read_to_end(&mut bytes);
-    }
-    DenialLog::parse(&bytes)
 }
 
 /// One stream in the JSON result.

@@ -302,6 +302,17 @@ pub fn with_stage(mut v: Classification, stage: &StageEvidence) -> Classificatio
     v
 }
 
+/// Makes a verdict `tampered` with `detail`, as a changed status record or stage report
+/// does: it outranks every other outcome (`denied` and `runnerFailed` are then false). A
+/// verdict already `tampered` keeps its first finding. For the launcher's own control
+/// files beside those two (the proxy's record of refused connections).
+pub fn with_tampering(v: Classification, detail: String) -> Classification {
+    if v.outcome == Outcome::Tampered {
+        return v;
+    }
+    tampered(v, detail)
+}
+
 fn tampered(mut v: Classification, detail: String) -> Classification {
     v.outcome = Outcome::Tampered;
     v.detail = Some(detail);

@@ -232,3 +232,125 @@ fn markers_after_stderr_that_ends_within_a_line_start_a_line_of_their_own() {
     assert_code(&out, 3);
     assert_eq!(text(&out.stderr), "partial");
 }
+
+/// A write outside the writable roots: refused in every configuration these tests run in
+/// (Landlock without the stage), read as a denial.
+const DENIED_WRITE: &str = "touch /etc/stockade-verdict-attack";
+
+/// Without the namespace stage the control directory is reachable by path (hidden from
+/// reads, but Landlock does not govern `chmod`), and workspace-write leaves mode changes
+/// to the command: it can change its own status file's mode. That makes the verdict
+/// `tampered`, which withholds `denied`; `stockade run` without `--json` then printed no
+/// marker at all, so a command that changed the mode before a denied access hid the
+/// denial from a caller reading the markers. The tampering is a marker of its own now.
+#[test]
+fn a_status_record_the_command_changed_is_a_marker_not_a_silent_run() {
+    let fx = Fixture::new();
+    // Control: the denial is marked.
+    let out = fx.run_sh("workspace-write", DENIED_WRITE);
+    assert_code(&out, 1);
+    let err = text(&out.stderr);
+    assert!(
+        err.ends_with("[sandbox: file access denied under workspace-write mode]\n"),
+        "{err}"
+    );
+    // The attack: the same denial after making its own status record unreadable.
+    let base = fx.runtime.join("stockade");
+    let out = fx.run_sh(
+        "workspace-write",
+        &format!(
+            "chmod 000 {}/req-*/status && echo changed; {DENIED_WRITE}",
+            base.display()
+        ),
+    );
+    assert_code(&out, 1);
+    assert_eq!(text(&out.stdout), "changed\n", "the chmod was refused");
+    let err = text(&out.stderr);
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("[sandbox: the status record was tampered with: ")
+            && last.contains("its mode is 0000"),
+        "no tampering marker: {err}"
+    );
+    // As `classify` and `--json` say it: tampered, not denied.
+    assert!(!err.contains("file access denied"), "{err}");
+}
+
+/// The filtering proxy's record of refused connections lies in the command's private
+/// directory too. A command that changed its mode (without the stage, as above) made it
+/// unreadable to an ordinary user's launcher, which then reported no refusal at all:
+/// the connections the proxy refused vanished from the markers, `network.denied` and
+/// `classify`. A record not as the proxy made it is tampering now, as the status file is
+/// (also for root, who could still read it).
+#[test]
+fn a_network_record_the_command_changed_is_tampering_not_no_refusal() {
+    let fx = Fixture::new();
+    let refuse = format!("{} connect denied.test 443 x", bin("netclient").display());
+    let attack = format!(
+        "chmod 000 {}/req-*/network-denied && echo changed; {refuse}",
+        fx.runtime.join("stockade").display()
+    );
+    let run = |script: &str, json: bool| {
+        let mut args = vec!["run"];
+        if json {
+            args.push("--json");
+        }
+        args.extend(["--allow-domain", "allowed.test", "--", "sh", "-c", script]);
+        fx.stockade(args).output().unwrap()
+    };
+    let refused = "[sandbox: network access to denied.test:443 denied]";
+    // Control: the refusal is reported.
+    let out = run(&refuse, false);
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout).trim(), "403");
+    assert!(text(&out.stderr).contains(refused), "{}", text(&out.stderr));
+    // The attack, with markers: a tampering marker instead of silence.
+    let out = run(&attack, false);
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "changed\n403\n", "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(!err.contains(refused), "{err}");
+    assert!(
+        err.lines().any(|l| l.starts_with(
+            "[sandbox: the proxy's record of refused connections was tampered with: "
+        )),
+        "the hidden refusal is not reported: {err}"
+    );
+    // With --json.
+    let out = run(&attack, true);
+    assert_code(&out, 0);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["sandbox"]["tampered"], true, "{json}");
+    // On the confine path: classify says tampered; its control names the refusal.
+    let classify = |script: &str| {
+        let c = fx.confine(&["--allow-domain", "allowed.test", "--", "sh", "-c", script]);
+        let out = spawn_argv(&c);
+        assert_code(&out, 0);
+        let confined = fx.root.join(format!("confined-{}.json", unique_tag("c")));
+        std::fs::write(&confined, c.to_string()).unwrap();
+        let out = fx
+            .stockade([
+                "classify",
+                "--confined",
+                confined.to_str().unwrap(),
+                "--exit-code",
+                "0",
+            ])
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let v = classify(&refuse);
+    assert_eq!(v["outcome"], "ok", "{v}");
+    assert_eq!(v["network"]["denied"][0]["host"], "denied.test", "{v}");
+    let v = classify(&attack);
+    assert_eq!(v["outcome"], "tampered", "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .contains("record of refused connections was tampered with"),
+        "{v}"
+    );
+}
