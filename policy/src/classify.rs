@@ -34,7 +34,8 @@ pub enum Outcome {
     /// Killed by a signal.
     Signaled,
     /// The status record was tampered with (unreadable, changed mode or owner, not one
-    /// complete record, gone before its time), or the namespace stage found (and put
+    /// complete record, gone before its time), or the stage's report or the proxy's
+    /// record of refused connections was (`detail` names which), or the namespace stage found (and put
     /// back) a change to a shared writable root's own mode or owner (`/tmp` as root, see
     /// `sharedRootsChanged`): only the confined command, or someone outside the sandbox,
     /// could have done that. Neither a runner failure nor a clean run; `detail` says
