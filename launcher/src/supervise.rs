@@ -19,7 +19,6 @@ use crate::terminal;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use std::ffi::OsString;
 use std::fs::File;
@@ -275,31 +274,55 @@ struct Reaped {
     children_left: bool,
 }
 
+/// How the direct child ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    Exited(i32),
+    /// Killed by this signal number (any: a real-time one too).
+    Signaled(i32),
+}
+
 /// Reaps every exited child (orphans re-parent to us), keeping the direct child's status.
-fn reap(direct: Pid, status: &mut Option<WaitStatus>) -> Reaped {
+///
+/// With `waitpid(2)` itself, not nix's: nix turns a status into its `Signal` type, and
+/// for a signal that type has no name for (every real-time signal: `kill -RTMIN+5 $$`)
+/// it returns an error after the kernel has already reaped the child. The child's end
+/// was then lost, and `stockade run` waited for it for ever, its timeout and SIGTERM
+/// included (a command could hang its supervisor with one `kill`).
+fn reap(direct: Pid, status: &mut Option<Ended>) -> Reaped {
     let mut stopped = false;
     loop {
-        match waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::WUNTRACED)) {
-            Ok(WaitStatus::StillAlive) => {
-                return Reaped {
-                    stopped,
-                    children_left: true,
-                };
-            }
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => {
-                return Reaped {
-                    stopped,
-                    children_left: e != nix::errno::Errno::ECHILD,
-                };
-            }
-            Ok(s @ (WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _))) => {
-                if pid == direct {
-                    *status = Some(s);
+        let mut raw: libc::c_int = 0;
+        // SAFETY: waitpid writes the status into a local.
+        let pid = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG | libc::WUNTRACED) };
+        if pid == 0 {
+            return Reaped {
+                stopped,
+                children_left: true,
+            };
+        }
+        if pid < 0 {
+            match nix::errno::Errno::last() {
+                nix::errno::Errno::EINTR => continue,
+                e => {
+                    return Reaped {
+                        stopped,
+                        children_left: e != nix::errno::Errno::ECHILD,
+                    };
                 }
             }
-            Ok(WaitStatus::Stopped(pid, _)) => stopped |= pid == direct,
-            Ok(_) => {}
+        }
+        let ours = pid == direct.as_raw();
+        if libc::WIFEXITED(raw) {
+            if ours {
+                *status = Some(Ended::Exited(libc::WEXITSTATUS(raw)));
+            }
+        } else if libc::WIFSIGNALED(raw) {
+            if ours {
+                *status = Some(Ended::Signaled(libc::WTERMSIG(raw)));
+            }
+        } else if libc::WIFSTOPPED(raw) {
+            stopped |= ours;
         }
     }
 }
@@ -396,7 +419,7 @@ struct Supervisor<'a> {
     deadline: Option<Instant>,
     phase: Phase,
     /// The direct child's exit, once reaped.
-    status: Option<WaitStatus>,
+    status: Option<Ended>,
     /// Whether the launcher still has a child to wait for.
     children_left: bool,
     /// The range's live members when the direct child exited.
@@ -647,8 +670,8 @@ impl Supervisor<'_> {
         let stderr = self.err.capture.finish();
         self.spill.finish();
         let (exit_code, signal) = match self.status {
-            Some(WaitStatus::Exited(_, code)) => (Some(code), None),
-            Some(WaitStatus::Signaled(_, sig, _)) => (None, Some(sig as i32)),
+            Some(Ended::Exited(code)) => (Some(code), None),
+            Some(Ended::Signaled(sig)) => (None, Some(sig)),
             _ => (None, None),
         };
         Settled {

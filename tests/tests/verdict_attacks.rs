@@ -354,3 +354,53 @@ fn a_network_record_the_command_changed_is_tampering_not_no_refusal() {
         "{v}"
     );
 }
+
+/// A command killed by a real-time signal (`kill -RTMIN+5 $$`, `kill -64 $$`) is
+/// reported as killed by it, with and without the stage. `stockade run` reaped its child
+/// through a wrapper that has no name for those signals and returned an error instead of
+/// the status the kernel had already consumed: the end was lost and the launcher waited
+/// for it for ever, through its `--timeout` and SIGTERM. (Were it broken again, this test
+/// ends at the fixture's deadline.)
+#[test]
+fn a_command_killed_by_a_real_time_signal_is_reported_not_waited_for() {
+    for fx in [Fixture::new(), Fixture::staged()] {
+        // Control first (a signal with a name), then the real-time ones, by number from
+        // the kernel's range (SIGRTMIN is 32 to the kernel; 34 and up are free in glibc).
+        for sig in [15, 40, 64] {
+            let script = format!("kill -{sig} $$");
+            let (out, json) = run_json(&mut fx.stockade([
+                "run",
+                "--json",
+                "--timeout",
+                "5m",
+                "--mode",
+                "read-only",
+                "--",
+                "bash",
+                "-c",
+                &script,
+            ]));
+            assert_code(&out, 128 + sig);
+            assert_eq!(json["exitCode"], serde_json::Value::Null, "{json}");
+            assert_eq!(json["timedOut"], false, "{json}");
+            let name = json["signal"].as_str().unwrap_or_default().to_string();
+            if sig == 15 {
+                assert_eq!(name, "SIGTERM", "{json}");
+            } else {
+                assert_eq!(name, format!("SIG{sig}"), "{json}");
+            }
+            // Pass-through: the marker names it.
+            let out = fx
+                .stockade(["run", "--mode", "read-only", "--", "bash", "-c", &script])
+                .output()
+                .unwrap();
+            assert_code(&out, 128 + sig);
+            assert_eq!(
+                text(&out.stderr),
+                format!("[killed by signal: {name}]\n"),
+                "stage {}",
+                fx.stage
+            );
+        }
+    }
+}
