@@ -286,23 +286,46 @@ pub fn consume(verified: &Verified) {
     private_dir::remove_private(&verified.dir);
 }
 
-/// The name of a signal given as a name (`SIGKILL`, `KILL`) or a number (`9`).
+/// The name of a signal given as a name (`SIGKILL`, `KILL`) or a number (`9`). A
+/// real-time signal has no name of its own: it is `SIGN` by its number (as `stockade
+/// run` reports it), given as `39`, `SIG39`, `SIGRTMIN+5` or `RTMAX-25` (the C
+/// library's numbering, as `kill -l` prints it).
 pub fn signal_name(given: &str) -> Result<String, LauncherError> {
     use nix::sys::signal::Signal;
     use std::str::FromStr;
     let bad = || LauncherError::BadSignal(given.to_string());
-    let signal = match given.parse::<i32>() {
-        Ok(n) => Signal::try_from(n).map_err(|_| bad())?,
-        Err(_) => {
-            let upper = given.to_ascii_uppercase();
-            let name = if upper.starts_with("SIG") {
-                upper
-            } else {
-                format!("SIG{upper}")
-            };
-            Signal::from_str(&name).map_err(|_| bad())?
-        }
+    let upper = given.to_ascii_uppercase();
+    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+    let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+    // The kernel's real-time range starts at 32 (the C library keeps the first two).
+    let real_time = |n: i32| (32..=max).contains(&n).then(|| format!("SIG{n}"));
+    let offset = |rest: &str, sign: char| {
+        rest.strip_prefix(sign)
+            .and_then(|k| k.parse::<i32>().ok())
+            .filter(|k| *k >= 0)
     };
+    let number = if let Some(rest) = bare.strip_prefix("RTMIN") {
+        if rest.is_empty() {
+            Some(min)
+        } else {
+            offset(rest, '+').map(|k| min + k)
+        }
+    } else if let Some(rest) = bare.strip_prefix("RTMAX") {
+        if rest.is_empty() {
+            Some(max)
+        } else {
+            offset(rest, '-').map(|k| max - k)
+        }
+    } else {
+        bare.parse::<i32>().ok()
+    };
+    if let Some(n) = number {
+        return match Signal::try_from(n) {
+            Ok(signal) if !bare.starts_with("RT") => Ok(signal.as_str().to_string()),
+            _ => real_time(n).ok_or_else(bad),
+        };
+    }
+    let signal = Signal::from_str(&format!("SIG{bare}")).map_err(|_| bad())?;
     Ok(signal.as_str().to_string())
 }
 
@@ -413,7 +436,23 @@ mod tests {
         for given in ["SIGKILL", "KILL", "kill", "9"] {
             assert_eq!(signal_name(given).unwrap(), "SIGKILL", "{given}");
         }
-        for bad in ["SIGNOPE", "0", "999", ""] {
+        let min = libc::SIGRTMIN();
+        let five = format!("SIG{}", min + 5);
+        for given in ["SIGRTMIN+5", "rtmin+5", &(min + 5).to_string(), &five] {
+            assert_eq!(signal_name(given).unwrap(), five, "{given}");
+        }
+        assert_eq!(signal_name("SIGRTMAX").unwrap(), "SIG64");
+        assert_eq!(signal_name("64").unwrap(), "SIG64");
+        for bad in [
+            "SIGNOPE",
+            "0",
+            "999",
+            "",
+            "65",
+            "SIGRTMIN-1",
+            "RTMAX+1",
+            "RTMIN+x",
+        ] {
             assert!(signal_name(bad).is_err(), "{bad}");
         }
     }

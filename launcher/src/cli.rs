@@ -367,7 +367,7 @@ pub struct ClassifyArgs {
         conflicts_with = "signal"
     )]
     pub exit_code: Option<i32>,
-    /// The signal that killed the process (SIGKILL, KILL or 9).
+    /// The signal that killed the process (SIGKILL, KILL or 9; a real-time one by number or as SIGRTMIN+N).
     #[arg(long, value_name = "NAME")]
     pub signal: Option<String>,
     /// The process's collected stderr (a file, or - for stdin) [default: empty].

@@ -360,7 +360,7 @@ fn a_network_record_the_command_changed_is_tampering_not_no_refusal() {
 /// through a wrapper that has no name for those signals and returned an error instead of
 /// the status the kernel had already consumed: the end was lost and the launcher waited
 /// for it for ever, through its `--timeout` and SIGTERM. (Were it broken again, this test
-/// ends at the fixture's deadline.)
+/// ends at the fixture's deadline.) `classify` takes such a signal by number too.
 #[test]
 fn a_command_killed_by_a_real_time_signal_is_reported_not_waited_for() {
     for fx in [Fixture::new(), Fixture::staged()] {
@@ -401,6 +401,28 @@ fn a_command_killed_by_a_real_time_signal_is_reported_not_waited_for() {
                 "stage {}",
                 fx.stage
             );
+            // On the confine path, `classify` takes the executor's signal by number
+            // (it refused a real-time one: no verdict at all).
+            let c = fx.confine(&["--mode", "read-only", "--", "bash", "-c", &script]);
+            let out = spawn_argv(&c);
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(out.status.signal(), Some(sig), "{}", text(&out.stderr));
+            let confined = fx.root.join(format!("confined-{}.json", unique_tag("c")));
+            std::fs::write(&confined, c.to_string()).unwrap();
+            let out = fx
+                .stockade([
+                    "classify",
+                    "--confined",
+                    confined.to_str().unwrap(),
+                    "--signal",
+                    &sig.to_string(),
+                ])
+                .output()
+                .unwrap();
+            assert_code(&out, 0);
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["outcome"], "signaled", "{v}");
+            assert_eq!(v["detail"], format!("killed by signal {name}"), "{v}");
         }
     }
 }
