@@ -43,6 +43,12 @@ pub struct Invoker {
     /// capability N): only those can be kept with `--keep-capability`. None for an
     /// ordinary user.
     pub capabilities: u64,
+    /// The block devices the invoking user can read (all of them for root: it owns
+    /// their nodes), found by the launcher. Each holds the bytes of a whole filesystem,
+    /// every hidden path and every other user's private file on it included, and
+    /// Landlock lets a command read a device node like any file beneath `/`: hidden by
+    /// default.
+    pub block_devices: Vec<PathBuf>,
 }
 
 impl Invoker {
@@ -69,6 +75,7 @@ impl Invoker {
             runtime_dir,
             control_bases: Vec::new(),
             capabilities: 0,
+            block_devices: Vec::new(),
         }
     }
 }
@@ -419,6 +426,7 @@ mod tests {
             runtime_dir: None,
             control_bases: Vec::new(),
             capabilities: 0,
+            block_devices: Vec::new(),
         };
         let err =
             check_implicit_tmpdir(&tmp.join("agent-tmp"), &invoker, std::slice::from_ref(&tmp))
@@ -451,6 +459,7 @@ mod tests {
             runtime_dir: None,
             control_bases: Vec::new(),
             capabilities: 0,
+            block_devices: Vec::new(),
         };
         for bad in [
             Path::new("/"),
