@@ -45,8 +45,44 @@ pub fn invoker() -> Invoker {
     Invoker {
         control_bases: crate::private_dir::base_candidates(),
         capabilities: crate::capabilities::permitted(),
+        block_devices: readable_block_devices(Path::new("/dev")),
         ..Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
     }
+}
+
+/// How deep beneath `/dev` block devices are looked for: their nodes sit directly in it
+/// (`/dev/sda`, `/dev/dm-0`, `/dev/loop0`) and, on some systems, one or two levels down
+/// (`/dev/mapper/NAME`); the trees of names (`/dev/disk/by-uuid/...`) are links to them.
+const DEVICE_DEPTH: usize = 3;
+
+/// The block devices beneath `dir` (links not followed) that this user can read, as
+/// `access(R_OK)` answers for the real uid and groups: every one for root, which owns
+/// their nodes and reads them without any capability. A command reading one reads the
+/// raw bytes of a filesystem, past every hidden path and every file mode on it, so they
+/// are hidden by default (an ordinary user outside the `disk` group has none).
+fn readable_block_devices(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut found = Vec::new();
+    let mut dirs = vec![(dir.to_path_buf(), 1)];
+    while let Some((dir, depth)) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() && depth < DEVICE_DEPTH {
+                dirs.push((entry.path(), depth + 1));
+            } else if kind.is_block_device()
+                && nix::unistd::access(&entry.path(), nix::unistd::AccessFlags::R_OK).is_ok()
+            {
+                found.push(entry.path());
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 /// Refuses when `binary` (canonical; `what` names it) could be replaced by a confined

@@ -531,19 +531,24 @@ const OPEN_TREE_CLONE: libc::c_uint = 1;
 const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 
-/// A detached copy of the mount tree at `path` (`open_tree(OPEN_TREE_CLONE)`, Linux 5.2),
-/// every mount keeping its flags.
-fn clone_tree(path: &Path) -> Result<std::os::fd::OwnedFd, StageError> {
-    use std::os::fd::FromRawFd;
-    let c = cstr(path)?;
-    // SAFETY: `c` is a NUL-terminated path that outlives the call; the kernel returns a
-    // new descriptor or -1.
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
+
+/// A detached copy of the mount tree at the directory `dir` (an open descriptor;
+/// `open_tree(OPEN_TREE_CLONE)`, Linux 5.2), every mount keeping its flags. `path` names
+/// it in errors.
+fn clone_tree(dir: &std::fs::File, path: &Path) -> Result<std::os::fd::OwnedFd, StageError> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: a directory descriptor and an empty NUL-terminated path, both alive for the
+    // call; the kernel returns a new descriptor or -1.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE,
+            dir.as_raw_fd(),
+            c"".as_ptr(),
+            OPEN_TREE_CLONE
+                | OPEN_TREE_CLOEXEC
+                | AT_RECURSIVE
+                | libc::AT_EMPTY_PATH as libc::c_uint,
         )
     };
     check(fd, || {
@@ -553,20 +558,20 @@ fn clone_tree(path: &Path) -> Result<std::os::fd::OwnedFd, StageError> {
     Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
-/// Puts a detached tree from [`clone_tree`] on top of `path` (`move_mount`).
-fn attach(tree: &std::os::fd::OwnedFd, path: &Path) -> Result<(), StageError> {
+/// Puts a detached tree from [`clone_tree`] on top of the directory `dir` (an open
+/// descriptor; `move_mount`). `path` names it in errors.
+fn attach(tree: &std::os::fd::OwnedFd, dir: &std::fs::File, path: &Path) -> Result<(), StageError> {
     use std::os::fd::AsRawFd;
-    let c = cstr(path)?;
-    // SAFETY: an open tree descriptor, an empty path and a NUL-terminated target path,
-    // all valid for the call.
+    // SAFETY: an open tree descriptor, a directory descriptor and empty NUL-terminated
+    // paths, all valid for the call.
     let r = unsafe {
         libc::syscall(
             libc::SYS_move_mount,
             tree.as_raw_fd(),
             c"".as_ptr(),
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH,
+            dir.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
         )
     };
     check(r, || {
@@ -623,18 +628,41 @@ fn mounts(spec: &MountPlan, runner: &[OsString]) -> Result<(), StageError> {
     // put back on top: the roots are writable exactly where they were, and a mount the
     // machine made read-only stays so. Clearing the flag afterwards instead would make
     // such mounts writable (or fail on mounts locked by a user namespace).
+    // Each root is opened once, following no link on the way, and cloned from and put
+    // back on that very descriptor: a command that can rename what lies above a root
+    // (a workspace in /tmp) could otherwise swap in a link for the moment the stage
+    // looks, and swap it back before the runner checks the root, and the stage would
+    // have made the link's target (`/etc`) a writable mount, open to `chmod`.
     let mut clones = Vec::new();
-    for dir in &spec.rw {
-        // A root gone since confine: the runner refuses it with its own failure kind
-        // and record, so the stage leaves that to it.
-        if dir.symlink_metadata().is_err() {
-            continue;
-        }
-        clones.push((dir, clone_tree(dir)?));
+    for path in &spec.rw {
+        let dir = match open_dir_no_symlinks(path) {
+            Ok(dir) => dir,
+            // A root gone or replaced by a link since confine: the runner refuses it
+            // with its own failure kind and record, so the stage leaves that to it.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOENT | libc::ELOOP | libc::ENOTDIR)
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => {
+                return Err(StageError {
+                    what: format!(
+                        "cannot open writable root {} without following links",
+                        path.display()
+                    ),
+                    source: Some(e),
+                });
+            }
+        };
+        let clone = clone_tree(&dir, path)?;
+        clones.push((path, dir, clone));
     }
     set_readonly(root, true)?;
-    for (dir, clone) in &clones {
-        attach(clone, dir)?;
+    for (path, dir, clone) in &clones {
+        attach(clone, dir, path)?;
     }
     if spec.private_tmp {
         mount(

@@ -96,6 +96,7 @@ pub fn defaults(invoker: &Invoker) -> Vec<PathBuf> {
     if invoker.uid == 0 {
         out.extend(ROOT_SECRETS.iter().map(PathBuf::from));
     }
+    out.extend(invoker.block_devices.iter().cloned());
     out
 }
 
@@ -643,8 +644,10 @@ mod tests {
             runtime_dir: None,
             control_bases: vec!["/run/user/1/stockade".into()],
             capabilities: 0,
+            block_devices: vec!["/dev/sda".into()],
         };
         let d = defaults(&inv);
+        assert!(d.contains(&PathBuf::from("/dev/sda")));
         assert!(d.contains(&PathBuf::from("/home/u/.ssh")));
         assert!(d.contains(&PathBuf::from("/forged/.aws")));
         assert!(d.contains(&PathBuf::from("/home/u/.cargo/credentials.toml")));

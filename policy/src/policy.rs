@@ -725,12 +725,30 @@ impl PolicyRequest {
             let named = std::iter::once((workspace_in.clone(), "--workspace"))
                 .chain(self.writable.iter().map(|r| (cwd.join(r), "--writable")));
             for (raw, named_by) in named {
-                if let Err(why) = roots::walk_checking_links(&raw, invoker.uid, &granted) {
-                    return Err(PolicyError::LinkedRoot {
-                        named_by,
-                        path: raw,
-                        why,
-                    });
+                // The walk resolves the name a second time: it must reach the very
+                // directory the root was resolved to. A command that can rename what lies
+                // above the name (a workspace in /tmp, or inside another command's
+                // workspace) could otherwise swap a link in for the first resolution and
+                // out for the walk, and the root granted would be the link's target.
+                match roots::walk_checking_links(&raw, invoker.uid, &granted) {
+                    Err(why) => {
+                        return Err(PolicyError::LinkedRoot {
+                            named_by,
+                            path: raw,
+                            why,
+                        });
+                    }
+                    Ok(walked) if !granted.contains(&walked) => {
+                        return Err(PolicyError::LinkedRoot {
+                            named_by,
+                            path: raw,
+                            why: format!(
+                                "it now leads to {}, not to the directory it was resolved to a moment before: a link on its way changed while it was being resolved",
+                                walked.display()
+                            ),
+                        });
+                    }
+                    Ok(_) => {}
                 }
             }
             if let Some(raw) = tmpdir {
@@ -1100,6 +1118,7 @@ mod tests {
             runtime_dir: None,
             control_bases: Vec::new(),
             capabilities: 0,
+            block_devices: Vec::new(),
         }
     }
 

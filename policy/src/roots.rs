@@ -43,6 +43,12 @@ pub struct Invoker {
     /// capability N): only those can be kept with `--keep-capability`. None for an
     /// ordinary user.
     pub capabilities: u64,
+    /// The block devices the invoking user can read (all of them for root: it owns
+    /// their nodes), found by the launcher. Each holds the bytes of a whole filesystem,
+    /// every hidden path and every other user's private file on it included, and
+    /// Landlock lets a command read a device node like any file beneath `/`: hidden by
+    /// default.
+    pub block_devices: Vec<PathBuf>,
 }
 
 impl Invoker {
@@ -69,6 +75,7 @@ impl Invoker {
             runtime_dir,
             control_bases: Vec::new(),
             capabilities: 0,
+            block_devices: Vec::new(),
         }
     }
 }
@@ -118,10 +125,25 @@ pub fn private_group(passwd: &str, group: &str, uid: u32) -> Option<u32> {
     Some(gid)
 }
 
-/// Why a root is too broad to be writable, when it is.
+/// The kernel's own interfaces, mounted as trees of files: a write there is no file
+/// effect but a change to the running kernel or its devices. As root (which owns these
+/// nodes and needs no capability for most of them) `kernel.core_pattern` names a program
+/// the kernel then runs as root outside every sandbox, and a block device is the raw
+/// bytes of a filesystem. `/dev/shm` is an ordinary tmpfs and not among them.
+const KERNEL_TREES: &[&str] = &["/proc", "/sys", "/dev"];
+const NOT_KERNEL_TREES: &[&str] = &["/dev/shm"];
+
+/// Why a root is too broad (or no place for files) to be writable, when it is.
 pub fn broad_reason(root: &Path, homes: &[PathBuf]) -> Option<String> {
     if root == Path::new("/") {
         return Some("it is / itself: the whole filesystem would be writable".into());
+    }
+    if let Some(tree) = KERNEL_TREES.iter().find(|t| root.starts_with(t))
+        && !NOT_KERNEL_TREES.iter().any(|t| root.starts_with(t))
+    {
+        return Some(format!(
+            "it lies in {tree}, the kernel's own interface, not a directory of files: a write there changes the running kernel or a device (as root, /proc/sys/kernel/core_pattern names a program the kernel runs as root outside the sandbox)"
+        ));
     }
     for home in homes {
         if root == home {
@@ -388,6 +410,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_kernel_s_trees_are_no_writable_root_but_dev_shm_is_a_tmpfs_like_any() {
+        for kernel in [
+            "/proc",
+            "/proc/sys/kernel",
+            "/sys",
+            "/sys/fs/cgroup",
+            "/dev",
+            "/dev/pts",
+        ] {
+            let why = broad_reason(Path::new(kernel), &[]).unwrap_or_default();
+            assert!(why.contains("kernel's own interface"), "{kernel}: {why}");
+        }
+        for fine in [
+            "/dev/shm",
+            "/dev/shm/work",
+            "/devices",
+            "/process",
+            "/system",
+        ] {
+            assert_eq!(broad_reason(Path::new(fine), &[]), None, "{fine}");
+        }
+    }
+
     fn scratch() -> PathBuf {
         use std::sync::atomic::{AtomicU64, Ordering};
         static N: AtomicU64 = AtomicU64::new(0);
@@ -419,6 +465,7 @@ mod tests {
             runtime_dir: None,
             control_bases: Vec::new(),
             capabilities: 0,
+            block_devices: Vec::new(),
         };
         let err =
             check_implicit_tmpdir(&tmp.join("agent-tmp"), &invoker, std::slice::from_ref(&tmp))
@@ -451,6 +498,7 @@ mod tests {
             runtime_dir: None,
             control_bases: Vec::new(),
             capabilities: 0,
+            block_devices: Vec::new(),
         };
         for bad in [
             Path::new("/"),

@@ -441,6 +441,86 @@ fn root_system_secrets_are_hidden_by_default() {
     }
 }
 
+/// A loop device attached to a file, detached when dropped.
+struct LoopDevice(PathBuf);
+
+impl LoopDevice {
+    /// `None` where no loop device can be attached (no `losetup`, no loop driver).
+    fn attach(backing: &Path) -> Option<LoopDevice> {
+        let out = std::process::Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(backing)
+            .output()
+            .ok()?;
+        let dev = text(&out.stdout).trim().to_string();
+        (out.status.success() && dev.starts_with("/dev/")).then(|| LoopDevice(dev.into()))
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup")
+            .arg("-d")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn block_devices_are_hidden_by_default_from_root() {
+    // Root owns every block device node and reads it without any capability: the raw
+    // bytes of a filesystem hold every hidden path on it (/etc/shadow, /root/.ssh, a
+    // --hide file) and every other user's private files. Here the "filesystem" is a
+    // file holding a secret, attached to a loop device.
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): block_devices_are_hidden_by_default_from_root");
+        return;
+    }
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let backing = fx.outside.join("disk.img");
+        let mut bytes = vec![0u8; 64 * 1024];
+        let secret = b"BLOCK-DEVICE-SECRET-4c1d";
+        bytes[4096..4096 + secret.len()].copy_from_slice(secret);
+        std::fs::write(&backing, &bytes).unwrap();
+        let Some(dev) = LoopDevice::attach(&backing) else {
+            eprintln!(
+                "SKIPPED (no loop device to attach): block_devices_are_hidden_by_default_from_root"
+            );
+            return;
+        };
+        let dev_path = dev.0.display().to_string();
+        let script = format!(
+            "{}grep -a -c BLOCK-DEVICE-SECRET '{dev_path}' 2>/dev/null || true",
+            probe_reads(&[dev.0.clone(), PathBuf::from("/dev/null")])
+        );
+        for mode in ["read-only", "workspace-write"] {
+            let out = fx.run_sh(mode, &script);
+            assert_eq!(
+                verdicts(&out),
+                [format!("DENIED {dev_path}"), "READ /dev/null".into()],
+                "{mode}: {}",
+                text(&out.stderr)
+            );
+            // Control: with the defaults dropped the device reads, secret and all.
+            let out = fx
+                .stockade(["run", "--mode", mode, "--no-default-hide", "--", "sh", "-c"])
+                .arg(&script)
+                .output()
+                .unwrap();
+            assert_eq!(
+                verdicts(&out),
+                [
+                    format!("READ {dev_path}"),
+                    "READ /dev/null".into(),
+                    "1".into()
+                ],
+                "{mode}: {}",
+                text(&out.stderr)
+            );
+        }
+    }
+}
+
 #[test]
 fn explain_probe_and_guarantees_show_the_hidden_set() {
     for fx in [Fixture::new(), Fixture::staged()] {

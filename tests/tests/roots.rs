@@ -441,6 +441,53 @@ fn broad_roots_are_refused_naming_the_flag_and_allowed_with_it() {
     assert_code(&out, 0);
 }
 
+#[test]
+fn the_kernel_s_trees_are_refused_as_writable_roots_and_dev_shm_is_not() {
+    // A writable /proc/sys lets a command started as root, without any capability,
+    // set kernel.core_pattern: the kernel then runs the program it names as root,
+    // outside every sandbox, at the next crash. /sys and /dev are the same kind of tree
+    // (device attributes, raw disks).
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let ran = fx.ws.join("ran");
+        let touch = format!("touch {}", ran.display());
+        for args in [
+            vec!["--writable", "/proc/sys/kernel"],
+            vec!["--writable", "/sys/kernel"],
+            vec!["--writable", "/dev"],
+            vec!["--workspace", "/proc/sys"],
+        ] {
+            let out = fx
+                .stockade(["run"])
+                .args(&args)
+                .args(["--", "sh", "-c", &touch])
+                .output()
+                .unwrap();
+            let line = refusal(&out);
+            assert!(
+                line.contains("kernel's own interface") && line.contains("--allow-broad-root"),
+                "{args:?}: {line}"
+            );
+            assert!(!ran.exists(), "{args:?}");
+        }
+        // Controls: /dev/shm is a tmpfs like /tmp, and the refusal can be lifted on
+        // purpose.
+        for args in [
+            vec!["--writable", "/dev/shm"],
+            vec!["--allow-broad-root", "--writable", "/sys/kernel"],
+        ] {
+            let out = fx
+                .stockade(["run"])
+                .args(&args)
+                .args(["--", "sh", "-c", &touch])
+                .output()
+                .unwrap();
+            assert_code(&out, 0);
+            assert!(ran.exists(), "{args:?}");
+            std::fs::remove_file(&ran).unwrap();
+        }
+    }
+}
+
 /// `stockade-runner --explain` on the request of a ConfinedArgv.
 fn explain(confined: &serde_json::Value) -> String {
     let argv = confined["argv"].as_array().unwrap();
