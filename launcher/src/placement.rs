@@ -45,7 +45,7 @@ pub fn invoker() -> Invoker {
     Invoker {
         control_bases: crate::private_dir::base_candidates(),
         capabilities: crate::capabilities::permitted(),
-        block_devices: readable_block_devices(Path::new("/dev")),
+        raw_devices: readable_raw_devices(Path::new("/dev")),
         ..Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
     }
 }
@@ -55,13 +55,19 @@ pub fn invoker() -> Invoker {
 /// (`/dev/mapper/NAME`); the trees of names (`/dev/disk/by-uuid/...`) are links to them.
 const DEVICE_DEPTH: usize = 3;
 
-/// The block devices beneath `dir` (links not followed) that this user can read, as
-/// `access(R_OK)` answers for the real uid and groups: every one for root, which owns
-/// their nodes and reads them without any capability. A command reading one reads the
-/// raw bytes of a filesystem, past every hidden path and every file mode on it, so they
-/// are hidden by default (an ordinary user outside the `disk` group has none).
-fn readable_block_devices(dir: &Path) -> Vec<PathBuf> {
+/// The character device that makes a userfaultfd with an ioctl (Linux 6.1), where the
+/// seccomp filter refuses the system call.
+const USERFAULTFD_DEVICE: &str = "/dev/userfaultfd";
+
+/// The devices beneath `dir` (links not followed) that reach past the sandbox and that
+/// this user can read, as `access(R_OK)` answers for the real uid and groups: every
+/// block device (root owns their nodes and reads them without any capability; a command
+/// reading one reads the raw bytes of a filesystem, past every hidden path and every
+/// file mode on it), and `/dev/userfaultfd` (root only, by its mode). They are hidden by
+/// default; an ordinary user outside the `disk` group has none.
+fn readable_raw_devices(dir: &Path) -> Vec<PathBuf> {
     use std::os::unix::fs::FileTypeExt;
+    let readable = |path: &Path| nix::unistd::access(path, nix::unistd::AccessFlags::R_OK).is_ok();
     let mut found = Vec::new();
     let mut dirs = vec![(dir.to_path_buf(), 1)];
     while let Some((dir, depth)) = dirs.pop() {
@@ -72,12 +78,14 @@ fn readable_block_devices(dir: &Path) -> Vec<PathBuf> {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            let path = entry.path();
             if kind.is_dir() && depth < DEVICE_DEPTH {
-                dirs.push((entry.path(), depth + 1));
-            } else if kind.is_block_device()
-                && nix::unistd::access(&entry.path(), nix::unistd::AccessFlags::R_OK).is_ok()
+                dirs.push((path, depth + 1));
+            } else if (kind.is_block_device()
+                || (kind.is_char_device() && path == Path::new(USERFAULTFD_DEVICE)))
+                && readable(&path)
             {
-                found.push(entry.path());
+                found.push(path);
             }
         }
     }

@@ -96,7 +96,7 @@ pub fn defaults(invoker: &Invoker) -> Vec<PathBuf> {
     if invoker.uid == 0 {
         out.extend(ROOT_SECRETS.iter().map(PathBuf::from));
     }
-    out.extend(invoker.block_devices.iter().cloned());
+    out.extend(invoker.raw_devices.iter().cloned());
     out
 }
 
@@ -644,7 +644,7 @@ mod tests {
             runtime_dir: None,
             control_bases: vec!["/run/user/1/stockade".into()],
             capabilities: 0,
-            block_devices: vec!["/dev/sda".into()],
+            raw_devices: vec!["/dev/sda".into()],
         };
         let d = defaults(&inv);
         assert!(d.contains(&PathBuf::from("/dev/sda")));

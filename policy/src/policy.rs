@@ -1118,7 +1118,7 @@ mod tests {
             runtime_dir: None,
             control_bases: Vec::new(),
             capabilities: 0,
-            block_devices: Vec::new(),
+            raw_devices: Vec::new(),
         }
     }
 

@@ -43,12 +43,14 @@ pub struct Invoker {
     /// capability N): only those can be kept with `--keep-capability`. None for an
     /// ordinary user.
     pub capabilities: u64,
-    /// The block devices the invoking user can read (all of them for root: it owns
-    /// their nodes), found by the launcher. Each holds the bytes of a whole filesystem,
-    /// every hidden path and every other user's private file on it included, and
-    /// Landlock lets a command read a device node like any file beneath `/`: hidden by
-    /// default.
-    pub block_devices: Vec<PathBuf>,
+    /// The devices that reach past the sandbox which the invoking user can open (all of
+    /// them for root: it owns their nodes), found by the launcher: the block devices,
+    /// each the bytes of a whole filesystem, every hidden path and every other user's
+    /// private file on it included, and `/dev/userfaultfd`, which makes the userfaultfd
+    /// the seccomp filter refuses as a system call (only Landlock's device-ioctl rule,
+    /// ABI 5, refuses its ioctl). Landlock lets a command open a device node like any
+    /// file beneath `/`: hidden by default.
+    pub raw_devices: Vec<PathBuf>,
 }
 
 impl Invoker {
@@ -75,7 +77,7 @@ impl Invoker {
             runtime_dir,
             control_bases: Vec::new(),
             capabilities: 0,
-            block_devices: Vec::new(),
+            raw_devices: Vec::new(),
         }
     }
 }
@@ -465,7 +467,7 @@ mod tests {
             runtime_dir: None,
             control_bases: Vec::new(),
             capabilities: 0,
-            block_devices: Vec::new(),
+            raw_devices: Vec::new(),
         };
         let err =
             check_implicit_tmpdir(&tmp.join("agent-tmp"), &invoker, std::slice::from_ref(&tmp))
@@ -498,7 +500,7 @@ mod tests {
             runtime_dir: None,
             control_bases: Vec::new(),
             capabilities: 0,
-            block_devices: Vec::new(),
+            raw_devices: Vec::new(),
         };
         for bad in [
             Path::new("/"),

@@ -21,6 +21,12 @@
 //!   command: a lookup from it sees none of the stage's mounts. So when any descriptor
 //!   the command will hold (0, 1, 2 and the kept ones) is a directory, nothing counts as
 //!   covered and the carve-out hides every path;
+//! - a directory descriptor received over a unix socket (`SCM_RIGHTS`) from a process
+//!   outside this mount namespace (an earlier command run without the stage, still
+//!   alive, say): the same lookup past the masks. Only `--allow-unix-sockets` lets a
+//!   command reach such a process (the seccomp filter refuses `AF_UNIX` sockets but
+//!   `socketpair`, and Landlock scopes abstract ones from ABI 6), so with it nothing
+//!   counts as covered either;
 //! - a command keeping `CAP_DAC_OVERRIDE` or `CAP_DAC_READ_SEARCH` reads past the mask's
 //!   mode 000 and finds it empty: no secret, but no denial either, where a hidden path
 //!   must be denied (the executor's cue to ask): the carve-out hides every path then;
@@ -52,7 +58,11 @@ const TMPFS_EMPTY_DIR_SIZE: u64 = 40;
 /// stage did not run, `staged` false). `tree` is the carve-out's own, so the directories
 /// reached here are not reached twice.
 pub fn covered(policy: &Policy, staged: bool, tree: &mut Tree) -> Vec<PathBuf> {
-    if !staged || reads_past_modes(policy) || holds_a_directory(policy.keep_fds()) {
+    if !staged
+        || reads_past_modes(policy)
+        || policy.allow_unix_sockets()
+        || holds_a_directory(policy.keep_fds())
+    {
         return Vec::new();
     }
     policy

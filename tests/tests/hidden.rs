@@ -950,3 +950,98 @@ fn under_the_stage_a_hidden_path_is_an_empty_unreadable_mount_and_its_original_s
         text(&out.stderr)
     );
 }
+
+/// Under the stage a hidden path is covered by an empty mount, and the runner leaves a
+/// covered path out of its Landlock carve-out. A mount hides what lies beneath only in
+/// its own mount namespace: a directory descriptor opened outside it, passed in over a
+/// unix socket (`SCM_RIGHTS`, which `--allow-unix-sockets` allows; an earlier
+/// `--no-stage` command left running could be the sender), reaches the file beneath the
+/// mask. With unix sockets allowed nothing counts as covered: the carve-out hides the
+/// path for any lookup. Controls: the same descriptor reads the file when it is not
+/// hidden, and reads a sibling of it when it is.
+#[test]
+fn a_directory_received_over_a_unix_socket_does_not_reach_beneath_a_mask() {
+    let fx = Fixture::staged();
+    let dir = fx.outside.join("passed");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("secret"), "TOPSECRET").unwrap();
+    std::fs::write(dir.join("sibling"), "plain").unwrap();
+    let sock = fx.outside.join("dir.sock");
+    let hide = dir.join("secret");
+    let attempt = |hidden: bool, name: &str| {
+        let mut sender = std::process::Command::new(bin("attack"))
+            .args(["send-dir", sock.to_str().unwrap(), dir.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        while !sock.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let attack = bin("attack");
+        let mut args = vec!["run", "--mode", "read-only", "--allow-unix-sockets"];
+        if hidden {
+            args.extend(["--hide", hide.to_str().unwrap()]);
+        }
+        args.extend([
+            "--",
+            attack.to_str().unwrap(),
+            "recv-dir-read",
+            sock.to_str().unwrap(),
+            name,
+        ]);
+        let out = fx.stockade(&args).output().unwrap();
+        let _ = sender.kill();
+        let _ = sender.wait();
+        let _ = std::fs::remove_file(&sock);
+        text(&out.stdout).trim().to_string()
+    };
+    assert_eq!(
+        attempt(false, "secret"),
+        "ok",
+        "not hidden: the descriptor reads"
+    );
+    assert_eq!(attempt(true, "sibling"), "ok", "a sibling of a hidden path");
+    assert_eq!(
+        attempt(true, "secret"),
+        "errno EACCES",
+        "a descriptor from outside the stage's mount namespace read a hidden file"
+    );
+}
+
+/// `/dev/userfaultfd` makes a userfaultfd with one ioctl, where the seccomp filter
+/// refuses the system call; only Landlock's device-ioctl rule (ABI 5) refuses that
+/// ioctl, so below it a root command would get one. Root can open the node (mode 0600,
+/// its own): hidden by default, so it cannot be opened at all. Control: with the
+/// defaults dropped it opens (here the ioctl is still refused by Landlock, ABI 5+).
+#[test]
+fn the_userfaultfd_device_is_hidden_by_default_from_root() {
+    const NAME: &str = "the_userfaultfd_device_is_hidden_by_default_from_root";
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): {NAME}");
+        return;
+    }
+    if !Path::new("/dev/userfaultfd").exists() {
+        eprintln!("SKIPPED (no /dev/userfaultfd on this kernel): {NAME}");
+        return;
+    }
+    let script =
+        "if (exec 3</dev/userfaultfd) 2>/dev/null; then echo opened; else echo refused; fi";
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let out = fx.run_sh("read-only", script);
+        assert_eq!(text(&out.stdout), "refused\n", "{}", text(&out.stderr));
+        let out = fx
+            .stockade([
+                "run",
+                "--mode",
+                "read-only",
+                "--no-default-hide",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(text(&out.stdout), "opened\n", "{}", text(&out.stderr));
+    }
+}

@@ -135,6 +135,9 @@ const FIOSETOWN: u32 = 0x8901;
 const SIOCSPGRP: u32 = 0x8902;
 /// `personality(0xffffffff)` only queries the persona.
 const PERSONALITY_QUERY: u32 = 0xffff_ffff;
+/// `CLONE_NEWTIME` (0x80) is not among them: in `clone`'s flags that bit belongs to the
+/// exit signal (the low byte); a time namespace is made only by `unshare` (refused
+/// whole) or `clone3` (refused whole: `ENOSYS`).
 const NAMESPACE_FLAGS: [u64; 7] = [
     libc::CLONE_NEWNS as u64,
     libc::CLONE_NEWUTS as u64,

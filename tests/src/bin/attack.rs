@@ -581,6 +581,69 @@ fn tcp_listen() -> ! {
     report(unsafe { libc::listen(fd, 1) } as i64)
 }
 
+/// Outside the sandbox: listens on the unix socket path `sock`, and sends the first
+/// client a descriptor of the directory `dir` (`SCM_RIGHTS`), opened here, in the
+/// caller's mount namespace.
+fn send_dir(sock: &str, dir: &str) -> ! {
+    let _ = std::fs::remove_file(sock);
+    let fd = socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+    let (addr, len) = sockaddr_un(sock);
+    must(unsafe { libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len) } as i64);
+    must(unsafe { libc::listen(fd, 1) } as i64);
+    let conn =
+        must(unsafe { libc::accept(fd, std::ptr::null_mut(), std::ptr::null_mut()) } as i64) as i32;
+    let d = must(unsafe { libc::open(c(dir).as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) } as i64)
+        as i32;
+    let mut byte = [b'd'];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) } as usize;
+    let mut control = vec![0u8; space];
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>(), d);
+    }
+    report(unsafe { libc::sendmsg(conn, &msg, 0) } as i64)
+}
+
+/// Inside: connects to `sock`, receives one directory descriptor from it and opens
+/// `name` beneath it for reading (a lookup that starts in the sender's mount namespace).
+fn recv_dir_read(sock: &str, name: &str) -> ! {
+    let fd = socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+    let (addr, len) = sockaddr_un(sock);
+    must(unsafe { libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len) } as i64);
+    let mut byte = [0u8];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) } as usize;
+    let mut control = vec![0u8; space];
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    must(unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC) } as i64);
+    let cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    if cmsg.is_null() {
+        println!("no descriptor received");
+        exit(2);
+    }
+    let dir = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<i32>()) };
+    report(unsafe { libc::openat(dir, c(name).as_ptr(), libc::O_RDONLY) } as i64)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let name = arg(&args, 0);
@@ -626,6 +689,8 @@ fn main() {
         "tcp6-socket" => report(socket(libc::AF_INET6, libc::SOCK_STREAM, 0) as i64),
         "netlink-socket" => report(socket(libc::AF_NETLINK, libc::SOCK_RAW, 0) as i64),
         "unix-connect" => unix_connect(arg(&args, 1)),
+        "send-dir" => send_dir(arg(&args, 1), arg(&args, 2)),
+        "recv-dir-read" => recv_dir_read(arg(&args, 1), arg(&args, 2)),
         "abstract-self" => abstract_self(arg(&args, 1)),
         "abstract-listen" => abstract_listen(arg(&args, 1)),
         "tcp-serve" => tcp_serve(num(&args, 1)),
