@@ -241,6 +241,8 @@ const ECHO_PENDING_MAX: usize = 256 * 1024;
 pub struct Echo {
     target: EchoTarget,
     pending: Vec<u8>,
+    /// Whether `finish` has restarted the terminal's output (once at most).
+    resumed: bool,
 }
 
 #[derive(Debug)]
@@ -277,6 +279,7 @@ impl Echo {
         Echo {
             target,
             pending: Vec::new(),
+            resumed: false,
         }
     }
 
@@ -332,6 +335,28 @@ impl Echo {
         }
     }
 
+    /// Restarts output on our terminal when the command stopped it (`TCOOFF`), once,
+    /// and only on a terminal whose foreground is the launcher's group (the command's
+    /// group has given it back). A command could otherwise stop the terminal's output
+    /// just before it ends, and the launcher's last writes (the `[exit code: 125]` that
+    /// tells a command's own 125 from a runner failure) would wait for room until they
+    /// are dropped. A user's own Ctrl-S is undone too, but only once the command is over.
+    fn resume_terminal(&mut self) {
+        use nix::sys::termios::{FlowArg, tcflow};
+        if self.resumed {
+            return;
+        }
+        self.resumed = true;
+        let EchoTarget::Private(f) = &self.target else {
+            return;
+        };
+        let ours = nix::unistd::isatty(f).unwrap_or(false)
+            && nix::unistd::tcgetpgrp(f).is_ok_and(|pg| pg == nix::unistd::getpgrp());
+        if ours {
+            let _ = tcflow(f, FlowArg::TCOON);
+        }
+    }
+
     /// Writes what waits, giving up (and dropping it) at `until`.
     pub fn finish(&mut self, until: std::time::Instant) {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -340,6 +365,10 @@ impl Echo {
             let now = std::time::Instant::now();
             if !self.waiting() || now >= until {
                 break;
+            }
+            if !self.resumed {
+                self.resume_terminal();
+                continue;
             }
             let wait = until
                 .saturating_duration_since(now)

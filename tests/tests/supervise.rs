@@ -956,6 +956,72 @@ fn a_command_that_stops_terminal_output_cannot_stall_the_launcher() {
     }
 }
 
+/// Everything the master side of a pty holds once the slave's last writer is gone: its
+/// output turned back on first (a command may have turned it off), then read until the
+/// end or a quiet second.
+fn drain_terminal(master: &std::fs::File) -> String {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcflow on a descriptor we own.
+    unsafe { libc::tcflow(master.as_raw_fd(), libc::TCOON) };
+    let mut seen = Vec::new();
+    loop {
+        let mut fds = [libc::pollfd {
+            fd: master.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: poll on one pollfd of ours.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 1, 1000) } <= 0 {
+            break;
+        }
+        let mut buf = [0u8; 4096];
+        match (&*master).read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    text(&seen)
+}
+
+#[test]
+fn a_command_that_stops_terminal_output_before_exiting_125_still_gets_its_exit_code_marker() {
+    // A command's own exit code 125 reads as a runner failure but for the launcher's
+    // `[exit code: 125]` after it. A command that printed a runner failure's line, turned
+    // its terminal's output off (TCOOFF, as Ctrl-S does) and exited 125 left the
+    // launcher's marker waiting for room until it was dropped: the terminal showed a
+    // runner failure. The launcher turns the output back on for its last writes. (The
+    // command's stdout is the terminal itself; its stderr reaches it through the
+    // launcher, which keeps a tail of it.)
+    // Control: without the TCOOFF the marker is there too (and the fake line both times).
+    for stop in [false, true] {
+        let fx = Fixture::new();
+        let script = format!(
+            "echo 'stockade-runner: fake' >&2; {}exit 125",
+            if stop {
+                "python3 -c 'import termios; termios.tcflow(1, termios.TCOOFF)'; "
+            } else {
+                ""
+            }
+        );
+        let mut cmd = fx.stockade(["run", "--mode", "read-only", "--", "sh", "-c", &script]);
+        let master = all_on_a_terminal(&mut cmd);
+        let mut child = cmd.spawn().unwrap();
+        let status = wait_within(&mut child);
+        drop(cmd);
+        assert_eq!(status.code(), Some(125), "output stopped: {stop}");
+        let seen = drain_terminal(&master);
+        assert!(
+            seen.contains("stockade-runner: fake"),
+            "stopped {stop}: {seen:?}"
+        );
+        assert!(
+            seen.contains("[exit code: 125]"),
+            "output stopped: {stop}: the marker was lost: {seen:?}"
+        );
+    }
+}
+
 /// Groups `stockade-*` under the cgroup the tests run in.
 fn stockade_groups() -> Vec<std::path::PathBuf> {
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
