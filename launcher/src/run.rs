@@ -130,10 +130,22 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         } else {
             text
         };
+        // On a terminal the command's output may have left it drawing text invisibly
+        // (hidden, or in the background colour) or in another character set: the
+        // markers come after a reset of those, so they read as written.
+        let text = if !text.is_empty() && nix::unistd::isatty(std::io::stderr()).unwrap_or(false) {
+            format!("{TERMINAL_RESET}{text}")
+        } else {
+            text
+        };
         output::write_stderr_until(&text, settled.final_writes_until);
     }
     Ok(code)
 }
+
+/// Plain text again on a terminal: attributes and colours off (`SGR 0`), the first
+/// character set designated ASCII (`ESC ( B`) and shifted in (`SI`).
+const TERMINAL_RESET: &str = "\x1b[0m\x1b(B\x0f";
 
 /// Whether a stream whose last bytes are `tail` ended within a line (its last byte is
 /// not a line feed).

@@ -37,9 +37,9 @@ pub enum Outcome {
     /// complete record, gone before its time), or the stage's report or the proxy's
     /// record of refused connections was (`detail` names which), or the namespace stage found (and put
     /// back) a change to a shared writable root's own mode or owner (`/tmp` as root, see
-    /// `sharedRootsChanged`): only the confined command, or someone outside the sandbox,
-    /// could have done that. Neither a runner failure nor a clean run; `detail` says
-    /// what was found.
+    /// `sharedRootsChanged`): only the confined command, or someone outside the sandbox
+    /// (another command of the same user confined without the stage included), could have
+    /// done that. Neither a runner failure nor a clean run; `detail` says what was found.
     Tampered,
 }
 

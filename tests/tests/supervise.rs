@@ -1022,6 +1022,32 @@ fn a_command_that_stops_terminal_output_before_exiting_125_still_gets_its_exit_c
     }
 }
 
+#[test]
+fn markers_on_a_terminal_come_after_a_reset_of_what_the_command_left_set() {
+    // A command can leave its terminal drawing text hidden (`SGR 8`) or in the line
+    // drawing character set: the markers after it would be invisible or garbled. On a
+    // terminal they come after a reset. Control: on a pipe, not a byte more.
+    let fx = Fixture::new();
+    let script = r"printf '\033[8m\033(0\016hidden' >&2; exit 125";
+    let mut cmd = fx.stockade(["run", "--mode", "read-only", "--", "sh", "-c", script]);
+    let master = all_on_a_terminal(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let status = wait_within(&mut child);
+    drop(cmd);
+    assert_eq!(status.code(), Some(125));
+    let seen = drain_terminal(&master);
+    assert!(
+        seen.ends_with("hidden\x1b[0m\x1b(B\x0f\r\n[exit code: 125]\r\n"),
+        "{seen:?}"
+    );
+    let out = fx.run_sh("read-only", script);
+    assert_code(&out, 125);
+    assert_eq!(
+        text(&out.stderr),
+        "\x1b[8m\x1b(0\x0ehidden\n[exit code: 125]\n"
+    );
+}
+
 /// Groups `stockade-*` under the cgroup the tests run in.
 fn stockade_groups() -> Vec<std::path::PathBuf> {
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
