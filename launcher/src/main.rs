@@ -209,8 +209,16 @@ fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
         Ok(code) => exit_status(code),
         Err(e) => {
             // Not eprintln!: it panics when stderr is a closed pipe, and the exit code
-            // must still say what happened.
-            let _ = writeln!(std::io::stderr(), "stockade: {e}");
+            // must still say what happened. A terminal may be one whose output a command
+            // stopped (after `stockade run`, the very reason for the error): the line is
+            // dropped after a bound rather than hold the launcher for ever.
+            let line = format!("stockade: {e}\n");
+            if nix::unistd::isatty(std::io::stderr()).unwrap_or(false) {
+                let until = std::time::Instant::now() + supervise::FINAL_WRITE_WAIT;
+                output::write_stderr_until(&line, until);
+            } else {
+                let _ = std::io::stderr().write_all(line.as_bytes());
+            }
             exit_status(e.exit_code())
         }
     }

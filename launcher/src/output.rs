@@ -239,6 +239,8 @@ const ECHO_PENDING_MAX: usize = 256 * 1024;
 /// polls for room.
 #[derive(Debug)]
 pub struct Echo {
+    /// The launcher's own descriptor written to: stderr, or stdout for `--json`.
+    fd: std::os::fd::RawFd,
     target: EchoTarget,
     pending: Vec<u8>,
     /// Whether `finish` has restarted the terminal's output (once at most).
@@ -247,8 +249,8 @@ pub struct Echo {
 
 #[derive(Debug)]
 enum EchoTarget {
-    /// A private non-blocking open of what fd 2 refers to (a terminal, pipe or FIFO):
-    /// setting `O_NONBLOCK` on fd 2 itself would change the open file the caller and the
+    /// A private non-blocking open of what the descriptor refers to (a terminal, pipe or
+    /// FIFO): setting `O_NONBLOCK` on it would change the open file the caller and the
     /// command share.
     Private(File),
     /// A socket: written with `MSG_DONTWAIT`.
@@ -259,8 +261,16 @@ enum EchoTarget {
 
 impl Echo {
     pub fn stderr() -> Echo {
+        Echo::to(libc::STDERR_FILENO)
+    }
+
+    /// Writes to the launcher's own descriptor `fd` (1 or 2) that never block.
+    pub fn to(fd: std::os::fd::RawFd) -> Echo {
         use nix::sys::stat::{SFlag, fstat};
-        let kind = fstat(std::io::stderr())
+        // SAFETY: fd 1 and 2 stay open for the launcher's whole life (see
+        // `open_standard_descriptors` in main.rs); the borrow ends with this statement.
+        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let kind = fstat(borrowed)
             .map(|st| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT)
             .unwrap_or(SFlag::S_IFREG);
         let target = if kind == SFlag::S_IFSOCK {
@@ -270,13 +280,14 @@ impl Echo {
             std::fs::OpenOptions::new()
                 .write(true)
                 .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-                .open("/proc/self/fd/2")
+                .open(format!("/proc/self/fd/{fd}"))
                 .map(EchoTarget::Private)
                 .unwrap_or(EchoTarget::Plain)
         } else {
             EchoTarget::Plain
         };
         Echo {
+            fd,
             target,
             pending: Vec::new(),
             resumed: false,
@@ -296,13 +307,19 @@ impl Echo {
             let written = match &mut self.target {
                 EchoTarget::Private(f) => f.write(&self.pending),
                 EchoTarget::Socket => nix::sys::socket::send(
-                    libc::STDERR_FILENO,
+                    self.fd,
                     &self.pending,
                     nix::sys::socket::MsgFlags::MSG_DONTWAIT
                         | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
                 )
                 .map_err(std::io::Error::from),
-                EchoTarget::Plain => std::io::stderr().write(&self.pending),
+                EchoTarget::Plain => nix::unistd::write(
+                    // SAFETY: as in `Echo::to`: fd 1 and 2 stay open; the borrow ends
+                    // with this call.
+                    unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) },
+                    &self.pending,
+                )
+                .map_err(std::io::Error::from),
             };
             match written {
                 Ok(0) => self.pending.clear(),
@@ -357,8 +374,9 @@ impl Echo {
         }
     }
 
-    /// Writes what waits, giving up (and dropping it) at `until`.
-    pub fn finish(&mut self, until: std::time::Instant) {
+    /// Writes what waits, giving up (and dropping it) at `until`. Whether everything
+    /// was written (or the target is gone, which takes everything).
+    pub fn finish(&mut self, until: std::time::Instant) -> bool {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         loop {
             self.flush();
@@ -384,7 +402,9 @@ impl Echo {
                 None => std::thread::sleep(std::time::Duration::from_millis(u64::from(wait))),
             }
         }
+        let complete = !self.waiting();
         self.pending.clear();
+        complete
     }
 }
 
@@ -394,6 +414,14 @@ pub fn write_stderr_until(text: &str, until: std::time::Instant) {
     let mut echo = Echo::stderr();
     echo.push(text.as_bytes());
     echo.finish(until);
+}
+
+/// Writes `text` to our own stdout without ever blocking past `until`; whether all of it
+/// was written.
+pub fn write_stdout_until(text: &str, until: std::time::Instant) -> bool {
+    let mut echo = Echo::to(libc::STDOUT_FILENO);
+    echo.push(text.as_bytes());
+    echo.finish(until)
 }
 
 #[cfg(test)]

@@ -94,7 +94,8 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         result.shared_roots_changed = verdict.shared_roots_changed.clone();
         result.network = verdict.network.clone();
         let json = serde_json::to_string(&result).map_err(LauncherError::Json)?;
-        stdout::write(&format!("{json}\n"))?;
+        // Never blocks past the bound on a terminal the command may have stopped.
+        stdout::write_after_run(&format!("{json}\n"), settled.final_writes_until)?;
     } else {
         // Never blocks past a bound: the command may have stopped our terminal's output.
         let text: String = verdict

@@ -1048,6 +1048,111 @@ fn markers_on_a_terminal_come_after_a_reset_of_what_the_command_left_set() {
     );
 }
 
+/// The pty of `all_on_a_terminal` as stdin, stdout and stderr of `cmd`, without making
+/// it `cmd`'s controlling terminal (so nobody's group holds its foreground).
+fn all_on_a_terminal_not_controlling(cmd: &mut Command) -> std::fs::File {
+    use std::os::fd::{AsFd, FromRawFd};
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the integers we pass; the name,
+    // termios and window size pointers are null, which it accepts.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just created by openpty and are owned only here.
+    let (master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    };
+    let dup = || Stdio::from(slave.as_fd().try_clone_to_owned().unwrap());
+    cmd.stdin(dup()).stdout(dup()).stderr(dup());
+    master
+}
+
+/// The `--json` result read from a pty's master side as it is (output left as the
+/// launcher left it), until the document's end, the end of output or a quiet second.
+fn json_on_terminal(master: &std::fs::File) -> Option<serde_json::Value> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let mut got = Vec::new();
+    loop {
+        let mut fds = [libc::pollfd {
+            fd: master.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: poll on one pollfd of ours.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 1, 1000) } <= 0 {
+            break;
+        }
+        let mut chunk = [0u8; 65536];
+        match (&*master).read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+        }
+        if got.ends_with(b"}\r\n") {
+            break;
+        }
+    }
+    serde_json::from_str(text(&got).trim()).ok()
+}
+
+#[test]
+fn a_command_that_stops_terminal_output_cannot_hold_the_json_result() {
+    // With --json the command's stdout and stderr are pipes, but its stdin is the
+    // terminal the result goes to: it turns that terminal's output off (TCOOFF, as Ctrl-S
+    // does) through stdin. A blocking write of the result would then hold the launcher
+    // for ever after the command ended. Where the launcher's group holds the terminal's
+    // foreground it turns the output back on and the result arrives; on a terminal it
+    // cannot turn back on (not its controlling terminal) it gives up on the result (125)
+    // after its bound. The control, without TCOOFF, gets its result either way.
+    for (mode, fx) in [
+        ("danger-full-access", Fixture::new()),
+        ("workspace-write", Fixture::new()),
+        ("workspace-write", Fixture::staged()),
+    ] {
+        for controlling in [true, false] {
+            for stop in [true, false] {
+                let script = format!(
+                    "{}sleep 1000",
+                    if stop {
+                        "python3 -c 'import termios; termios.tcflow(0, termios.TCOOFF)'; "
+                    } else {
+                        ""
+                    }
+                );
+                let mut cmd = fx.stockade(["run", "--json", "--mode", mode, "--timeout", "1s"]);
+                cmd.args(["--grace", "100ms", "--", "sh", "-c", &script]);
+                let master = if controlling {
+                    all_on_a_terminal(&mut cmd)
+                } else {
+                    all_on_a_terminal_not_controlling(&mut cmd)
+                };
+                let mut child = cmd.spawn().unwrap();
+                let status = wait_within(&mut child);
+                drop(cmd);
+                let case = format!("{mode}, controlling: {controlling}, output stopped: {stop}");
+                if stop && !controlling {
+                    assert_eq!(status.code(), Some(125), "{case}");
+                    continue;
+                }
+                assert_eq!(status.code(), Some(124), "{case}");
+                let result = json_on_terminal(&master);
+                let result = result.unwrap_or_else(|| panic!("{case}: no result"));
+                assert_eq!(result["timedOut"], true, "{case}");
+            }
+        }
+    }
+}
+
 /// Groups `stockade-*` under the cgroup the tests run in.
 fn stockade_groups() -> Vec<std::path::PathBuf> {
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
