@@ -175,11 +175,14 @@ fn host(spec: &Spec, next: &[OsString]) -> Result<i32, String> {
             None
         }
     };
+    // Raised before the child starts, which gets the limit this process was given back
+    // in its own start: raised after, the child could start (and look) before it was.
+    let given = room_for_tunnels();
     let child = spawn(
         next,
         channel.as_ref().map(|((_, theirs), fd)| (theirs, *fd)),
+        given,
     )?;
-    room_for_tunnels();
     let listener = match (listener, channel) {
         (Some(l), _) => Some(l),
         (None, Some(((ours, theirs), _))) => {
@@ -208,18 +211,29 @@ fn host(spec: &Spec, next: &[OsString]) -> Result<i32, String> {
     Ok(stage::replay(status))
 }
 
-/// Raises this process's soft limit on open descriptors to its hard limit, once the
-/// child has started with the limit it was given (a raised soft limit would break
+/// Raises this process's soft limit on open descriptors to its hard limit, and returns
+/// the limit it was given, which the child gets back (a raised soft limit would break
 /// programs that `select` on descriptors past 1024). Each tunnel takes six descriptors
 /// (two sockets, two pipes): under the usual soft limit of 1024 an ordinary user's proxy
 /// would run out near 170 tunnels, short of its connection limit.
-fn room_for_tunnels() {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
-        && soft < hard
-    {
-        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+fn room_for_tunnels() -> Option<libc::rlimit> {
+    let mut given = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limits into a local.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut given) } != 0 {
+        return None;
     }
+    if given.rlim_cur < given.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: given.rlim_max,
+            rlim_max: given.rlim_max,
+        };
+        // SAFETY: setrlimit reads the limits from a local.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) };
+    }
+    Some(given)
 }
 
 /// A connected pair of unix sockets, both close-on-exec.
@@ -244,17 +258,27 @@ fn socket_pair() -> Result<(OwnedFd, OwnedFd), String> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Starts the child, which dies with this process; with a channel, the child gets
-/// `theirs` as descriptor `at`.
-fn spawn(next: &[OsString], channel: Option<(&OwnedFd, RawFd)>) -> Result<libc::pid_t, String> {
+/// Starts the child, which dies with this process, with the open-file limit `given`
+/// (the one this process was started with); with a channel, the child gets `theirs` as
+/// descriptor `at`.
+fn spawn(
+    next: &[OsString],
+    channel: Option<(&OwnedFd, RawFd)>,
+    given: Option<libc::rlimit>,
+) -> Result<libc::pid_t, String> {
     let mut cmd = std::process::Command::new(&next[0]);
     cmd.args(&next[1..]);
     let parent = std::process::id() as libc::pid_t;
     let channel = channel.map(|(fd, at)| (fd.as_raw_fd(), at));
     // SAFETY: the hook runs in the child between fork and exec and makes only
-    // async-signal-safe calls (prctl, getppid, dup2, fcntl, _exit).
+    // async-signal-safe calls (setrlimit, prctl, getppid, dup2, fcntl, _exit) on locals.
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(given) = given
+                && libc::setrlimit(libc::RLIMIT_NOFILE, &given) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             // This process may have died before the line above: then nobody would
             // end the child.
