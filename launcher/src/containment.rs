@@ -311,9 +311,25 @@ impl Range {
         {
             return Vec::new();
         }
-        let group_signalled = killpg(self.leader, signal).is_ok();
+        // The namespace stage and the proxy host (this very binary, forked or started
+        // again) pass the signals they get on to the command, which this loop reaches
+        // itself: signalled too, they would make it a second (or third) SIGTERM, and a
+        // command's handler would run that many times. So when the leader is one of them,
+        // no signal but SIGKILL goes through the group, and none to them: every other
+        // member gets it by pid. (A command that starts this binary itself gets only the
+        // SIGKILL after the grace period.)
+        let launcher = (signal != Signal::SIGKILL)
+            .then(|| exe_identity("/proc/self/exe"))
+            .flatten();
+        let runs_launcher =
+            |pid: i32| launcher.is_some() && exe_identity(&format!("/proc/{pid}/exe")) == launcher;
+        let leader_forwards = runs_launcher(self.leader.as_raw());
+        let group_signalled = !leader_forwards && killpg(self.leader, signal).is_ok();
         let mut refused = Vec::new();
         let mut send = |pid: i32| {
+            if leader_forwards && runs_launcher(pid) {
+                return;
+            }
             // A member still in the leader's group has just had this signal through the
             // group: a second SIGTERM could run a command's handler twice. SIGKILL goes
             // to every member whatever its group, to learn which ones the kernel refuses.
@@ -363,6 +379,13 @@ impl Range {
             cg.remove();
         }
     }
+}
+
+/// The device and inode of the program `exe` (a `/proc/PID/exe` link) runs: the same
+/// file even once it was replaced or removed on disk.
+fn exe_identity(exe: &str) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(exe).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// `pid` as a member, unless it is gone or a zombie with no thread left.

@@ -153,6 +153,38 @@ fn a_command_that_traps_term_and_exits_zero_still_timed_out() {
     assert_eq!(json["stdout"]["text"], "trapped\n");
 }
 
+/// The timeout's SIGTERM reaches the command once, whatever stands between it and the
+/// launcher: the namespace stage (its outer process and init) and the proxy host pass on
+/// the signals they get, so a SIGTERM that reached them too came to the command a
+/// second (or third) time, and a handler that does not exit ran that often. Whether two
+/// such signals merge is timing, so each way is tried twice; with the bug, most runs
+/// showed `trapped` twice.
+#[test]
+fn the_timeouts_sigterm_reaches_the_command_once_through_the_stage_and_the_proxy() {
+    let script = "trap 'echo trapped' TERM; for i in $(seq 15); do sleep 0.1; done";
+    for (staged, proxy) in [(false, false), (true, false), (true, true), (false, true)] {
+        for _ in 0..2 {
+            let fx = if staged {
+                Fixture::staged()
+            } else {
+                Fixture::new()
+            };
+            let mut args = vec!["run", "--json", "--timeout", "500ms", "--grace", "10s"];
+            if proxy {
+                args.extend(["--allow-domain", "example.test"]);
+            }
+            args.extend(["--", "bash", "-c", script]);
+            let (out, json) = json_within(&mut fx.stockade(&args));
+            assert_code(&out, 124);
+            assert_eq!(json["timedOut"], true, "{json}");
+            assert_eq!(
+                json["stdout"]["text"], "trapped\n",
+                "stage {staged}, proxy {proxy}: {json}"
+            );
+        }
+    }
+}
+
 #[test]
 fn signals_to_the_launcher_tear_the_range_down() {
     for (sig, name) in [
