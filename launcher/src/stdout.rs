@@ -30,7 +30,7 @@ pub fn write_after_run(text: &str, until: std::time::Instant) -> Result<(), Laun
     Err(LauncherError::WriteOutput(std::io::Error::new(
         std::io::ErrorKind::TimedOut,
         format!(
-            "the terminal took none of the result for {} s after the command ended (its output is stopped: TCOOFF or Ctrl-S)",
+            "the terminal did not take the whole result within {} s after the command ended (its output is stopped: TCOOFF or Ctrl-S)",
             crate::supervise::FINAL_WRITE_WAIT.as_secs()
         ),
     )))
