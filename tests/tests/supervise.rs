@@ -349,13 +349,9 @@ fn bad_durations_are_refused_and_run_nothing() {
     }
 }
 
-/// Makes a new pty the controlling terminal and stdin of `cmd`, with `cmd` leading the
-/// foreground process group, as a login shell would set it up; `input` is already typed.
-/// Returns the pty's master side, which must stay open while `cmd` runs.
-fn on_a_terminal(cmd: &mut Command, input: &[u8]) -> std::fs::File {
-    use std::io::Write;
+/// A new pty: its master side, and its slave side.
+fn pty() -> (std::fs::File, std::os::fd::OwnedFd) {
     use std::os::fd::FromRawFd;
-    use std::os::unix::process::CommandExt;
     let (mut master, mut slave) = (-1, -1);
     // SAFETY: openpty writes two descriptors into the integers we pass; the name,
     // termios and window size pointers are null, which it accepts.
@@ -370,14 +366,18 @@ fn on_a_terminal(cmd: &mut Command, input: &[u8]) -> std::fs::File {
     };
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
     // SAFETY: both descriptors were just created by openpty and are owned only here.
-    let (mut master, slave) = unsafe {
+    unsafe {
         (
             std::fs::File::from_raw_fd(master),
             std::os::fd::OwnedFd::from_raw_fd(slave),
         )
-    };
-    master.write_all(input).unwrap();
-    cmd.stdin(Stdio::from(slave));
+    }
+}
+
+/// Makes `cmd`'s stdin (a terminal) its controlling terminal, in a session of its own,
+/// with `cmd` leading the foreground process group, as a login shell would set it up.
+fn controlling(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
     // SAFETY: runs in the forked child before exec; setsid and ioctl are
     // async-signal-safe system calls that touch no memory of ours.
     unsafe {
@@ -388,6 +388,17 @@ fn on_a_terminal(cmd: &mut Command, input: &[u8]) -> std::fs::File {
             Ok(())
         });
     }
+}
+
+/// Makes a new pty the controlling terminal and stdin of `cmd` (see `controlling`);
+/// `input` is already typed. Returns the pty's master side, which must stay open while
+/// `cmd` runs.
+fn on_a_terminal(cmd: &mut Command, input: &[u8]) -> std::fs::File {
+    use std::io::Write;
+    let (mut master, slave) = pty();
+    master.write_all(input).unwrap();
+    cmd.stdin(Stdio::from(slave));
+    controlling(cmd);
     master
 }
 
@@ -900,40 +911,8 @@ fn a_process_that_forks_and_starts_a_session_in_a_loop_is_ended() {
 /// A new pty as controlling terminal and stdin, stdout and stderr of `cmd` (which leads
 /// its session's foreground group). Returns the master side.
 fn all_on_a_terminal(cmd: &mut Command) -> std::fs::File {
-    use std::os::fd::{AsFd, FromRawFd};
-    use std::os::unix::process::CommandExt;
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty writes two descriptors into the integers we pass; the name,
-    // termios and window size pointers are null, which it accepts.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both descriptors were just created by openpty and are owned only here.
-    let (master, slave) = unsafe {
-        (
-            std::fs::File::from_raw_fd(master),
-            std::os::fd::OwnedFd::from_raw_fd(slave),
-        )
-    };
-    let dup = || Stdio::from(slave.as_fd().try_clone_to_owned().unwrap());
-    cmd.stdin(dup()).stdout(dup()).stderr(dup());
-    // SAFETY: runs in the forked child before exec; setsid and ioctl are
-    // async-signal-safe system calls that touch no memory of ours.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    let master = all_on_a_terminal_not_controlling(cmd);
+    controlling(cmd);
     master
 }
 
@@ -988,14 +967,11 @@ fn a_command_that_stops_terminal_output_cannot_stall_the_launcher() {
     }
 }
 
-/// Everything the master side of a pty holds once the slave's last writer is gone: its
-/// output turned back on first (a command may have turned it off), then read until the
-/// end or a quiet second.
-fn drain_terminal(master: &std::fs::File) -> String {
+/// What a pty's master side gives until `done` says so of everything read, the end of
+/// output or a quiet second.
+fn read_terminal(master: &std::fs::File, done: impl Fn(&[u8]) -> bool) -> Vec<u8> {
     use std::io::Read;
     use std::os::fd::AsRawFd;
-    // SAFETY: tcflow on a descriptor we own.
-    unsafe { libc::tcflow(master.as_raw_fd(), libc::TCOON) };
     let mut seen = Vec::new();
     loop {
         let mut fds = [libc::pollfd {
@@ -1007,13 +983,25 @@ fn drain_terminal(master: &std::fs::File) -> String {
         if unsafe { libc::poll(fds.as_mut_ptr(), 1, 1000) } <= 0 {
             break;
         }
-        let mut buf = [0u8; 4096];
+        let mut buf = [0u8; 65536];
         match (&*master).read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => seen.extend_from_slice(&buf[..n]),
         }
+        if done(&seen) {
+            break;
+        }
     }
-    text(&seen)
+    seen
+}
+
+/// Everything the master side of a pty holds once the slave's last writer is gone: its
+/// output turned back on first (a command may have turned it off).
+fn drain_terminal(master: &std::fs::File) -> String {
+    use std::os::fd::AsRawFd;
+    // SAFETY: tcflow on a descriptor we own.
+    unsafe { libc::tcflow(master.as_raw_fd(), libc::TCOON) };
+    text(&read_terminal(master, |_| false))
 }
 
 #[test]
@@ -1080,30 +1068,11 @@ fn markers_on_a_terminal_come_after_a_reset_of_what_the_command_left_set() {
     );
 }
 
-/// The pty of `all_on_a_terminal` as stdin, stdout and stderr of `cmd`, without making
-/// it `cmd`'s controlling terminal (so nobody's group holds its foreground).
+/// A new pty as stdin, stdout and stderr of `cmd`, not made its controlling terminal
+/// (so nobody's group holds its foreground). Returns the master side.
 fn all_on_a_terminal_not_controlling(cmd: &mut Command) -> std::fs::File {
-    use std::os::fd::{AsFd, FromRawFd};
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty writes two descriptors into the integers we pass; the name,
-    // termios and window size pointers are null, which it accepts.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both descriptors were just created by openpty and are owned only here.
-    let (master, slave) = unsafe {
-        (
-            std::fs::File::from_raw_fd(master),
-            std::os::fd::OwnedFd::from_raw_fd(slave),
-        )
-    };
+    use std::os::fd::AsFd;
+    let (master, slave) = pty();
     let dup = || Stdio::from(slave.as_fd().try_clone_to_owned().unwrap());
     cmd.stdin(dup()).stdout(dup()).stderr(dup());
     master
@@ -1112,28 +1081,7 @@ fn all_on_a_terminal_not_controlling(cmd: &mut Command) -> std::fs::File {
 /// The `--json` result read from a pty's master side as it is (output left as the
 /// launcher left it), until the document's end, the end of output or a quiet second.
 fn json_on_terminal(master: &std::fs::File) -> Option<serde_json::Value> {
-    use std::io::Read;
-    use std::os::fd::AsRawFd;
-    let mut got = Vec::new();
-    loop {
-        let mut fds = [libc::pollfd {
-            fd: master.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        // SAFETY: poll on one pollfd of ours.
-        if unsafe { libc::poll(fds.as_mut_ptr(), 1, 1000) } <= 0 {
-            break;
-        }
-        let mut chunk = [0u8; 65536];
-        match (&*master).read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got.extend_from_slice(&chunk[..n]),
-        }
-        if got.ends_with(b"}\r\n") {
-            break;
-        }
-    }
+    let got = read_terminal(master, |got| got.ends_with(b"}\r\n"));
     serde_json::from_str(text(&got).trim()).ok()
 }
 

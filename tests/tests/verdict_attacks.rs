@@ -233,6 +233,21 @@ fn markers_after_stderr_that_ends_within_a_line_start_a_line_of_their_own() {
     assert_eq!(text(&out.stderr), "partial");
 }
 
+/// `stockade classify` of the ConfinedArgv `confined`, saved to a file of the fixture,
+/// with the exit facts `facts`.
+fn classify_saved(
+    fx: &Fixture,
+    confined: &serde_json::Value,
+    facts: &[&str],
+) -> std::process::Output {
+    let file = fx.root.join(format!("confined-{}.json", unique_tag("c")));
+    std::fs::write(&file, confined.to_string()).unwrap();
+    fx.stockade(["classify", "--confined", file.to_str().unwrap()])
+        .args(facts)
+        .output()
+        .unwrap()
+}
+
 /// A write outside the writable roots: refused in every configuration these tests run in
 /// (Landlock without the stage), read as a denial.
 const DENIED_WRITE: &str = "touch /etc/stockade-verdict-attack";
@@ -327,18 +342,7 @@ fn a_network_record_the_command_changed_is_tampering_not_no_refusal() {
         let c = fx.confine(&["--allow-domain", "allowed.test", "--", "sh", "-c", script]);
         let out = spawn_argv(&c);
         assert_code(&out, 0);
-        let confined = fx.root.join(format!("confined-{}.json", unique_tag("c")));
-        std::fs::write(&confined, c.to_string()).unwrap();
-        let out = fx
-            .stockade([
-                "classify",
-                "--confined",
-                confined.to_str().unwrap(),
-                "--exit-code",
-                "0",
-            ])
-            .output()
-            .unwrap();
+        let out = classify_saved(&fx, &c, &["--exit-code", "0"]);
         assert_code(&out, 0);
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
@@ -408,18 +412,7 @@ fn a_command_killed_by_a_real_time_signal_is_reported_not_waited_for() {
             let out = spawn_argv(&c);
             use std::os::unix::process::ExitStatusExt;
             assert_eq!(out.status.signal(), Some(sig), "{}", text(&out.stderr));
-            let confined = fx.root.join(format!("confined-{}.json", unique_tag("c")));
-            std::fs::write(&confined, c.to_string()).unwrap();
-            let out = fx
-                .stockade([
-                    "classify",
-                    "--confined",
-                    confined.to_str().unwrap(),
-                    "--signal",
-                    &sig.to_string(),
-                ])
-                .output()
-                .unwrap();
+            let out = classify_saved(&fx, &c, &["--signal", &sig.to_string()]);
             assert_code(&out, 0);
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_eq!(v["outcome"], "signaled", "{v}");

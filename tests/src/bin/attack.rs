@@ -581,6 +581,29 @@ fn tcp_listen() -> ! {
     report(unsafe { libc::listen(fd, 1) } as i64)
 }
 
+/// An iovec of the one byte in `byte`.
+fn one_byte(byte: &mut [u8; 1]) -> libc::iovec {
+    libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    }
+}
+
+/// Room for one descriptor in a control message.
+fn fd_control() -> Vec<u8> {
+    vec![0u8; unsafe { libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) } as usize]
+}
+
+/// A message of `iov` with `control` as its control buffer.
+fn message(iov: &mut libc::iovec, control: &mut [u8]) -> libc::msghdr {
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len() as _;
+    msg
+}
+
 /// Outside the sandbox: listens on the unix socket path `sock`, and sends the first
 /// client a descriptor of the directory `dir` (`SCM_RIGHTS`), opened here, in the
 /// caller's mount namespace.
@@ -595,17 +618,9 @@ fn send_dir(sock: &str, dir: &str) -> ! {
     let d = must(unsafe { libc::open(c(dir).as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) } as i64)
         as i32;
     let mut byte = [b'd'];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) } as usize;
-    let mut control = vec![0u8; space];
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
+    let mut iov = one_byte(&mut byte);
+    let mut control = fd_control();
+    let msg = message(&mut iov, &mut control);
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
@@ -623,17 +638,9 @@ fn recv_dir_read(sock: &str, name: &str) -> ! {
     let (addr, len) = sockaddr_un(sock);
     must(unsafe { libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len) } as i64);
     let mut byte = [0u8];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) } as usize;
-    let mut control = vec![0u8; space];
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
+    let mut iov = one_byte(&mut byte);
+    let mut control = fd_control();
+    let mut msg = message(&mut iov, &mut control);
     must(unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC) } as i64);
     let cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
     if cmsg.is_null() {
