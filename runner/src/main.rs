@@ -322,8 +322,16 @@ fn report(err: &RunnerError, tag: Option<&str>) {
 
 /// Writes to stdout without `println!`, which panics on a closed pipe, and flushes: with
 /// the C entry point nothing flushes std's buffer at exit. A failed write is a runner
-/// failure like any other: one stderr line and exit 125.
+/// failure like any other: one stderr line and exit 125. So is a closed stdout, which
+/// std's handle takes as a sink that swallows everything (the output would be lost and
+/// the exit status 0).
 fn print(text: &str) -> Result<(), RunnerError> {
+    nix::fcntl::fcntl(std::io::stdout(), nix::fcntl::FcntlArg::F_GETFD).map_err(|_| {
+        RunnerError::Stdout(std::io::Error::new(
+            std::io::ErrorKind::NotConnected,
+            "it is closed",
+        ))
+    })?;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
