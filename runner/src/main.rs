@@ -63,21 +63,28 @@ stockade-runner: the confining runner of stockade.
 It consumes one launch request file written by `stockade confine` (or `stockade run`),
 confines itself with Landlock, seccomp and a capability drop, and execs the command the
 request names. It is normally started by `stockade`, not by hand: executors spawn the
-`argv` that `stockade confine` prints, which starts with this program.
+`argv` that `stockade confine` prints, which starts this program (through stockade's
+namespace stage unless --no-stage was given).
 
-usage: stockade-runner --request FILE | --explain FILE | --version | --help
+usage: stockade-runner --request FILE --sha256 HEX [--failure-tag TAG]
+       stockade-runner --explain FILE | --version | --help
 
-  --request FILE   consume FILE (it is unlinked before it is read), confine, exec
+  --request FILE   consume FILE (it is unlinked before it is decoded), confine, exec
+  --sha256 HEX     the SHA-256 FILE's bytes must have; a file with other bytes is
+                   refused and left alone (required after --request FILE)
+  --failure-tag TAG  put [TAG] after the prefix of every failure line
   --explain FILE   print what FILE would do and whether it would be accepted; consumes nothing
   --version        print the version
 
+The argv `stockade confine` prints gives all of these (under the namespace stage, after
+the stage's own arguments): spawn that argv as it is rather than the runner alone.
 Failures before the command starts print one line starting `stockade-runner: ` and exit
 125 (126: the program cannot be executed, 127: not found).
 
 Examples:
   stockade confine --mode read-only -- ls /root > c.json
-  stockade-runner --explain \"$(jq -r '.argv[2]' c.json)\"     # or: stockade explain FILE
-  \"$(jq -r '.argv[0]' c.json)\" --request \"$(jq -r '.argv[2]' c.json)\"
+  stockade-runner --explain \"$(jq -r '.argv[] | select(test(\"/request$\"))' c.json)\"
+  mapfile -t argv < <(jq -r '.argv[]' c.json); \"${argv[@]}\"
 
 See stockade-runner(1) and stockade(1).
 ";
@@ -322,8 +329,16 @@ fn report(err: &RunnerError, tag: Option<&str>) {
 
 /// Writes to stdout without `println!`, which panics on a closed pipe, and flushes: with
 /// the C entry point nothing flushes std's buffer at exit. A failed write is a runner
-/// failure like any other: one stderr line and exit 125.
+/// failure like any other: one stderr line and exit 125. So is a closed stdout, which
+/// std's handle takes as a sink that swallows everything (the output would be lost and
+/// the exit status 0).
 fn print(text: &str) -> Result<(), RunnerError> {
+    nix::fcntl::fcntl(std::io::stdout(), nix::fcntl::FcntlArg::F_GETFD).map_err(|_| {
+        RunnerError::Stdout(std::io::Error::new(
+            std::io::ErrorKind::NotConnected,
+            "it is closed",
+        ))
+    })?;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())

@@ -1,10 +1,12 @@
-//! The examples users copy: those of `stockade confine --help` and `stockade explain
-//! --help`, and the walkthrough at the top of `man stockade`, run as written (with
+//! The examples users copy: those of `stockade confine --help`, `stockade explain
+//! --help` and `stockade-runner --help`, the walkthrough at the top of `man stockade`
+//! and the examples of `man stockade-runner`, run as written (with
 //! `stockade` on `PATH`) in a fixture with stockade's defaults, namespace stage included.
 //! An example that no longer matches the ConfinedArgv's shape (it once took `argv[0]`
 //! and `argv[2]`, which under the stage are the launcher and `--rw`) fails here.
 
 mod support;
+use std::path::Path;
 use std::process::{Command, Output};
 use support::*;
 
@@ -36,7 +38,11 @@ fn have_jq() -> bool {
 fn help_examples(fx: &Fixture, sub: &str) -> String {
     let out = fx.stockade([sub, "--help"]).output().unwrap();
     assert_code(&out, 0);
-    let help = text(&out.stdout);
+    examples_of(&text(&out.stdout))
+}
+
+/// The indented lines after `Examples:` in a help text.
+fn examples_of(help: &str) -> String {
     let examples = help
         .split("Examples:")
         .nth(1)
@@ -180,4 +186,66 @@ fn the_man_page_walkthrough_runs_as_written() {
         text(&out.stdout),
         text(&out.stderr)
     );
+}
+
+/// The runner's examples (of its `--help` and of its man page, which is hand-written)
+/// explain the request and then spawn the argv by hand, as developers debugging stockade
+/// do. They once took `argv[0]` and `argv[2]` and left out `--sha256`: under the stage
+/// that explained `--rw` and started the launcher with `--request`, and even without the
+/// stage the runner refuses a request without its digest.
+#[test]
+fn the_runners_help_and_man_page_examples_run_as_written() {
+    if !have_jq() {
+        eprintln!("SKIPPED (no jq): the_runners_help_and_man_page_examples_run_as_written");
+        return;
+    }
+    let out = Command::new(runner_bin()).arg("--help").output().unwrap();
+    assert_code(&out, 0);
+    let help = examples_of(&text(&out.stdout));
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/man/stockade-runner.1");
+    let page = std::fs::read_to_string(page).unwrap();
+    let man = page
+        .split(".SH EXAMPLES")
+        .nth(1)
+        .expect("an EXAMPLES section")
+        .lines()
+        .skip_while(|l| *l != ".RS 4")
+        .skip(1)
+        .take_while(|l| *l != ".RE")
+        .map(|l| l.replace("\\-", "-"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    for (name, script) in [("--help", help), ("stockade-runner.1", man)] {
+        assert!(
+            script.contains("--explain") || script.contains("explain"),
+            "{name}: {script}"
+        );
+        let fx = Fixture::staged();
+        let out = bash(&fx, &script);
+        let stdout = text(&out.stdout);
+        let stderr = text(&out.stderr);
+        assert!(
+            stdout.contains("the runner would accept this request"),
+            "{name}: {stdout}\n{stderr}"
+        );
+        assert!(!stderr.contains("stockade-runner:"), "{name}: {stderr}");
+        assert!(!stderr.contains("stockade:"), "{name}: {stderr}");
+        // The spawned argv listed /root (an ordinary user is refused by its mode: 2).
+        if stockade_tests::is_root() {
+            assert_code(&out, 0);
+        } else {
+            assert!(matches!(out.status.code(), Some(0 | 2)), "{name}: {stderr}");
+        }
+        // The request was consumed by that run.
+        let confined: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(fx.ws.join("c.json")).unwrap()).unwrap();
+        let request = confined_argv(&confined)
+            .into_iter()
+            .find(|a| a.ends_with("/request"))
+            .unwrap();
+        assert!(
+            !Path::new(&request).exists(),
+            "{name}: the example did not run the request"
+        );
+    }
 }

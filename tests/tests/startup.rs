@@ -156,3 +156,44 @@ fn a_runner_failure_on_a_closed_stderr_is_still_exit_125_not_sigpipe() {
     assert_code(&out, 125);
     assert!(runner_failure_line(&out).contains("does not exist"));
 }
+
+#[test]
+fn the_runners_own_output_to_a_closed_stdout_is_a_runner_failure() {
+    // Without std's start-up nothing reopens a closed stdout on /dev/null, and std's
+    // handle takes a closed one as a sink: `--explain` and `--version` printed nothing
+    // and exited 0, as if they had been read.
+    let fx = Fixture::new();
+    let confined = fx.confine(&["--mode", "read-only", "--", "ls", "/"]);
+    let request = confined["argv"][2].as_str().unwrap();
+    for (args, closed) in [
+        (vec!["--version"], true),
+        (vec!["--explain", request], true),
+        // Control: the same commands with stdout open print and exit 0.
+        (vec!["--version"], false),
+        (vec!["--explain", request], false),
+    ] {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(if closed {
+                "exec \"$@\" >&-"
+            } else {
+                "exec \"$@\""
+            })
+            .arg("sh")
+            .arg(runner_bin())
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        if closed {
+            assert_code(&out, 125);
+            let line = runner_failure_line(&out);
+            assert!(line.contains("cannot write to standard output"), "{line}");
+        } else {
+            assert_code(&out, 0);
+            assert!(!out.stdout.is_empty(), "{args:?}");
+        }
+    }
+    // --explain consumed nothing either way: the request still runs.
+    assert_code(&spawn_argv(&confined), 0);
+}
