@@ -6,7 +6,7 @@
 //! ```text
 //! offset  size  field
 //! 0       8     magic  b"STKDREQ\n"
-//! 8       2     format version, little endian (currently 4)
+//! 8       2     format version, little endian (`FORMAT_VERSION`, currently 5)
 //! 10      4     body length N, little endian
 //! 14      N     body: bincode 2 (standard config) encoding of the request
 //! ```

@@ -39,7 +39,7 @@ fn a_valid_request_runs_once_and_cannot_be_replayed() {
     // Replay: refused, and the command did not run a second time.
     let out = run_request(&path);
     assert_code(&out, 125);
-    assert!(runner_failure_line(&out).contains("cannot be replayed"));
+    assert!(runner_failure_line(&out).contains("it ran already"));
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "once\n");
 }
 
