@@ -12,7 +12,8 @@
 //! direct one across runs, however the relay takes its turns (bench/results.md, 3b,
 //! solves each process's cost from pinned runs and lists the relay variants measured: a
 //! buffer instead of the pipe was 10% slower; two threads per direction, other pipe
-//! sizes and batched wake-ups were within the noise; a BPF sockmap redirecting the bytes
+//! sizes, batched wake-ups and the threads as `SCHED_BATCH` were within the noise,
+//! `SCHED_IDLE` slower; a BPF sockmap redirecting the bytes
 //! inside the kernel, which needs root, was no faster and cannot pass an end of file on).
 //!
 //! An end of file in one direction is passed on as a half close (`shutdown(Write)`), so
