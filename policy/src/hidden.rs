@@ -314,7 +314,13 @@ pub enum EntryKind {
     Directory,
     /// A symbolic link: never granted anything (its target's rules govern it).
     Symlink,
-    /// Anything else: a regular file, device, socket or FIFO (file rights only).
+    /// A block device: never granted anything beside a hidden path. The policy hides
+    /// every block device the invoking user could read when it was made (each holds the
+    /// raw bytes of a filesystem, hidden paths and all); one found now that it did not
+    /// name appeared since (a loop device attached between `confine` and this start) and
+    /// is the same kind of thing.
+    BlockDevice,
+    /// Anything else: a regular file, character device, socket or FIFO (file rights only).
     Other,
 }
 
@@ -406,7 +412,7 @@ where
             entries.sort_unstable_by(|x, y| x.name.cmp(&y.name));
             for e in entries {
                 let directory = match e.kind {
-                    EntryKind::Symlink => continue,
+                    EntryKind::Symlink | EntryKind::BlockDevice => continue,
                     EntryKind::Directory => true,
                     EntryKind::Other => false,
                 };
@@ -556,6 +562,30 @@ mod tests {
         assert!(!has(&r, "/home/u/.config", Access::ReadExecute));
         assert!(has(&r, "/home/u/.config/git", Access::ReadExecute));
         assert!(has(&r, "/home/u/.ssh", Access::ReadExecute));
+    }
+
+    #[test]
+    fn a_block_device_beside_a_hidden_path_gets_no_rule() {
+        use EntryKind::BlockDevice as B;
+        let tree = fs(&[
+            ("/", &[("dev", D), ("etc", D)]),
+            (
+                "/dev",
+                &[("loop0", B), ("loop9", B), ("null", F), ("pts", D)],
+            ),
+        ]);
+        let hidden = vec![PathBuf::from("/dev/loop0")];
+        let r: Vec<PathBuf> = carve(&read_all(), &hidden, |p| tree.get(p).cloned())
+            .into_iter()
+            .map(|g| g.path)
+            .collect();
+        for granted in ["/dev/null", "/dev/pts", "/etc"] {
+            assert!(r.contains(&PathBuf::from(granted)), "{granted}: {r:?}");
+        }
+        // loop9 was not named by the policy: attached since, no rule either.
+        for not in ["/dev/loop0", "/dev/loop9"] {
+            assert!(!r.contains(&PathBuf::from(not)), "{not}: {r:?}");
+        }
     }
 
     #[test]

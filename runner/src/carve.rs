@@ -45,6 +45,10 @@ fn is_link(stat: &FileStat) -> bool {
     SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK
 }
 
+fn is_block_device(stat: &FileStat) -> bool {
+    SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFBLK
+}
+
 impl Tree {
     /// The directory at the absolute `path`, reached from `/` one component at a time.
     pub fn dir(&mut self, path: &Path) -> Option<BorrowedFd<'_>> {
@@ -97,6 +101,7 @@ impl Tree {
             let kind = match entry.file_type() {
                 Some(Type::Directory) => EntryKind::Directory,
                 Some(Type::Symlink) => EntryKind::Symlink,
+                Some(Type::BlockDevice) => EntryKind::BlockDevice,
                 Some(_) => EntryKind::Other,
                 // The filesystem does not say: ask without following.
                 None => match self
@@ -107,6 +112,7 @@ impl Tree {
                 {
                     Some(Ok(st)) if is_dir(&st) => EntryKind::Directory,
                     Some(Ok(st)) if is_link(&st) => EntryKind::Symlink,
+                    Some(Ok(st)) if is_block_device(&st) => EntryKind::BlockDevice,
                     Some(Ok(_)) => EntryKind::Other,
                     _ => continue,
                 },

@@ -37,6 +37,14 @@
 //!   (Landlock rules follow the path walked, and a hard link beside a hidden file even
 //!   gets a rule of its own on the same inode), and inside a writable root the hidden
 //!   file is a mount of its own, so no command can link it elsewhere (`EXDEV`).
+//!
+//! What a mask cannot do at all: hide what is not there yet. The stage shares the
+//! machine's `/dev`, where the kernel adds a node for every block device that appears
+//! while the command runs (a loop device attached, a snapshot or a disk made by someone
+//! else): covered by no mask, and under a grant of all of `/`, it would be read raw, every
+//! hidden path on its filesystem with it. So a hidden path beneath `/dev` never counts as
+//! covered: the carve-out gives a rule to each entry there at the start (as without the
+//! stage), and a node added later lies under none.
 
 use crate::carve::Tree;
 use std::ffi::CString;
@@ -54,6 +62,9 @@ const STATX_ATTR_MOUNT_ROOT: u64 = 0x2000;
 /// for a mask: the carve-out then hides the path.
 const TMPFS_EMPTY_DIR_SIZE: u64 = 40;
 
+/// Where the kernel adds device nodes while a command runs: never taken as covered.
+const DEVICES: &str = "/dev";
+
 /// The hidden paths of `policy` this runner finds covered by the stage (none when the
 /// stage did not run, `staged` false). `tree` is the carve-out's own, so the directories
 /// reached here are not reached twice.
@@ -68,7 +79,7 @@ pub fn covered(policy: &Policy, staged: bool, tree: &mut Tree) -> Vec<PathBuf> {
     policy
         .hidden()
         .iter()
-        .filter(|h| is_mask(h, tree))
+        .filter(|h| !h.starts_with(DEVICES) && is_mask(h, tree))
         .cloned()
         .collect()
 }

@@ -521,6 +521,183 @@ fn block_devices_are_hidden_by_default_from_root() {
     }
 }
 
+/// Held by a test that makes loop devices: two at once would pick the same number.
+static NEW_LOOP_DEVICES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A loop device made for the occasion (a new node in `/dev`), removed when dropped.
+struct NewLoopDevice {
+    number: u32,
+}
+
+impl NewLoopDevice {
+    /// The first loop device number from 100 on that has no node yet: `None` where
+    /// `losetup` or the loop driver is missing.
+    fn free() -> Option<NewLoopDevice> {
+        let number = (100..1000).find(|n| !Path::new(&format!("/dev/loop{n}")).exists())?;
+        Path::new("/dev/loop-control")
+            .exists()
+            .then_some(NewLoopDevice { number })
+    }
+
+    fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/dev/loop{}", self.number))
+    }
+
+    /// Makes the node and attaches `backing` to it; whether that worked.
+    fn attach(&self, backing: &Path) -> bool {
+        std::process::Command::new("losetup")
+            .arg(self.path())
+            .arg(backing)
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for NewLoopDevice {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup")
+            .arg("-d")
+            .arg(self.path())
+            .status();
+        // LOOP_CTL_REMOVE: the node goes too.
+        let _ = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import fcntl,os,sys;fcntl.ioctl(os.open('/dev/loop-control',os.O_RDWR),0x4C81,int(sys.argv[1]))",
+            ])
+            .arg(self.number.to_string())
+            .status();
+    }
+}
+
+#[test]
+fn a_block_device_that_appears_while_a_command_runs_is_hidden_too() {
+    // The stage covers each hidden path with a mount, and its /dev is the machine's: a
+    // block device whose node the kernel adds while the command runs (a loop device
+    // attached by someone else, a snapshot) was covered by no mask, and read raw under
+    // the stage. Without the stage the carve-out gave a rule to each entry of /dev that
+    // was there at the start, and a new node had none.
+    const NAME: &str = "a_block_device_that_appears_while_a_command_runs_is_hidden_too";
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): {NAME}");
+        return;
+    }
+    let _one_at_a_time = NEW_LOOP_DEVICES.lock().unwrap_or_else(|e| e.into_inner());
+    for fx in [Fixture::staged(), Fixture::new()] {
+        let backing = fx.outside.join("late.img");
+        let mut bytes = vec![0u8; 64 * 1024];
+        let secret = b"LATE-BLOCK-DEVICE-SECRET-77e0";
+        bytes[4096..4096 + secret.len()].copy_from_slice(secret);
+        std::fs::write(&backing, &bytes).unwrap();
+        for hidden in [true, false] {
+            let Some(dev) = NewLoopDevice::free() else {
+                eprintln!("SKIPPED (no loop driver): {NAME}");
+                return;
+            };
+            let dev_path = dev.path();
+            let ready = fx.ws.join("ready");
+            let attached = fx.ws.join("attached");
+            let _ = std::fs::remove_file(&ready);
+            let _ = std::fs::remove_file(&attached);
+            // The command says it started, waits until the device is attached, then
+            // reads it.
+            let script = format!(
+                ": > '{}'; i=0; while [ ! -e '{}' ] && [ $i -lt 6000 ]; do sleep 0.01; i=$((i+1)); done\n{}grep -a -c LATE-BLOCK-DEVICE-SECRET '{}' 2>/dev/null || true",
+                ready.display(),
+                attached.display(),
+                probe_reads(std::slice::from_ref(&dev_path)),
+                dev_path.display()
+            );
+            let mut args = vec!["run", "--mode", "workspace-write"];
+            if !hidden {
+                args.push("--no-default-hide");
+            }
+            args.extend(["--", "sh", "-c", &script]);
+            let child = fx
+                .stockade(&args)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            while !ready.exists() {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            assert!(dev.attach(&backing), "losetup {}", dev_path.display());
+            std::fs::write(&attached, "").unwrap();
+            let out = child.wait_with_output().unwrap();
+            let expected = if hidden {
+                vec![format!("DENIED {}", dev_path.display())]
+            } else {
+                // Control: with the defaults dropped the new device reads, secret and all.
+                vec![format!("READ {}", dev_path.display()), "1".into()]
+            };
+            assert_eq!(
+                verdicts(&out),
+                expected,
+                "staged {}, hidden {hidden}: {}",
+                fx.stage,
+                text(&out.stderr)
+            );
+        }
+    }
+}
+
+#[test]
+fn a_block_device_attached_after_confine_is_hidden_too() {
+    // `confine` lists the block devices to hide when it makes the policy; the executor
+    // spawns its argv later. A device attached in between was not on the list, and the
+    // carve-out, which lists /dev again when the runner starts, gave it a rule like any
+    // entry beside a hidden one: read raw, with and without the stage.
+    const NAME: &str = "a_block_device_attached_after_confine_is_hidden_too";
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): {NAME}");
+        return;
+    }
+    let _one_at_a_time = NEW_LOOP_DEVICES.lock().unwrap_or_else(|e| e.into_inner());
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let backing = fx.outside.join("after.img");
+        let mut bytes = vec![0u8; 64 * 1024];
+        let secret = b"AFTER-CONFINE-SECRET-5a21";
+        bytes[4096..4096 + secret.len()].copy_from_slice(secret);
+        std::fs::write(&backing, &bytes).unwrap();
+        for hidden in [true, false] {
+            let Some(dev) = NewLoopDevice::free() else {
+                eprintln!("SKIPPED (no loop driver): {NAME}");
+                return;
+            };
+            let dev_path = dev.path();
+            let script = format!(
+                "{}grep -a -c AFTER-CONFINE-SECRET '{}' 2>/dev/null || true",
+                probe_reads(std::slice::from_ref(&dev_path)),
+                dev_path.display()
+            );
+            let mut args = vec!["confine", "--mode", "read-only"];
+            if !hidden {
+                args.push("--no-default-hide");
+            }
+            args.extend(["--", "sh", "-c", &script]);
+            let out = fx.stockade(&args).output().unwrap();
+            assert_code(&out, 0);
+            let confined: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert!(dev.attach(&backing), "losetup {}", dev_path.display());
+            let out = spawn_argv(&confined);
+            let expected = if hidden {
+                vec![format!("DENIED {}", dev_path.display())]
+            } else {
+                // Control: with the defaults dropped the new device reads, secret and all.
+                vec![format!("READ {}", dev_path.display()), "1".into()]
+            };
+            assert_eq!(
+                verdicts(&out),
+                expected,
+                "staged {}, hidden {hidden}: {}",
+                fx.stage,
+                text(&out.stderr)
+            );
+        }
+    }
+}
+
 #[test]
 fn explain_probe_and_guarantees_show_the_hidden_set() {
     for fx in [Fixture::new(), Fixture::staged()] {
