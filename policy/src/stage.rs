@@ -241,6 +241,13 @@ pub struct MountPlan {
 /// `CAP_DAC_OVERRIDE` finds them empty).
 pub const MASK_MODE: u32 = 0o000;
 
+/// Where the kernel adds device nodes while a command runs (the stage shares the
+/// machine's `/dev`): a mask covers only what exists when the stage starts, so a hidden
+/// path beneath it is never taken as covered by the runner, which carves `/dev` entry by
+/// entry instead (and gives no block device there a rule). The stage does not mask those
+/// paths either: the mount would cost start-up and decide nothing.
+pub const DEVICE_TREE: &str = "/dev";
+
 /// Whether the hidden path `hidden` may be covered by an empty mount: not when it holds
 /// (or is) one of `keep`, paths the runner or the command must still reach (the private
 /// directory holding the request and status files, the working directory, the runner
@@ -300,7 +307,7 @@ pub fn plan(
     let mask = policy
         .hidden
         .iter()
-        .filter(|h| maskable(h, &[control.unwrap_or(Path::new(""))]))
+        .filter(|h| !h.starts_with(DEVICE_TREE) && maskable(h, &[control.unwrap_or(Path::new(""))]))
         .cloned()
         .collect();
     MountPlan {
@@ -383,7 +390,14 @@ mod tests {
     #[test]
     fn every_hidden_path_is_masked_but_one_holding_what_must_stay_reachable() {
         let mut policy = Policy::for_tests(crate::Mode::WorkspaceWrite, "/w");
-        policy.hidden = vec!["/etc/shadow".into(), "/run/base".into(), "/w/.env".into()];
+        policy.hidden = vec![
+            "/etc/shadow".into(),
+            "/run/base".into(),
+            "/w/.env".into(),
+            // Beneath /dev: carved, never masked (nodes appear there while it runs).
+            "/dev/sda".into(),
+            "/dev/userfaultfd".into(),
+        ];
         let control = Path::new("/run/base/req-1");
         let plan = plan(&policy, &["/w".into()], Some(control), true);
         assert_eq!(

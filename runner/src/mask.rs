@@ -53,7 +53,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use stockade_policy::Policy;
 use stockade_policy::capability::Capability;
-use stockade_policy::stage::MASK_MODE;
+use stockade_policy::stage::{DEVICE_TREE, MASK_MODE};
 
 /// `STATX_ATTR_MOUNT_ROOT` (linux/stat.h, Linux 5.8).
 const STATX_ATTR_MOUNT_ROOT: u64 = 0x2000;
@@ -61,9 +61,6 @@ const STATX_ATTR_MOUNT_ROOT: u64 = 0x2000;
 /// `.` and `..`). Any other filesystem, or a kernel that counts otherwise, is not taken
 /// for a mask: the carve-out then hides the path.
 const TMPFS_EMPTY_DIR_SIZE: u64 = 40;
-
-/// Where the kernel adds device nodes while a command runs: never taken as covered.
-const DEVICES: &str = "/dev";
 
 /// The hidden paths of `policy` this runner finds covered by the stage (none when the
 /// stage did not run, `staged` false). `tree` is the carve-out's own, so the directories
@@ -79,7 +76,7 @@ pub fn covered(policy: &Policy, staged: bool, tree: &mut Tree) -> Vec<PathBuf> {
     policy
         .hidden()
         .iter()
-        .filter(|h| !h.starts_with(DEVICES) && is_mask(h, tree))
+        .filter(|h| !h.starts_with(DEVICE_TREE) && is_mask(h, tree))
         .cloned()
         .collect()
 }
