@@ -145,8 +145,12 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
 }
 
 /// Plain text again on a terminal: attributes and colours off (`SGR 0`), the first
-/// character set designated ASCII (`ESC ( B`) and shifted in (`SI`).
-const TERMINAL_RESET: &str = "\x1b[0m\x1b(B\x0f";
+/// character set designated ASCII (`ESC ( B`) and shifted in (`SI`), the scrolling
+/// region the whole screen again (`CSI r`, between a save and a restore of the cursor,
+/// which it would move; a one-line region would scroll every marker out of sight), and
+/// the default foreground and background colours back (`OSC 110`, `OSC 111`: set to one
+/// colour, they hide text whatever `SGR 0` does; a terminal without them ignores them).
+const TERMINAL_RESET: &str = "\x1b[0m\x1b(B\x0f\x1b7\x1b[r\x1b8\x1b]110\x07\x1b]111\x07";
 
 /// Whether a stream whose last bytes are `tail` ended within a line (its last byte is
 /// not a line feed).

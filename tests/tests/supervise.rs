@@ -1057,7 +1057,9 @@ fn markers_on_a_terminal_come_after_a_reset_of_what_the_command_left_set() {
     assert_eq!(status.code(), Some(125));
     let seen = drain_terminal(&master);
     assert!(
-        seen.ends_with("hidden\x1b[0m\x1b(B\x0f\r\n[exit code: 125]\r\n"),
+        seen.ends_with(
+            "hidden\x1b[0m\x1b(B\x0f\x1b7\x1b[r\x1b8\x1b]110\x07\x1b]111\x07\r\n[exit code: 125]\r\n"
+        ),
         "{seen:?}"
     );
     let out = fx.run_sh("read-only", script);
