@@ -344,7 +344,10 @@ if "proxy_direct_mibs" in facts:
       "queues on another CPU's backlog) and retransmits about 1% of them needlessly "
       "(`nstat`: fast retransmits after SACK reordering), direct and through the proxy "
       "alike, which is part of the run-to-run spread. "
-      "Recorded shares of direct across runs on this machine: 60-90%. The start-up of a "
+      "Recorded shares of direct across runs on this machine: 60-90%; on a quiet machine "
+      "(2026-12-02, third session, load average below 1.1) three standalone runs of "
+      "`bench/proxy-throughput` gave 81, 81 and 89% (namespace tunnel), 83, 78 and 85% "
+      "(no stage), 85, 85 and 84% (forwarded). The start-up of a "
       "run with an allow-list is the `--allow-domain` row of section 2.")
     w("")
 elif "proxy_error" in facts:
