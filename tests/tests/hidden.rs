@@ -466,6 +466,16 @@ impl Drop for LoopDevice {
     }
 }
 
+/// A 64 KiB file in the fixture's `outside` holding `secret` at 4 KiB: a "filesystem"
+/// to attach to a loop device.
+fn disk_image(fx: &Fixture, name: &str, secret: &[u8]) -> PathBuf {
+    let backing = fx.outside.join(name);
+    let mut bytes = vec![0u8; 64 * 1024];
+    bytes[4096..4096 + secret.len()].copy_from_slice(secret);
+    std::fs::write(&backing, &bytes).unwrap();
+    backing
+}
+
 #[test]
 fn block_devices_are_hidden_by_default_from_root() {
     // Root owns every block device node and reads it without any capability: the raw
@@ -477,11 +487,7 @@ fn block_devices_are_hidden_by_default_from_root() {
         return;
     }
     for fx in [Fixture::new(), Fixture::staged()] {
-        let backing = fx.outside.join("disk.img");
-        let mut bytes = vec![0u8; 64 * 1024];
-        let secret = b"BLOCK-DEVICE-SECRET-4c1d";
-        bytes[4096..4096 + secret.len()].copy_from_slice(secret);
-        std::fs::write(&backing, &bytes).unwrap();
+        let backing = disk_image(&fx, "disk.img", b"BLOCK-DEVICE-SECRET-4c1d");
         let Some(dev) = LoopDevice::attach(&backing) else {
             eprintln!(
                 "SKIPPED (no loop device to attach): block_devices_are_hidden_by_default_from_root"
@@ -584,11 +590,7 @@ fn a_block_device_that_appears_while_a_command_runs_is_hidden_too() {
     }
     let _one_at_a_time = NEW_LOOP_DEVICES.lock().unwrap_or_else(|e| e.into_inner());
     for fx in [Fixture::staged(), Fixture::new()] {
-        let backing = fx.outside.join("late.img");
-        let mut bytes = vec![0u8; 64 * 1024];
-        let secret = b"LATE-BLOCK-DEVICE-SECRET-77e0";
-        bytes[4096..4096 + secret.len()].copy_from_slice(secret);
-        std::fs::write(&backing, &bytes).unwrap();
+        let backing = disk_image(&fx, "late.img", b"LATE-BLOCK-DEVICE-SECRET-77e0");
         for hidden in [true, false] {
             let Some(dev) = NewLoopDevice::free() else {
                 eprintln!("SKIPPED (no loop driver): {NAME}");
@@ -655,11 +657,7 @@ fn a_block_device_attached_after_confine_is_hidden_too() {
     }
     let _one_at_a_time = NEW_LOOP_DEVICES.lock().unwrap_or_else(|e| e.into_inner());
     for fx in [Fixture::new(), Fixture::staged()] {
-        let backing = fx.outside.join("after.img");
-        let mut bytes = vec![0u8; 64 * 1024];
-        let secret = b"AFTER-CONFINE-SECRET-5a21";
-        bytes[4096..4096 + secret.len()].copy_from_slice(secret);
-        std::fs::write(&backing, &bytes).unwrap();
+        let backing = disk_image(&fx, "after.img", b"AFTER-CONFINE-SECRET-5a21");
         for hidden in [true, false] {
             let Some(dev) = NewLoopDevice::free() else {
                 eprintln!("SKIPPED (no loop driver): {NAME}");
