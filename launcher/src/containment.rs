@@ -324,7 +324,21 @@ impl Range {
         let runs_launcher =
             |pid: i32| launcher.is_some() && exe_identity(&format!("/proc/{pid}/exe")) == launcher;
         let leader_forwards = runs_launcher(self.leader.as_raw());
-        let group_signalled = !leader_forwards && killpg(self.leader, signal).is_ok();
+        // The group is signalled only while a member of the range is still in it: once
+        // the leader is reaped and every member has left its group, the number is free,
+        // and a process that took it as its pid and then led a group of its own (a
+        // stranger's, or as root anyone's) would get the signal.
+        let group_ours = || {
+            let members = match self.cgroup.as_ref().and_then(Cgroup::pids) {
+                Some(pids) => pids,
+                None => descendants(std::process::id() as i32, |_| {}),
+            };
+            members
+                .into_iter()
+                .any(|pid| nix::unistd::getpgid(Some(Pid::from_raw(pid))) == Ok(self.leader))
+        };
+        let group_signalled =
+            !leader_forwards && group_ours() && killpg(self.leader, signal).is_ok();
         let mut refused = Vec::new();
         let mut send = |pid: i32| {
             if leader_forwards && runs_launcher(pid) {
