@@ -242,7 +242,14 @@ pub struct EnvArgs {
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = crate::env::parse_assignment)]
     pub env: Vec<(OsString, OsString)>,
     /// Pass NAME through although it looks like a secret or --clear-env drops it (repeatable).
-    #[arg(long = "keep-env", value_name = "NAME")]
+    #[arg(
+        long = "keep-env",
+        value_name = "NAME",
+        value_parser = clap::builder::TypedValueParser::try_map(
+            clap::builder::OsStringValueParser::new(),
+            crate::env::parse_keep_name,
+        )
+    )]
     pub keep_env: Vec<OsString>,
     /// Start from nothing but PATH, HOME, LANG, LC_*, TERM and USER.
     #[arg(long = "clear-env")]

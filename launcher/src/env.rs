@@ -24,3 +24,15 @@ pub fn parse_assignment(text: &str) -> Result<(OsString, OsString), String> {
         _ => Err(format!("{text:?} is not NAME=VALUE")),
     }
 }
+
+/// Checks one `--keep-env NAME`: a name that no variable can have (empty, or holding `=`,
+/// which ends a name in the environment) would keep nothing, silently.
+pub fn parse_keep_name(name: OsString) -> Result<OsString, String> {
+    use std::os::unix::ffi::OsStrExt;
+    if name.is_empty() || name.as_bytes().contains(&b'=') {
+        return Err(format!(
+            "{name:?} is not a variable name (a name is not empty and holds no '=')"
+        ));
+    }
+    Ok(name)
+}

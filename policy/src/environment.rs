@@ -12,7 +12,12 @@
 //! - Known credential names whose words say nothing: [`SECRET_NAMES`] exactly and
 //!   [`SECRET_PREFIXES`] (`OP_SESSION_*`).
 //! - Values: a URL whose user-info carries a password (`postgres://u:pw@host/db`,
-//!   `http://u:p@proxy:8080`), or a PEM private key block.
+//!   `http://u:p@proxy:8080`; in a `*_PROXY` variable also without a scheme,
+//!   `u:p@proxy:8080`, which curl and others accept), an HTTP `Authorization:` header
+//!   (`GIT_CONFIG_VALUE_0=Authorization: basic ...`, `GIT_CONFIG_PARAMETERS`), or a PEM
+//!   private key block.
+//! - `GIT_CONFIG_KEY_<n>` names a git setting, not a key: only its value is judged (git
+//!   refuses to start when one of a `GIT_CONFIG_COUNT` pair is missing).
 //!
 //! Secrets are removed unless the caller keeps them by name (`--keep-env`); only their
 //! names are reported. With a clear environment, only the names a program needs to behave
@@ -55,7 +60,8 @@ pub const SECRET_STEMS: [&str; 6] = [
 ];
 
 /// Names removed by exact match (any case), whatever their words say.
-pub const SECRET_NAMES: [&str; 3] = ["SSH_AUTH_SOCK", "MYSQL_PWD", "BW_SESSION"];
+/// `SSHPASS` is the password `sshpass -e` types for ssh.
+pub const SECRET_NAMES: [&str; 4] = ["SSH_AUTH_SOCK", "MYSQL_PWD", "BW_SESSION", "SSHPASS"];
 
 /// Name prefixes (any case) that mark a secret: 1Password's session tokens.
 pub const SECRET_PREFIXES: [&str; 1] = ["OP_SESSION_"];
@@ -71,6 +77,9 @@ pub fn is_secret_name(name: &OsStr) -> bool {
     {
         return true;
     }
+    if is_git_config_key(&upper) {
+        return false;
+    }
     let lower = upper.to_lowercase();
     lower
         .split(['_', '-', '.'])
@@ -82,11 +91,43 @@ pub fn is_secret_name(name: &OsStr) -> bool {
         })
 }
 
-/// Whether `value` shows a secret: a URL with a password in its user-info, or a PEM
-/// private key.
+/// Whether `upper` (a name in upper case) is `GIT_CONFIG_KEY_<n>`: the name of a git
+/// setting passed in the environment, whose word `key` says nothing about a secret.
+fn is_git_config_key(upper: &str) -> bool {
+    upper
+        .strip_prefix("GIT_CONFIG_KEY_")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Whether `value` shows a secret: a URL with a password in its user-info, an HTTP
+/// `Authorization:` header, or a PEM private key.
 pub fn is_secret_value(value: &OsStr) -> bool {
     let value = value.to_string_lossy();
-    url_with_password(&value) || pem_private_key(&value)
+    url_with_password(&value) || authorization_header(&value) || pem_private_key(&value)
+}
+
+/// Whether `text` carries an HTTP `Authorization:` (or `Proxy-Authorization:`) header,
+/// as git's `http.extraheader` does with a token.
+fn authorization_header(text: &str) -> bool {
+    text.to_ascii_lowercase().contains("authorization:")
+}
+
+/// Whether `name` is a proxy variable (`HTTPS_PROXY`, `ftp_proxy`, `npm_config_proxy`)
+/// and `value` gives a proxy with a password but no scheme (`u:pw@proxy:8080`), which
+/// curl, wget and others read as `http://u:pw@proxy:8080`.
+fn schemeless_proxy_with_password(name: &OsStr, value: &OsStr) -> bool {
+    let name = name.to_string_lossy().to_ascii_lowercase();
+    if !name
+        .rsplit(['_', '-', '.'])
+        .next()
+        .is_some_and(|w| w == "proxy")
+    {
+        return false;
+    }
+    let value = value.to_string_lossy();
+    value.split([',', ';', ' ']).any(|entry| {
+        !entry.contains("://") && url_with_password(&format!("http://{}", entry.trim()))
+    })
 }
 
 /// Whether any `scheme://user:password@host` occurs in `text` (a list of URLs too).
@@ -127,7 +168,7 @@ fn pem_private_key(text: &str) -> bool {
 
 /// Whether the variable `name=value` is a secret the default rules remove.
 pub fn is_secret(name: &OsStr, value: &OsStr) -> bool {
-    is_secret_name(name) || is_secret_value(value)
+    is_secret_name(name) || is_secret_value(value) || schemeless_proxy_with_password(name, value)
 }
 
 /// Whether `name` survives `--clear-env`.
@@ -250,6 +291,20 @@ mod tests {
         ),
         ("SIGNER", "-----BEGIN PRIVATE KEY-----\nMIIE"),
         ("GPG_BLOCK", "-----BEGIN PGP PRIVATE KEY BLOCK-----"),
+        ("SSHPASS", "x"),
+        ("sshpass", "x"),
+        ("HTTPS_PROXY", "u:p@proxy:8080"),
+        ("ftp_proxy", "u:p@proxy"),
+        ("npm_config_proxy", "u:p@proxy:3128/"),
+        ("GIT_CONFIG_VALUE_0", "AUTHORIZATION: basic eDp5"),
+        (
+            "GIT_CONFIG_PARAMETERS",
+            "'http.extraheader'='Authorization: Bearer x'",
+        ),
+        ("CURL_HEADER", "Proxy-Authorization: Basic eDp5"),
+        ("GIT_CONFIG_KEY_0", "-----BEGIN PRIVATE KEY-----"),
+        ("GIT_CONFIG_KEY_", "x"),
+        ("GIT_CONFIG_KEY_X", "x"),
     ];
 
     const KEPT: &[(&str, &str)] = &[
@@ -276,6 +331,12 @@ mod tests {
         ("NO_PROXY", "localhost,127.0.0.1"),
         ("HOMEPAGE", "https://example.com/a:b@c"),
         ("CA_BUNDLE", "-----BEGIN CERTIFICATE-----\nMIIB"),
+        ("GIT_CONFIG_KEY_0", "http.extraheader"),
+        ("git_config_key_12", "user.name"),
+        ("HTTPS_PROXY", "proxy:8080"),
+        ("NO_PROXY", "localhost,.corp"),
+        ("SSH_REMOTE", "me:x@host"),
+        ("GIT_AUTHOR_EMAIL", "me@example.com"),
     ];
 
     #[test]

@@ -251,3 +251,97 @@ fn the_table_of_removed_and_kept_variables_reaches_the_command_as_documented() {
             .contains("DATABASE_URL=postgres://u:pw@host/db\n")
     );
 }
+
+/// Values that carry a credential under a name that says nothing: a proxy's password
+/// without a scheme (curl reads `u:pw@proxy` as `http://u:pw@proxy`), an `Authorization`
+/// header for git, and `sshpass -e`'s password.
+#[test]
+fn credentials_in_values_and_sshpass_are_removed_and_reported() {
+    let removed = [
+        ("SSHPASS", "e2e-sshpass-value"),
+        ("ftp_proxy", "e2e-user:e2e-proxy-pw@corp:21"),
+        (
+            "GIT_CONFIG_PARAMETERS",
+            "'http.extraheader'='AUTHORIZATION: basic e2e-header-value'",
+        ),
+    ];
+    // Positive controls: the same kinds of names with nothing secret in them.
+    let kept = [
+        ("HTTPS_PROXY", "corp:8080"),
+        ("GIT_CONFIG_NOSYSTEM", "1"),
+        ("E2E_SSH_TARGET", "me:x@host"),
+    ];
+    let fx = Fixture::new();
+    let mut cmd = fx.stockade(["run", "--json", "--", "env"]);
+    for (k, v) in removed.iter().chain(&kept) {
+        cmd.env(k, v);
+    }
+    let (out, json) = run_json(&mut cmd);
+    assert_code(&out, 0);
+    let env = json["stdout"]["text"].as_str().unwrap();
+    let reported: Vec<&str> = json["envRemoved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for (k, v) in removed {
+        assert!(!env.contains(&format!("{k}=")), "{k} reached the command");
+        assert!(!env.contains(v), "{k}: its value reached the command");
+        assert!(reported.contains(&k), "{k} not in envRemoved {reported:?}");
+    }
+    for (k, v) in kept {
+        assert!(env.contains(&format!("{k}={v}\n")), "{k} was removed");
+        assert!(!reported.contains(&k), "{k}");
+    }
+}
+
+/// `GIT_CONFIG_KEY_<n>` names a git setting: removing it for its word `key` made every git
+/// command fail ("missing config key") while the value beside it passed.
+#[test]
+fn git_settings_passed_in_the_environment_reach_git() {
+    let fx = Fixture::new();
+    let out = fx
+        .stockade(["run", "--", "git", "config", "--get", "e2e.setting"])
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "e2e.setting")
+        .env("GIT_CONFIG_VALUE_0", "e2e-value")
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "e2e-value\n");
+}
+
+#[test]
+fn keep_env_names_no_variable_can_have_are_refused_and_run_nothing() {
+    let fx = Fixture::new();
+    for bad in ["", "E2E_A=B"] {
+        let out = fx
+            .stockade(["run", "--keep-env", bad, "--", "touch", "ran"])
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+        assert!(
+            text(&out.stderr).contains("not a variable name"),
+            "{}",
+            text(&out.stderr)
+        );
+        assert!(!fx.ws.join("ran").exists());
+    }
+    // Positive control: a name is accepted and the command runs.
+    let out = fx
+        .stockade([
+            "run",
+            "--mode",
+            "workspace-write",
+            "--keep-env",
+            "E2E_A",
+            "--",
+            "touch",
+            "ran",
+        ])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(fx.ws.join("ran").exists());
+}
