@@ -117,11 +117,7 @@ fn authorization_header(text: &str) -> bool {
 /// curl, wget and others read as `http://u:pw@proxy:8080`.
 fn schemeless_proxy_with_password(name: &OsStr, value: &OsStr) -> bool {
     let name = name.to_string_lossy().to_ascii_lowercase();
-    if !name
-        .rsplit(['_', '-', '.'])
-        .next()
-        .is_some_and(|w| w == "proxy")
-    {
+    if name.rsplit(['_', '-', '.']).next() != Some("proxy") {
         return false;
     }
     let value = value.to_string_lossy();
