@@ -15,8 +15,17 @@ use support::*;
 const SERVER: &str = "127.0.0.77";
 const ANSWER: [u8; 4] = [192, 0, 2, 55];
 
-/// Answers DNS over TCP: A queries with [`ANSWER`], anything else with no answer.
+/// Every name the server was asked about, in order.
+static QUERIES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Answers DNS over TCP: A queries with [`ANSWER`], anything else with no answer; each
+/// question's name goes to [`QUERIES`]. Started once per test process.
 fn dns_server() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(start_dns_server);
+}
+
+fn start_dns_server() {
     let listener = TcpListener::bind((SERVER, 53)).expect("bind 127.0.0.77:53");
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
@@ -37,6 +46,15 @@ fn dns_server() {
                         end += 1 + q[end] as usize;
                     }
                     let question = &q[12..(end + 5).min(q.len())];
+                    let mut labels = Vec::new();
+                    let mut at = 12;
+                    while at < end && at < q.len() {
+                        let len = q[at] as usize;
+                        let label = q.get(at + 1..at + 1 + len).unwrap_or_default();
+                        labels.push(String::from_utf8_lossy(label).into_owned());
+                        at += 1 + len;
+                    }
+                    QUERIES.lock().unwrap().push(labels.join("."));
                     let qtype = u16::from_be_bytes([q[end + 1], q[end + 2]]);
                     let a = qtype == 1;
                     let mut r = vec![q[0], q[1], 0x81, 0x80, 0, 1, 0, a as u8, 0, 0, 0, 0];
@@ -59,8 +77,13 @@ fn dns_server() {
 /// `stockade ARGS` as the fixture would run it, inside a mount namespace whose
 /// `/etc/resolv.conf` names the test's server.
 fn with_resolver(fx: &Fixture, args: &[&str]) -> Output {
+    with_resolv_conf(fx, &format!("nameserver {SERVER}\n"), args)
+}
+
+/// `stockade ARGS` inside a mount namespace whose `/etc/resolv.conf` is `conf`.
+fn with_resolv_conf(fx: &Fixture, conf: &str, args: &[&str]) -> Output {
     let resolv = fx.outside.join("resolv.conf");
-    std::fs::write(&resolv, format!("nameserver {SERVER}\n")).unwrap();
+    std::fs::write(&resolv, conf).unwrap();
     let inner = fx.stockade(args);
     let mut cmd = Command::new("unshare");
     cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
@@ -186,4 +209,51 @@ fn allow_dns_sets_the_resolver_option_and_is_refused_where_it_means_nothing() {
         );
         assert!(!fx.ws.join("ran").exists());
     }
+}
+
+/// The filtering proxy asks the resolver about exactly the name its rules decided on.
+/// The C library appends the host's search domains (`search` in `/etc/resolv.conf`) to a
+/// name with few dots, and to any name that does not exist: asked for `secret` under
+/// `--allow-domain '*'`, the proxy would have reached `secret.corp.test`, past a
+/// `--deny-domain secret.corp.test`. Control: the server was asked about `secret`
+/// itself (the proxy did resolve), and the deny rule refuses the full name.
+#[test]
+fn the_proxy_resolves_only_the_name_it_decided_on_not_the_search_domains() {
+    const NAME: &str = "the_proxy_resolves_only_the_name_it_decided_on_not_the_search_domains";
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): {NAME}");
+        return;
+    }
+    dns_server();
+    let fx = Fixture::new();
+    let conf = format!("nameserver {SERVER}\nsearch corp.test\noptions use-vc\n");
+    let netclient = bin("netclient");
+    let netclient = netclient.to_str().unwrap();
+    let script =
+        format!("{netclient} connect secret 443 x; {netclient} connect secret.corp.test 443 x");
+    QUERIES.lock().unwrap().clear();
+    let out = with_resolv_conf(
+        &fx,
+        &conf,
+        &[
+            "run",
+            "--allow-domain",
+            "*",
+            "--deny-domain",
+            "secret.corp.test",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
+    // Both refused: the first by the address the server gives every name (192.0.2.55,
+    // a documentation range), the second by its rule.
+    assert_eq!(text(&out.stdout), "403\n403\n", "{}", text(&out.stderr));
+    let asked = QUERIES.lock().unwrap().clone();
+    assert!(asked.iter().any(|q| q == "secret"), "{asked:?}");
+    assert!(
+        !asked.iter().any(|q| q.ends_with("corp.test")),
+        "the proxy asked about a name it never decided on: {asked:?}"
+    );
 }
