@@ -188,6 +188,34 @@ fn malformed_env_entries_are_refused_and_run_nothing() {
 
 /// The table, end to end: each name (or value) the rule removes, and the
 /// harmless names it keeps, as the command sees them.
+/// Runs `env` under `stockade run --json` with `removed` and `kept` set, and checks that
+/// each of `removed` (name and value) is gone and reported in `envRemoved`, and each of
+/// `kept` reached the command as it was and is not reported.
+fn assert_removed_and_kept(fx: &Fixture, removed: &[(&str, &str)], kept: &[(&str, &str)]) {
+    let mut cmd = fx.stockade(["run", "--json", "--", "env"]);
+    for (k, v) in removed.iter().chain(kept) {
+        cmd.env(k, v);
+    }
+    let (out, json) = run_json(&mut cmd);
+    assert_code(&out, 0);
+    let env = json["stdout"]["text"].as_str().unwrap();
+    let reported: Vec<&str> = json["envRemoved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for (k, v) in removed {
+        assert!(!env.contains(&format!("{k}=")), "{k} reached the command");
+        assert!(!env.contains(v), "{k}: its value reached the command");
+        assert!(reported.contains(k), "{k} not in envRemoved {reported:?}");
+    }
+    for (k, v) in kept {
+        assert!(env.contains(&format!("{k}={v}\n")), "{k} was removed");
+        assert!(!reported.contains(k), "{k}");
+    }
+}
+
 #[test]
 fn the_table_of_removed_and_kept_variables_reaches_the_command_as_documented() {
     let removed = [
@@ -216,28 +244,7 @@ fn the_table_of_removed_and_kept_variables_reaches_the_command_as_documented() {
         ("OLDPWD", "/k4"),
     ];
     let fx = Fixture::new();
-    let mut cmd = fx.stockade(["run", "--json", "--", "env"]);
-    for (k, v) in removed.iter().chain(&kept) {
-        cmd.env(k, v);
-    }
-    let (out, json) = run_json(&mut cmd);
-    assert_code(&out, 0);
-    let env = json["stdout"]["text"].as_str().unwrap();
-    let reported: Vec<&str> = json["envRemoved"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    for (k, v) in removed {
-        assert!(!env.contains(&format!("{k}=")), "{k} reached the command");
-        assert!(!env.contains(v), "{k}: its value reached the command");
-        assert!(reported.contains(&k), "{k} not in envRemoved {reported:?}");
-    }
-    for (k, v) in kept {
-        assert!(env.contains(&format!("{k}={v}\n")), "{k} was removed");
-        assert!(!reported.contains(&k), "{k}");
-    }
+    assert_removed_and_kept(&fx, &removed, &kept);
     // The way out: --keep-env passes a removed one by name.
     let (out, json) = run_json(
         fx.stockade(["run", "--json", "--keep-env", "DATABASE_URL", "--", "env"])
@@ -272,28 +279,7 @@ fn credentials_in_values_and_sshpass_are_removed_and_reported() {
         ("E2E_SSH_TARGET", "me:x@host"),
     ];
     let fx = Fixture::new();
-    let mut cmd = fx.stockade(["run", "--json", "--", "env"]);
-    for (k, v) in removed.iter().chain(&kept) {
-        cmd.env(k, v);
-    }
-    let (out, json) = run_json(&mut cmd);
-    assert_code(&out, 0);
-    let env = json["stdout"]["text"].as_str().unwrap();
-    let reported: Vec<&str> = json["envRemoved"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
-    for (k, v) in removed {
-        assert!(!env.contains(&format!("{k}=")), "{k} reached the command");
-        assert!(!env.contains(v), "{k}: its value reached the command");
-        assert!(reported.contains(&k), "{k} not in envRemoved {reported:?}");
-    }
-    for (k, v) in kept {
-        assert!(env.contains(&format!("{k}={v}\n")), "{k} was removed");
-        assert!(!reported.contains(&k), "{k}");
-    }
+    assert_removed_and_kept(&fx, &removed, &kept);
 }
 
 /// `GIT_CONFIG_KEY_<n>` names a git setting: removing it for its word `key` made every git

@@ -106,6 +106,17 @@ fn assert_confined_and_classified(out: &Output, outcome: &[&str]) {
     );
 }
 
+/// That `out` (an explain example's) says the runner would accept the request;
+/// `context` names the example in the message.
+fn assert_explained_as_accepted(out: &std::process::Output, context: &str) {
+    assert!(
+        text(&out.stdout).contains("the runner would accept this request"),
+        "{context}: {}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn the_confine_and_explain_help_examples_run_as_written() {
     if !have_jq() {
@@ -128,12 +139,7 @@ fn the_confine_and_explain_help_examples_run_as_written() {
     let explain = help_examples(&fx, "explain");
     let out = bash(&fx, &explain);
     assert_code(&out, 0);
-    assert!(
-        text(&out.stdout).contains("the runner would accept this request"),
-        "{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    assert_explained_as_accepted(&out, "");
 }
 
 #[test]
@@ -180,12 +186,7 @@ fn the_man_page_walkthrough_runs_as_written() {
         .expect("an explain example");
     let out = bash(&fx, &explain.join("\n"));
     assert_code(&out, 0);
-    assert!(
-        text(&out.stdout).contains("the runner would accept this request"),
-        "{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    assert_explained_as_accepted(&out, "");
 }
 
 /// The runner's examples (of its `--help` and of its man page, which is hand-written)
@@ -222,12 +223,8 @@ fn the_runners_help_and_man_page_examples_run_as_written() {
         );
         let fx = Fixture::staged();
         let out = bash(&fx, &script);
-        let stdout = text(&out.stdout);
         let stderr = text(&out.stderr);
-        assert!(
-            stdout.contains("the runner would accept this request"),
-            "{name}: {stdout}\n{stderr}"
-        );
+        assert_explained_as_accepted(&out, name);
         assert!(!stderr.contains("stockade-runner:"), "{name}: {stderr}");
         assert!(!stderr.contains("stockade:"), "{name}: {stderr}");
         // The spawned argv listed /root (an ordinary user is refused by its mode: 2).
