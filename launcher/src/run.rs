@@ -18,7 +18,7 @@ use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
 use stockade_policy::network_denials::DenialLog;
-use stockade_policy::receipt::{Receipt, StreamDigest};
+use stockade_policy::receipt::{BindingUnverifiable, Receipt, StreamDigest};
 use stockade_policy::stage_report::RootChange;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
@@ -176,6 +176,9 @@ pub struct SandboxVerdict {
     /// Whether the binding was checked just before the command started, and held (see
     /// `stockade_policy::receipt::Receipt::binding_verified`).
     pub binding_verified: Option<bool>,
+    /// Why `binding_verified` is `None` for a run whose binding the runner checked (a
+    /// script, which its interpreter opens again by name).
+    pub binding_unverifiable: Option<BindingUnverifiable>,
     /// What was found when a control file (the status record, the stage's report, the
     /// proxy's record) was not as stockade left it; changed shared roots have markers of
     /// their own. Printed as a marker: without it, a run whose verdict was `tampered`
@@ -218,6 +221,7 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         tampered,
         shared_roots_changed: v.shared_roots_changed,
         binding_verified,
+        binding_unverifiable: v.receipt.binding_unverifiable.clone(),
         tampered_detail,
         network: v.network,
     }
@@ -450,6 +454,7 @@ fn receipt(settled: &Settled, verdict: &SandboxVerdict, confined: &ConfinedArgv)
         executable: binding.map(|b| b.executable.clone()),
         cwd: binding.map(|b| b.cwd.clone()),
         binding_verified: verdict.binding_verified,
+        binding_unverifiable: verdict.binding_unverifiable.clone(),
         stdout: settled
             .stdout
             .as_ref()

@@ -424,10 +424,6 @@ mod tests {
                 source: io(),
             },
             RunnerError::RequestNotRegular { path: p() },
-            RunnerError::RequestKernelFile {
-                path: p(),
-                filesystem: "proc",
-            },
             RunnerError::RequestForeignOwner {
                 path: p(),
                 owner: 1,
@@ -518,6 +514,13 @@ mod tests {
                 source: io(),
             },
         ];
+        // A file of the kernel's is reported under the kind of any other non-regular file.
+        let kernel = RunnerError::RequestKernelFile {
+            path: p(),
+            filesystem: "proc",
+        };
+        assert_eq!(kernel.kind(), FailureKind::RequestNotRegular);
+        assert!(kernel.to_string().contains("the kernel's proc filesystem"));
         let long = RunnerError::NotFound {
             program: "p".repeat(100_000).into(),
         }
