@@ -205,10 +205,16 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         && stockade_policy::classify::denied(settled.exit_code, || settled.denial_seen);
     // Without a runner, the launcher checked the binding itself before it started the
     // command (it would not have started otherwise).
-    let binding_verified = if confined.mode.is_confined() {
-        v.receipt.binding_verified
+    // A script it started by name is not proven, as the runner's by-name record says.
+    let (binding_verified, binding_unverifiable) = if confined.mode.is_confined() {
+        (
+            v.receipt.binding_verified,
+            v.receipt.binding_unverifiable.clone(),
+        )
+    } else if settled.started_by_name {
+        (None, Some(BindingUnverifiable::by_name()))
     } else {
-        Some(true)
+        (Some(true), None)
     };
     let tampered_detail = v
         .detail
@@ -221,7 +227,7 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         tampered,
         shared_roots_changed: v.shared_roots_changed,
         binding_verified,
-        binding_unverifiable: v.receipt.binding_unverifiable.clone(),
+        binding_unverifiable,
         tampered_detail,
         network: v.network,
     }

@@ -210,10 +210,11 @@ fn verify_found(
         // Written while it was read: its status change time moved.
         same(readable.as_fd())?;
     }
-    let method = match header(&readable) {
-        Some(h) if h == ELF_MAGIC => Method::Descriptor,
-        // A script, or something only `/bin/sh` would run: both open it by name.
-        _ => Method::Path,
+    // A script, or something only `/bin/sh` would run: both open it by name.
+    let method = if binding::started_by_name(header(&readable)) {
+        Method::Path
+    } else {
+        Method::Descriptor
     };
     if method == Method::Path {
         // The path must still lead to the verified file: it is what runs.
@@ -227,8 +228,6 @@ fn verify_found(
         method,
     }))
 }
-
-const ELF_MAGIC: [u8; 4] = *b"\x7fELF";
 
 /// The first four bytes of the file, when it has them.
 fn header(file: &File) -> Option<[u8; 4]> {

@@ -542,16 +542,22 @@ fn the_binding_holds_through_the_namespace_stage_and_explain_shows_it() {
 /// script with another file on its second open event, so the other content runs. The
 /// receipt must never say `bindingVerified: true` for such a run: a script is reported
 /// `null` with `bindingUnverifiable` `by-name`, on `stockade run` and on the
-/// confine/classify path, with and without the namespace stage; 0 false claims in 100.
+/// confine/classify path, with and without the namespace stage; 0 false claims in 100
+/// (and in 20 more under `danger-full-access`, where the launcher checks the binding).
 /// Controls: the racer does win (the other content runs), and a binary, executed from
 /// the verified descriptor, is still reported verified.
 #[test]
 fn a_script_swapped_after_the_check_is_never_reported_as_verified() {
     let mut swapped = 0;
     let mut false_claims = Vec::new();
-    for fx in [Fixture::new(), Fixture::staged()] {
+    let runs = [
+        (Fixture::new(), "workspace-write", 50),
+        (Fixture::staged(), "workspace-write", 50),
+        (Fixture::new(), "danger-full-access", 20),
+    ];
+    for (fx, mode, count) in runs {
         let (file, other) = (fx.ws.join("tool"), fx.ws.join("other"));
-        for _ in 0..50 {
+        for _ in 0..count {
             script(&file, "#!/bin/sh\necho checked\n");
             script(&other, "#!/bin/sh\necho other\n");
             let mut racer = Command::new(bin("racer"))
@@ -563,7 +569,8 @@ fn a_script_swapped_after_the_check_is_never_reported_as_verified() {
             let mut lines = std::io::BufReader::new(racer.stdout.take().unwrap());
             std::io::BufRead::read_line(&mut lines, &mut ready).unwrap();
             assert_eq!(ready, "ready\n");
-            let (out, json) = run_json(&mut fx.stockade(["run", "--json", "--", "./tool"]));
+            let (out, json) =
+                run_json(&mut fx.stockade(["run", "--json", "--mode", mode, "--", "./tool"]));
             let _ = racer.kill();
             let _ = racer.wait();
             assert_code(&out, 0);
@@ -606,10 +613,16 @@ fn a_script_swapped_after_the_check_is_never_reported_as_verified() {
     );
 
     // Control: a binary is executed from the verified descriptor, and verified.
-    let (out, json) = run_json(&mut fx.stockade(["run", "--json", "--", "true"]));
-    assert_code(&out, 0);
-    assert_eq!(json["receipt"]["bindingVerified"], true, "{json}");
-    assert!(json["receipt"]["bindingUnverifiable"].is_null(), "{json}");
+    for mode in ["workspace-write", "danger-full-access"] {
+        let (out, json) =
+            run_json(&mut fx.stockade(["run", "--json", "--mode", mode, "--", "true"]));
+        assert_code(&out, 0);
+        assert_eq!(json["receipt"]["bindingVerified"], true, "{mode}: {json}");
+        assert!(
+            json["receipt"]["bindingUnverifiable"].is_null(),
+            "{mode}: {json}"
+        );
+    }
     let c = fx.confine(&["--", "true"]);
     assert_code(&spawn_argv(&c), 0);
     let v = classify_ok(&fx, &c);
