@@ -70,6 +70,8 @@ export interface Verdict {
   detail: string | null
   enforcement: SandboxEnforcement | null
   evidence: string
+  /** Default protected names the command created (the namespace stage's report), when there were any. */
+  protectedAppeared?: string[]
   /** Connections the filtering proxy refused (with `--allow-domain`), when there were any. */
   network?: { denied: Array<{ host: string; port: number; reason: string }>; moreDenied: boolean }
   /** The receipt fields an executor's process allows (docs/provider-contract.md, section 8). */

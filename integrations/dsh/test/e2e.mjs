@@ -262,6 +262,29 @@ await test("a connection the proxy refused reaches settle() with the verdict", a
   await n.ctx.fiber.dispose()
 })
 
+await test("the namespace stage's report reaches settle(): a protected name that appeared", async () => {
+  mkdirSync(join(ws, '.git', 'hooks'), { recursive: true })
+  try {
+    const r = await h.run(`${LONG}echo /elsewhere > .git/commondir`)
+    assert.equal(r.exitCode, 0, r.stderr.text)
+    if (!h.handed.at(-1).argv.includes('__stage')) {
+      console.log('SKIPPED (no namespace stage here): the stage report case')
+      return
+    }
+    await pause(300)
+    const v = await settleRun(h, r)
+    assert.equal(v.outcome, 'ok', JSON.stringify(v))
+    assert.deepEqual(v.protectedAppeared, [join(ws, '.git', 'commondir')], JSON.stringify(v))
+    // Control: a run that creates none reports none.
+    const plain = await h.run(`${LONG}touch plain`)
+    const p = await settleRun(h, plain)
+    assert.equal(p.outcome, 'ok')
+    assert.equal(p.protectedAppeared, undefined, JSON.stringify(p))
+  } finally {
+    rmSync(join(ws, '.git'), { recursive: true, force: true })
+  }
+})
+
 await test('a runner that really failed is runner-failed in settle(), after many polls', async () => {
   // The workspace is removed between confine and spawn: the runner refuses to start.
   const gone = join(root, 'gone-ws')
