@@ -2,14 +2,14 @@
 //! command's own output and an exit code in the wrapper conventions users know, or as
 //! one JSON document with `--json`.
 
-use crate::classify;
-use crate::cli::RunArgs;
-use crate::confine::{self, Confinement, Start};
-use crate::env;
+use crate::commands::classify;
+use crate::commands::cli::RunArgs;
+use crate::commands::confine::{self, Confinement, Start};
+use crate::commands::env;
 use crate::error::LauncherError;
-use crate::output;
-use crate::output::Captured;
-use crate::stdout;
+use crate::supervise::output;
+use crate::supervise::output::Captured;
+use crate::supervise::stdout;
 use crate::supervise::{self, Output, Plan, Session, Settled};
 use serde::Serialize;
 use stockade_policy::Mode;
@@ -106,7 +106,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
                 verdict
                     .tampered_detail
                     .iter()
-                    .map(|d| format!("[sandbox: {}]", crate::containment::printable(d))),
+                    .map(|d| format!("[sandbox: {}]", crate::supervise::containment::printable(d))),
             )
             .chain(
                 appeared
