@@ -550,6 +550,7 @@ fn the_binding_holds_through_the_namespace_stage_and_explain_shows_it() {
 fn a_script_swapped_after_the_check_is_never_reported_as_verified() {
     let mut swapped = 0;
     let mut false_claims = Vec::new();
+    let mut not_by_name = Vec::new();
     let runs = [
         (Fixture::new(), "workspace-write", 50),
         (Fixture::staged(), "workspace-write", 50),
@@ -582,14 +583,21 @@ fn a_script_swapped_after_the_check_is_never_reported_as_verified() {
                     false_claims.push(r.to_string());
                 }
             }
-            assert!(r["bindingVerified"].is_null(), "{r}");
-            assert_eq!(r["bindingUnverifiable"]["status"], "by-name", "{r}");
+            if !r["bindingVerified"].is_null() || r["bindingUnverifiable"]["status"] != "by-name" {
+                not_by_name.push(format!("{mode}: {r}"));
+            }
         }
     }
     assert_eq!(
         false_claims,
         Vec::<String>::new(),
-        "a swapped script was reported verified"
+        "a swapped script was reported verified ({} of {swapped} swaps)",
+        false_claims.len()
+    );
+    assert_eq!(
+        not_by_name,
+        Vec::<String>::new(),
+        "a script's receipt did not say by-name"
     );
     assert!(swapped > 0, "the racer never won: the test shows nothing");
 
