@@ -85,7 +85,8 @@ pub struct PolicyRequest {
     /// denied.
     pub allow_tcp_connect: Vec<u16>,
     /// `--allow-unix-sockets`: allow creating `AF_UNIX` sockets (which can reach services
-    /// outside the sandbox). `socketpair` is always allowed.
+    /// outside the sandbox), unix datagram pairs included. Stream and seqpacket
+    /// `socketpair`s are always allowed.
     pub allow_unix_sockets: bool,
     /// `--keep-fd N`: inherited descriptors above 2 that reach the target.
     pub keep_fds: Vec<i32>,
