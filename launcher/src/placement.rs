@@ -46,6 +46,10 @@ pub fn invoker() -> Invoker {
         control_bases: crate::private_dir::base_candidates(),
         capabilities: crate::capabilities::permitted(),
         raw_devices: readable_raw_devices(Path::new("/dev")),
+        store_variables: stockade_policy::credentials::variables()
+            .into_iter()
+            .filter_map(|name| Some((name.into(), std::env::var_os(name)?)))
+            .collect(),
         ..Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
     }
 }

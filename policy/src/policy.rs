@@ -1009,6 +1009,18 @@ impl PolicyRequest {
             }
             out.push(canonical);
         }
+        if self.default_hide {
+            // Stores the invoker's environment moved (`KUBECONFIG`, `GNUPGHOME`, ...).
+            for (path, variable) in crate::credentials::moved(&invoker.store_variables) {
+                let Some(walked) = hidden::walk(&path, node) else {
+                    continue;
+                };
+                match hidden::judge_moved(&path, variable, &walked, &reach) {
+                    Ok(target) => out.push(target),
+                    Err(why) => not_followed.push(why),
+                }
+            }
+        }
         for base in &invoker.control_bases {
             // A base is never a link (the launcher refuses one as a base): a candidate
             // that is a link holds no requests of ours, and following it would let
@@ -1120,6 +1132,7 @@ mod tests {
             control_bases: Vec::new(),
             capabilities: 0,
             raw_devices: Vec::new(),
+            store_variables: Vec::new(),
         }
     }
 

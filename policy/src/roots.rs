@@ -51,6 +51,10 @@ pub struct Invoker {
     /// ABI 5, refuses its ioctl). Landlock lets a command open a device node like any
     /// file beneath `/`: hidden by default.
     pub raw_devices: Vec<PathBuf>,
+    /// The invoking process's variables that move credential stores
+    /// ([`crate::credentials::variables`]), as (name, value): where the stores they name
+    /// are hidden.
+    pub store_variables: Vec<(OsString, OsString)>,
 }
 
 impl Invoker {
@@ -78,6 +82,7 @@ impl Invoker {
             control_bases: Vec::new(),
             capabilities: 0,
             raw_devices: Vec::new(),
+            store_variables: Vec::new(),
         }
     }
 }
@@ -468,6 +473,7 @@ mod tests {
             control_bases: Vec::new(),
             capabilities: 0,
             raw_devices: Vec::new(),
+            store_variables: Vec::new(),
         };
         let err =
             check_implicit_tmpdir(&tmp.join("agent-tmp"), &invoker, std::slice::from_ref(&tmp))
@@ -501,6 +507,7 @@ mod tests {
             control_bases: Vec::new(),
             capabilities: 0,
             raw_devices: Vec::new(),
+            store_variables: Vec::new(),
         };
         for bad in [
             Path::new("/"),
