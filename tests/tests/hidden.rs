@@ -180,6 +180,39 @@ fn credential_stores_moved_by_the_environment_are_hidden_where_they_are() {
     }
 }
 
+/// With `--inherit-env` the command gets the environment the runner is spawned with,
+/// which `confine` never saw: the stores that environment moves are hidden as well.
+#[test]
+fn with_inherit_env_the_stores_the_spawn_environment_moves_are_hidden_too() {
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let store = fx.outside.join("spawn-kubeconfig");
+        let beside = fx.outside.join("spawn-other");
+        for p in [&store, &beside] {
+            std::fs::write(p, b"secret").unwrap();
+        }
+        let script = probe_reads(&[store.clone(), beside.clone()]);
+        let spawn = |kubeconfig: Option<&Path>| {
+            let c = fx.confine(&["--inherit-env", "--", "sh", "-c", &script]);
+            let argv = confined_argv(&c);
+            let mut cmd = std::process::Command::new(&argv[0]);
+            cmd.args(&argv[1..])
+                .stdin(std::process::Stdio::null())
+                .env_remove("TMPDIR")
+                .env_remove("KUBECONFIG");
+            if let Some(k) = kubeconfig {
+                cmd.env("KUBECONFIG", k);
+            }
+            verdicts(&cmd.output().unwrap())
+        };
+        let v = spawn(Some(&store));
+        assert!(v.contains(&format!("DENIED {}", store.display())), "{v:?}");
+        assert!(v.contains(&format!("READ {}", beside.display())), "{v:?}");
+        // Control: spawned without the variable, the same file is readable.
+        let v = spawn(None);
+        assert!(v.contains(&format!("READ {}", store.display())), "{v:?}");
+    }
+}
+
 /// A variable that puts a store on the home itself, a device or a directory holding the
 /// workspace hides nothing there (that would hide what commands need, or fail every
 /// confine), and ConfinedArgv's `notGranted` says so; commands run as ever.
