@@ -328,11 +328,19 @@ pub fn confine_inheriting(
         tag.clone(),
     ];
     let staged = asks.wants_stage() && facts.namespaces;
-    let unprotected = if staged {
+    let (unprotected, unknown): (Vec<_>, Vec<_>) = if staged {
         stage::unprotected_names(&request.policy, &|p| p.symlink_metadata().is_ok())
+            .into_iter()
+            .partition(|p| stage::absent(&p.symlink_metadata()))
     } else {
-        Vec::new()
+        Default::default()
     };
+    not_granted.extend(unknown.iter().map(|p| {
+        format!(
+            "protected path {}: the invoking user cannot look it up, so whether it exists is not known: not protected, and not checked after the run",
+            p.display()
+        )
+    }));
     if !staged {
         // A hidden path inside a writable root can be renamed out of hiding (Landlock
         // lets a command move what it cannot read), and the next command would read it
