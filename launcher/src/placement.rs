@@ -44,6 +44,7 @@ pub fn invoker() -> Invoker {
     let env_home = std::env::var_os("HOME").map(PathBuf::from);
     Invoker {
         control_bases: crate::private_dir::base_candidates(),
+        other_control_bases: crate::private_dir::other_users_bases(),
         capabilities: crate::capabilities::permitted(),
         raw_devices: readable_raw_devices(Path::new("/dev")),
         store_variables: stockade_policy::credentials::variables()

@@ -690,6 +690,7 @@ mod tests {
             capabilities: 0,
             raw_devices: vec!["/dev/sda".into()],
             store_variables: Vec::new(),
+            other_control_bases: Vec::new(),
         };
         let d = defaults(&inv);
         assert!(d.contains(&PathBuf::from("/dev/sda")));

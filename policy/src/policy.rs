@@ -1040,7 +1040,21 @@ impl PolicyRequest {
             out.extend(stores);
             not_followed.extend(not_hidden);
         }
-        for base in &invoker.control_bases {
+        // Other users' bases are kept from others by their 0700 modes, which a kept DAC
+        // capability reads past.
+        let reads_past_modes = policy.keep_capabilities.iter().any(|c| {
+            matches!(
+                c,
+                crate::capability::Capability::DacOverride
+                    | crate::capability::Capability::DacReadSearch
+            )
+        });
+        let others: &[PathBuf] = if reads_past_modes {
+            &invoker.other_control_bases
+        } else {
+            &[]
+        };
+        for base in invoker.control_bases.iter().chain(others) {
             // A base is never a link (the launcher refuses one as a base): a candidate
             // that is a link holds no requests of ours, and following it would let
             // whoever made it choose what every later command of this user loses sight
@@ -1183,6 +1197,7 @@ mod tests {
             capabilities: 0,
             raw_devices: Vec::new(),
             store_variables: Vec::new(),
+            other_control_bases: Vec::new(),
         }
     }
 

@@ -55,6 +55,10 @@ pub struct Invoker {
     /// ([`crate::credentials::variables`]), as (name, value): where the stores they name
     /// are hidden.
     pub store_variables: Vec<(OsString, OsString)>,
+    /// Every other user's control bases that exist (found by the launcher): hidden from a
+    /// command that keeps a capability reading past file modes (`CAP_DAC_OVERRIDE`,
+    /// `CAP_DAC_READ_SEARCH`), for which their 0700 modes mean nothing.
+    pub other_control_bases: Vec<PathBuf>,
 }
 
 impl Invoker {
@@ -83,6 +87,7 @@ impl Invoker {
             capabilities: 0,
             raw_devices: Vec::new(),
             store_variables: Vec::new(),
+            other_control_bases: Vec::new(),
         }
     }
 }
@@ -474,6 +479,7 @@ mod tests {
             capabilities: 0,
             raw_devices: Vec::new(),
             store_variables: Vec::new(),
+            other_control_bases: Vec::new(),
         };
         let err =
             check_implicit_tmpdir(&tmp.join("agent-tmp"), &invoker, std::slice::from_ref(&tmp))
@@ -508,6 +514,7 @@ mod tests {
             capabilities: 0,
             raw_devices: Vec::new(),
             store_variables: Vec::new(),
+            other_control_bases: Vec::new(),
         };
         for bad in [
             Path::new("/"),
