@@ -316,6 +316,7 @@ const DATAGRAM_REFUSED: &[(&str, &[&str])] = &[
     (WS, &[]),
     (WS, &["--network", "allow"]),
     (WS, &["--allow-tcp-connect", "443"]),
+    (WS, &["--allow-domain", "example.org"]),
 ];
 
 /// What arrived at `listener` (non-blocking), if anything.
@@ -352,6 +353,55 @@ fn a_datagram_socketpair_cannot_reach_a_pathname_socket_outside() {
         assert_eq!(attack(&fx, WS, &["--allow-unix-sockets"], &send), "ok");
         assert_eq!(received(&listener).as_deref(), Some("escape"));
         assert_eq!(attack(&fx, DANGER, &[], &send), "ok");
+        assert_eq!(received(&listener).as_deref(), Some("escape"));
+    }
+}
+
+#[test]
+fn as_an_ordinary_user_a_datagram_socketpair_is_refused_too() {
+    if !stockade_tests::is_root() {
+        // The whole suite run as an ordinary user covers this with the tests above.
+        eprintln!("SKIPPED (needs root to become another user): as_an_ordinary_user_a_datagram");
+        return;
+    }
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let chown = Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(&fx.root)
+            .output()
+            .unwrap();
+        assert!(chown.status.success(), "{}", text(&chown.stderr));
+        let path = fx.outside.join("log.sock");
+        let listener = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        let as_nobody = |flags: &[&str]| {
+            let mut cmd = Command::new("setpriv");
+            cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(stockade_bin())
+                .args(["run", "--mode", WS])
+                .args(if fx.stage {
+                    &[][..]
+                } else {
+                    &["--no-stage"][..]
+                })
+                .args(flags)
+                .arg("--")
+                .arg(attack_bin())
+                .args(["dgram-pair-send", s(&path)])
+                .current_dir(&fx.ws)
+                .env("STOCKADE_RUNNER", runner_bin())
+                .env("XDG_RUNTIME_DIR", &fx.runtime)
+                .env("HOME", &fx.root)
+                .env_remove("TMPDIR")
+                .stdin(Stdio::null());
+            answer(&cmd.output().unwrap())
+        };
+        assert_eq!(as_nobody(&[]), "errno EACCES", "stage {}", fx.stage);
+        assert_eq!(received(&listener), None);
+        // Control: with unix sockets allowed the same user's datagram arrives.
+        assert_eq!(as_nobody(&["--allow-unix-sockets"]), "ok");
         assert_eq!(received(&listener).as_deref(), Some("escape"));
     }
 }
