@@ -363,6 +363,8 @@ mod tests {
         ("MAVEN_OPTS", "-Djavax.net.ssl.keyStore=/etc/ks.jks"),
         ("CPPFLAGS", "-DKEY=1 -DNDEBUG"),
         ("NODE_OPTIONS", "--max-old-space-size=4096"),
+        ("MAKEFLAGS", "-j4 --jobserver-auth=3,4"),
+        ("GIT_CONFIG_PARAMETERS", "'credential.helper'='cache'"),
         ("LS_COLORS", "rs=0:di=01;34:*.key=01;31:*.pem=01;31"),
         ("SLACK_CHANNEL", "#builds"),
         ("DOCS", "https://api.slack.com/messaging/webhooks"),
