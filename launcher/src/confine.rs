@@ -192,7 +192,12 @@ pub fn confine_inheriting(
     }
 
     let tmpdir = stockade_policy::environment::lookup(&env, "TMPDIR").map(Path::new);
-    let invoker = placement::invoker();
+    let mut invoker = placement::invoker();
+    // The command reads the variables that move credential stores from its own
+    // environment (`--env GNUPGHOME=...`): those stores are hidden too.
+    let movers = stockade_policy::credentials::variables();
+    let command_movers = env.iter().filter(|(n, _)| movers.iter().any(|m| n == m));
+    invoker.store_variables.extend(command_movers.cloned());
     let mut policy = policy.clone();
     if !policy.domains.is_empty() {
         policy.proxy_port = Some(proxy::reserve_port().map_err(LauncherError::ProxyPort)?);

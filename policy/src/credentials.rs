@@ -263,21 +263,18 @@ pub fn in_homes(homes: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// Where the variables of `environment` (name, value) put stores: each path with the
-/// variable that named it. Empty and relative values move nothing.
+/// variable that named it. Every entry counts (an environment made of two, the caller's
+/// and the command's, hides the stores of both). Empty and relative values move nothing.
 pub fn moved(environment: &[(OsString, OsString)]) -> Vec<(PathBuf, &'static str)> {
-    let value = |name: &str| {
-        environment
-            .iter()
-            .rev()
-            .find(|(n, _)| n.as_os_str() == name)
-            .map(|(_, v)| v.clone())
-    };
     let absolute = |p: PathBuf| p.is_absolute().then_some(p);
     let mut out = Vec::new();
-    for moved in STORES.iter().flat_map(|s| s.moved_by) {
-        let Some(v) = value(moved.variable()) else {
-            continue;
-        };
+    let entries = STORES.iter().flat_map(|s| s.moved_by).flat_map(|moved| {
+        environment
+            .iter()
+            .filter(move |(n, _)| n.as_os_str() == moved.variable())
+            .map(move |(_, v)| (moved, v.clone()))
+    });
+    for (moved, v) in entries {
         let paths: Vec<PathBuf> = match *moved {
             To(_) => absolute(PathBuf::from(v)).into_iter().collect(),
             List(_) => std::env::split_paths(&v).filter_map(absolute).collect(),
@@ -358,6 +355,8 @@ mod tests {
             ("GNUPGHOME", "relative/gnupg"),
             ("GH_CONFIG_DIR", ""),
             ("XDG_CONFIG_HOME", "/x"),
+            ("GNUPGHOME", "/g1"),
+            ("GNUPGHOME", "/g2"),
         ]));
         let paths: Vec<&Path> = moved.iter().map(|(p, _)| p.as_path()).collect();
         for want in [
@@ -370,6 +369,8 @@ mod tests {
             "/x/gh",
             "/x/git/credentials",
             "/x/gcloud",
+            "/g1",
+            "/g2",
         ] {
             assert!(paths.contains(&Path::new(want)), "{want} in {paths:?}");
         }

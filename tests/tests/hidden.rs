@@ -180,6 +180,30 @@ fn credential_stores_moved_by_the_environment_are_hidden_where_they_are() {
     }
 }
 
+/// A store moved by an `--env` entry (the command's own environment, not the caller's)
+/// is hidden as well.
+#[test]
+fn a_store_moved_by_an_env_entry_is_hidden_too() {
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let store = fx.outside.join("env-pgpass");
+        std::fs::write(&store, b"secret").unwrap();
+        let script = probe_reads(std::slice::from_ref(&store));
+        let entry = format!("PGPASSFILE={}", store.display());
+        let run = |flags: &[&str]| {
+            let mut cmd = fx.stockade(["run"]);
+            cmd.args(flags)
+                .args(["--", "sh", "-c", &script])
+                .env_remove("PGPASSFILE");
+            verdicts(&cmd.output().unwrap())
+        };
+        let v = run(&["--env", &entry]);
+        assert!(v.contains(&format!("DENIED {}", store.display())), "{v:?}");
+        // Control: without the entry the same file is readable.
+        let v = run(&[]);
+        assert!(v.contains(&format!("READ {}", store.display())), "{v:?}");
+    }
+}
+
 /// With `--inherit-env` the command gets the environment the runner is spawned with,
 /// which `confine` never saw: the stores that environment moves are hidden as well.
 #[test]
