@@ -116,7 +116,8 @@ pub struct PolicyArgs {
     #[arg(long = "allow-dns")]
     pub allow_dns: bool,
     /// Allow creating unix sockets, which can reach services outside the sandbox (a
-    /// D-Bus, systemd or docker socket). socketpair is always allowed.
+    /// D-Bus, systemd or docker socket), and datagram socketpairs (which can address
+    /// any of them). Stream and seqpacket socketpairs are always allowed.
     #[arg(long = "allow-unix-sockets")]
     pub allow_unix_sockets: bool,
     /// Pass inherited descriptor N (above 2) on to the command (repeatable); every other
