@@ -12,6 +12,7 @@ use crate::output::Captured;
 use crate::stdout;
 use crate::supervise::{self, Output, Plan, Session, Settled};
 use serde::Serialize;
+use std::ffi::OsString;
 use stockade_policy::Mode;
 use stockade_policy::classify::Outcome;
 use stockade_policy::confined::ConfinedArgv;
@@ -42,7 +43,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     let s = &args.supervise;
     let plan = Plan {
         argv: &confined.argv,
-        env: &built.vars,
+        env: helper_env(request.mode, &built.vars),
         timeout: s.timeout,
         grace: s.grace,
         keep_background: s.keep_background,
@@ -142,6 +143,18 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         output::write_stderr_until(&text, settled.final_writes_until);
     }
     Ok(code)
+}
+
+/// The environment the confined argv starts with: none when it starts stockade's own
+/// helpers (proxy host, stage, runner), which run outside the sandbox and take the
+/// command's environment from the request. So nothing the command's environment holds
+/// (`LD_PRELOAD`, `LD_LIBRARY_PATH`, `GCONV_PATH`, `LOCPATH`, `RES_OPTIONS`, `HOME`, ...)
+/// steers code that runs unconfined. With nothing confined, the program itself.
+fn helper_env(mode: Mode, command_env: &[(OsString, OsString)]) -> &[(OsString, OsString)] {
+    match Start::of(mode) {
+        Start::Runner => &[],
+        Start::Program => command_env,
+    }
 }
 
 /// Plain text again on a terminal: attributes and colours off (`SGR 0`), the first
