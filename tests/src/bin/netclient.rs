@@ -3,7 +3,8 @@
 //! `HTTP_PROXY` and `ALL_PROXY`, and prints one line per result:
 //!
 //! - `connect HOST PORT MSG`: `CONNECT HOST:PORT` through `$HTTPS_PROXY`, then sends MSG
-//!   and prints the status code and what came back (`200 echo MSG`, or `403`);
+//!   and prints the status code and what came back (`200 echo MSG`, or `403`; `502`
+//!   with the first line of the proxy's explanation);
 //! - `socks HOST PORT MSG`: the same through `$ALL_PROXY` (SOCKS5 with the name): prints
 //!   the reply code and what came back (`0 echo MSG`, or `2`);
 //! - `get URL [follow]`: a plain HTTP GET through `$HTTP_PROXY`; with `follow`, a
@@ -70,10 +71,15 @@ fn connect(host: &str, port: &str, msg: &str) -> String {
     )
     .unwrap();
     let code = status(&read_head(&mut s));
-    if code == "200" {
-        format!("200 echo {}", echo(&mut s, msg.as_bytes()))
-    } else {
-        code
+    match code.as_str() {
+        "200" => format!("200 echo {}", echo(&mut s, msg.as_bytes())),
+        // The proxy says why it could not reach the host: the first line of its body.
+        "502" => {
+            let mut body = String::new();
+            let _ = s.read_to_string(&mut body);
+            format!("502 {}", body.lines().next().unwrap_or(""))
+        }
+        _ => code,
     }
 }
 
