@@ -24,6 +24,7 @@ use stockade_policy::stage_report::RootChange;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
 pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
+    crate::terminal::ignore_stop_signals();
     let built = env::target_env(&args.env);
     let request = args.policy.to_request();
     let session = Session::choose(Start::of(request.mode));

@@ -1398,3 +1398,72 @@ fn a_launcher_started_with_too_few_descriptors_refuses_and_leaves_nothing() {
     }
     assert!(outcomes.contains(&Some(0)), "{outcomes:?}");
 }
+
+/// `stockade run` with stdin not a terminal but stdout and stderr one (`cmd | stockade
+/// run ...`, or `... </dev/null` typed in a shell), on a terminal whose foreground is the
+/// launcher's group. The command ignores SIGTTOU, makes itself the terminal's foreground
+/// through its inherited stdout and turns on TOSTOP: the launcher's next write to the
+/// terminal (its timeout marker) would stop it, and the timeout never fire. Confined,
+/// the command is in a session of its own, so the terminal is not its to take
+/// (`ENOTTY`); unconfined (danger-full-access, the control that the attack works), it
+/// takes it, and the launcher, which ignores SIGTTOU, still writes, times out and ends.
+/// `script` makes the terminal. The wait below is a guard against hanging the suite.
+#[test]
+fn a_command_that_takes_the_terminal_through_stdout_cannot_stop_the_launcher() {
+    for (mode, took) in [
+        ("workspace-write", "errno ENOTTY"),
+        ("read-only", "errno ENOTTY"),
+        ("danger-full-access", "ok"),
+    ] {
+        let fx = Fixture::new();
+        let attack = bin("attack");
+        let inner = fx.stockade([
+            "run",
+            "--mode",
+            mode,
+            "--timeout",
+            "2s",
+            "--",
+            attack.to_str().unwrap(),
+            "take-terminal",
+        ]);
+        let line: Vec<String> = std::iter::once(inner.get_program())
+            .chain(inner.get_args())
+            .map(|a| format!("'{}'", a.to_str().unwrap()))
+            .collect();
+        let mut cmd = Command::new("script");
+        cmd.args([
+            "-qec",
+            &format!("{} </dev/null", line.join(" ")),
+            "/dev/null",
+        ])
+        .current_dir(&fx.ws)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        for (k, v) in inner.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        let mut child = cmd.spawn().unwrap();
+        let guard = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > guard {
+                end_fixture_processes(&fx.tag);
+                let _ = child.kill();
+                panic!("{mode}: the launcher never ended (stopped through the terminal?)");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let out = child.wait_with_output().unwrap();
+        let seen = text(&out.stdout);
+        assert!(seen.contains(took), "{mode}: {seen:?}");
+        assert!(
+            seen.contains("[timed out after 2000ms]"),
+            "{mode}: {seen:?}"
+        );
+        assert_eq!(out.status.code(), Some(124), "{mode}: {seen:?}");
+    }
+}
