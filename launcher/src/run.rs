@@ -98,6 +98,10 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         let json = serde_json::to_string(&result).map_err(LauncherError::Json)?;
         // Never blocks past the bound on a terminal the command may have stopped.
         stdout::write_after_run(&format!("{json}\n"), settled.final_writes_until)?;
+        // Output that could not be kept is said where a person reads too, not only in
+        // the document: a full disk must never lose output in silence.
+        let lost: String = spill_markers(&settled).map(|m| m + "\n").collect();
+        output::write_stderr_until(&lost, settled.final_writes_until);
     } else {
         // Never blocks past a bound: the command may have stopped our terminal's output.
         let text: String = verdict
@@ -314,6 +318,22 @@ fn markers(
     lines
 }
 
+/// `[output not kept: STREAM: WHY]` for each captured stream whose spill file could not
+/// be written.
+fn spill_markers(settled: &Settled) -> impl Iterator<Item = String> + '_ {
+    let streams = [
+        ("stdout", settled.stdout.as_ref()),
+        ("stderr", Some(&settled.stderr)),
+    ];
+    streams.into_iter().filter_map(|(name, c)| {
+        let why = c?.spill_error.as_ref()?;
+        Some(format!(
+            "[output not kept: {name}: {}]",
+            crate::containment::printable(why)
+        ))
+    })
+}
+
 /// The exit codes `stockade run` gives meanings of its own (a timeout, its or its
 /// runner's failure), which a command's own code can collide with.
 fn is_reserved(code: i32) -> bool {
@@ -327,6 +347,9 @@ struct StreamResult {
     text: String,
     truncated: bool,
     spill_path: Option<String>,
+    /// Why the spill file could not be written (a full disk): then only `text` was kept,
+    /// and the receipt's digest still covers every byte.
+    spill_error: Option<String>,
 }
 
 impl From<&Captured> for StreamResult {
@@ -338,6 +361,7 @@ impl From<&Captured> for StreamResult {
                 .spill_path
                 .as_ref()
                 .map(|p| p.to_string_lossy().into_owned()),
+            spill_error: c.spill_error.clone(),
         }
     }
 }
@@ -406,6 +430,7 @@ impl RunResult {
             tail: Vec::new(),
             truncated: false,
             spill_path: None,
+            spill_error: None,
             sha256: [0; 32],
             bytes: 0,
         };
