@@ -1410,12 +1410,17 @@ fn a_launcher_started_with_too_few_descriptors_refuses_and_leaves_nothing() {
 /// `script` makes the terminal. The wait below is a guard against hanging the suite.
 #[test]
 fn a_command_that_takes_the_terminal_through_stdout_cannot_stop_the_launcher() {
-    for (mode, took) in [
-        ("workspace-write", "errno ENOTTY"),
-        ("read-only", "errno ENOTTY"),
-        ("danger-full-access", "ok"),
+    for (mode, took, staged) in [
+        ("workspace-write", "errno ENOTTY", false),
+        ("workspace-write", "errno ENOTTY", true),
+        ("read-only", "errno ENOTTY", false),
+        ("danger-full-access", "ok", false),
     ] {
-        let fx = Fixture::new();
+        let fx = if staged {
+            Fixture::staged()
+        } else {
+            Fixture::new()
+        };
         let attack = bin("attack");
         let inner = fx.stockade([
             "run",
