@@ -1472,3 +1472,45 @@ fn a_command_that_takes_the_terminal_through_stdout_cannot_stop_the_launcher() {
         assert_eq!(out.status.code(), Some(124), "{mode}: {seen:?}");
     }
 }
+
+/// The same rule where an executor spawns the ConfinedArgv (`confine`): the runner starts
+/// a session of its own when stdin, stdout or stderr is a terminal, so a command whose
+/// stdout alone is the caller's terminal cannot take it (`ENOTTY`) to stop its executor.
+/// Control: the unconfined argv (danger-full-access, the program itself) takes it.
+#[test]
+fn a_confined_command_spawned_with_stdin_not_a_terminal_cannot_take_the_one_on_stdout() {
+    let attack = bin("attack");
+    for (mode, took) in [
+        ("workspace-write", "errno ENOTTY"),
+        ("danger-full-access", "ok"),
+    ] {
+        let fx = Fixture::new();
+        let c = fx.confine(&[
+            "--mode",
+            mode,
+            "--",
+            attack.to_str().unwrap(),
+            "take-terminal",
+            "then-exit",
+        ]);
+        let line: Vec<String> = confined_argv(&c).iter().map(|a| format!("'{a}'")).collect();
+        // `; true`: the shell stays the session's leader, as an executor would be, and
+        // the argv is started in its group.
+        let out = Command::new("script")
+            .args([
+                "-qec",
+                &format!("{} </dev/null; true", line.join(" ")),
+                "/dev/null",
+            ])
+            .current_dir(&fx.ws)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let seen = text(&out.stdout);
+        assert!(
+            seen.contains(took),
+            "{mode}: {seen:?} {}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -766,7 +766,8 @@ fn main() {
         }
         // Makes its own group the foreground of the terminal on stdout (SIGTTOU ignored,
         // as a background group must), turns on TOSTOP so that any other group writing
-        // to it is stopped, prints the result, then waits to be ended.
+        // to it is stopped, prints the result, then waits to be ended (or, with
+        // `then-exit`, exits).
         "take-terminal" => {
             let taken = unsafe {
                 libc::signal(libc::SIGTTOU, libc::SIG_IGN);
@@ -786,7 +787,9 @@ fn main() {
             } else {
                 println!("ok");
             }
-            std::thread::sleep(std::time::Duration::from_secs(600));
+            if args.get(1).map(String::as_str) != Some("then-exit") {
+                std::thread::sleep(std::time::Duration::from_secs(600));
+            }
             exit(0)
         }
         "session" => {
