@@ -259,4 +259,48 @@ fn a_spill_that_cannot_be_written_is_reported_and_the_receipt_still_covers_every
         }
         assert_eq!(json["stderr"]["spillError"], serde_json::Value::Null);
     }
+    // As root, the issue's own case: the control directory's file system full (a small
+    // tmpfs mounted over it, in a mount namespace of the test's own).
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): the spill on a full file system");
+        return;
+    }
+    let inner = fx.stockade([
+        "run",
+        "--json",
+        "--max-output",
+        "1000",
+        "--",
+        "seq",
+        "1",
+        "150000",
+    ]);
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg("mount -t tmpfs -o size=128k,mode=0700 tmpfs \"$0\" && exec \"$@\"")
+        .arg(&fx.runtime)
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir(&fx.ws)
+        .stdin(std::process::Stdio::null());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let (out, json) = run_json(&mut cmd);
+    assert_code(&out, 0);
+    let why = json["stdout"]["spillError"].as_str().expect("spillError");
+    assert!(why.contains("No space left on device"), "{why}");
+    assert_eq!(json["stdout"]["spillPath"], serde_json::Value::Null);
+    assert_eq!(json["receipt"]["stdout"]["bytes"], all.len() as u64);
+    assert_eq!(
+        json["receipt"]["stdout"]["sha256"],
+        stockade_policy::digest::sha256_hex(all.as_bytes())
+    );
+    assert_eq!(
+        text(&out.stderr),
+        format!("[output not kept: stdout: {why}]\n")
+    );
 }
