@@ -794,8 +794,9 @@ fn the_proxy_port_is_not_one_a_local_service_listens_on_at_another_address() {
 
 /// A `.local` name is answered by multicast DNS, which only the system's resolver (its
 /// `mdns4_minimal` module) asks, and the proxy uses none (it would load code a command
-/// could plant). Such a name is answered with the way out, and reached once pinned with
-/// `--resolve` (control: the same connection, the same rules).
+/// could plant). Such a name is refused, recorded as `multicast-dns`, and answered with
+/// the way out; pinned with `--resolve`, it is reached (control: the same connection,
+/// the same rules).
 #[test]
 fn a_multicast_dns_name_is_answered_with_the_way_out_and_reached_when_pinned() {
     let port = echo_server();
@@ -807,17 +808,24 @@ fn a_multicast_dns_name_is_answered_with_the_way_out_and_reached_when_pinned() {
             "--allow-domain".into(),
             format!("127.0.0.1:{port}"),
         ];
-        let out = client(&fx, &rules, false, &["connect", "printer.local", &p, "x"])
-            .output()
-            .unwrap();
+        let (out, json) = run_json(&mut client(
+            &fx,
+            &rules,
+            true,
+            &["why", "printer.local", &p],
+        ));
         assert_code(&out, 0);
-        let said = lines(&out);
-        assert_eq!(said.len(), 1, "netns {netns}: {said:?}");
+        let said = json["stdout"]["text"].as_str().unwrap();
         assert!(
-            said[0].starts_with("502 ")
-                && said[0].contains("multicast DNS")
-                && said[0].contains("--resolve printer.local=ADDRESS"),
+            said.starts_with("403 ")
+                && said.contains("multicast DNS")
+                && said.contains("--resolve NAME=ADDRESS"),
             "netns {netns}: {said:?}"
+        );
+        assert_eq!(
+            json["network"]["denied"],
+            serde_json::json!([{"host": "printer.local", "port": port, "reason": "multicast-dns"}]),
+            "netns {netns}: {json}"
         );
         let mut pinned = rules.clone();
         pinned.extend(["--resolve".into(), "printer.local=127.0.0.1".into()]);

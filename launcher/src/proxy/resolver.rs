@@ -17,8 +17,8 @@
 //!
 //! What only the system resolver knows is out of reach: multicast DNS names (`.local`,
 //! answered by Avahi through `mdns4_minimal`) and names a local daemon invents
-//! (`systemd-resolved`'s own, `myhostname`'s). A `.local` name is refused with the way
-//! out: pin it with `--resolve NAME=ADDRESS`. A systemd-resolved setup still works
+//! (`systemd-resolved`'s own, `myhostname`'s). A `.local` name is not asked about: the
+//! caller refuses it with the way out, a pin (`--resolve NAME=ADDRESS`). A systemd-resolved setup still works
 //! through its stub listener, which `resolv.conf` names (`nameserver 127.0.0.53`).
 
 use std::io::{self, Read, Write};
@@ -30,26 +30,28 @@ pub const HOSTS_FILE: &str = "/etc/hosts";
 /// Where the nameservers are listed.
 pub const RESOLV_CONF: &str = "/etc/resolv.conf";
 
+/// What a name stands for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Resolved {
+    /// Its addresses.
+    Addresses(Vec<IpAddr>),
+    /// A multicast DNS name not in `/etc/hosts`: only the system's resolver knows it.
+    MulticastDns,
+}
+
 /// The addresses `name` stands for: its `/etc/hosts` entries, else what the nameservers
 /// of `/etc/resolv.conf` answer for exactly `NAME.` (IPv4 first).
-pub fn resolve(name: &str) -> io::Result<Vec<IpAddr>> {
+pub fn resolve(name: &str) -> io::Result<Resolved> {
     let name = name.trim_end_matches('.');
     let listed = hosts_entries(
         &std::fs::read_to_string(HOSTS_FILE).unwrap_or_default(),
         name,
     );
     if !listed.is_empty() {
-        return Ok(listed);
+        return Ok(Resolved::Addresses(listed));
     }
     if is_multicast_dns(name) {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!(
-                "{name} is a multicast DNS name, which only the system's own resolver answers \
-                 and stockade does not use it (it would load code a command could plant); \
-                 pin it: --resolve {name}=ADDRESS"
-            ),
-        ));
+        return Ok(Resolved::MulticastDns);
     }
     let conf = Conf::parse(&std::fs::read_to_string(RESOLV_CONF).unwrap_or_default());
     let question = Question::new(name)?;
@@ -67,7 +69,7 @@ pub fn resolve(name: &str) -> io::Result<Vec<IpAddr>> {
         }
     }
     match (addrs.is_empty(), last) {
-        (false, _) => Ok(addrs),
+        (false, _) => Ok(Resolved::Addresses(addrs)),
         (true, Some(e)) => Err(e),
         (true, None) => Err(io::Error::new(
             io::ErrorKind::NotFound,

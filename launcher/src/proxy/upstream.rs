@@ -25,7 +25,7 @@ pub fn open(shared: &Shared, host: &Host, port: u16) -> Result<TcpStream, Failur
         shared.refused(host, port, why);
         return Err(Failure::Refused(why));
     }
-    let addrs = addresses(shared, host).map_err(Failure::Unresolved)?;
+    let addrs = addresses(shared, host, port)?;
     // This machine's own addresses, listed now: one a name resolves to is refused as
     // loopback is (see `local`). When they cannot be listed, every address counts as
     // local: refused, never connected to unchecked.
@@ -67,7 +67,8 @@ pub fn open(shared: &Shared, host: &Host, port: u16) -> Result<TcpStream, Failur
 /// [`resolver`] finds for exactly that name (its `/etc/hosts` entries, or the
 /// nameservers' answer for `NAME.`: no search domain is appended, so the connection goes
 /// to the name the rules decided on). Never the C library's resolver: it loads code.
-fn addresses(shared: &Shared, host: &Host) -> io::Result<Vec<IpAddr>> {
+/// A multicast DNS name only that resolver knows is refused (recorded), with the way out.
+fn addresses(shared: &Shared, host: &Host, port: u16) -> Result<Vec<IpAddr>, Failure> {
     let name = match host {
         Host::Ip(ip) => return Ok(vec![*ip]),
         Host::Name(name) => name,
@@ -75,5 +76,11 @@ fn addresses(shared: &Shared, host: &Host) -> io::Result<Vec<IpAddr>> {
     if let Some(ip) = shared.config.rules.pinned(name) {
         return Ok(vec![ip]);
     }
-    resolver::resolve(name)
+    match resolver::resolve(name).map_err(Failure::Unresolved)? {
+        resolver::Resolved::Addresses(addrs) => Ok(addrs),
+        resolver::Resolved::MulticastDns => {
+            shared.refused(host, port, Refusal::MulticastDns);
+            Err(Failure::Refused(Refusal::MulticastDns))
+        }
+    }
 }
