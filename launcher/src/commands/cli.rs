@@ -239,7 +239,7 @@ pub struct CommandArgs {
 #[derive(Args, Debug, Clone, Default)]
 pub struct EnvArgs {
     /// Set NAME to VALUE in the command's environment (repeatable; applied last).
-    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = crate::env::parse_assignment)]
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = super::env::parse_assignment)]
     pub env: Vec<(OsString, OsString)>,
     /// Pass NAME through although it looks like a secret or --clear-env drops it (repeatable).
     #[arg(
@@ -247,7 +247,7 @@ pub struct EnvArgs {
         value_name = "NAME",
         value_parser = clap::builder::TypedValueParser::try_map(
             clap::builder::OsStringValueParser::new(),
-            crate::env::parse_keep_name,
+            super::env::parse_keep_name,
         )
     )]
     pub keep_env: Vec<OsString>,
@@ -310,10 +310,10 @@ pub enum InheritEnvRule {
 #[derive(Args, Debug, Clone)]
 pub struct SuperviseArgs {
     /// End the command (and everything it started) after DURATION: 500ms, 30s, 2m, 1h.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::duration::parse)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = super::duration::parse)]
     pub timeout: Option<Duration>,
     /// Time between SIGTERM and SIGKILL when ending the command.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::duration::parse, default_value = "3s")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = super::duration::parse, default_value = "3s")]
     pub grace: Duration,
     /// How to hold everything the command starts: a cgroup v2 group when one can be
     /// created (auto), or a subreaper and process group.
@@ -327,11 +327,11 @@ pub struct SuperviseArgs {
     pub json: bool,
     /// With --json: bytes of each stream kept in memory (the tail): 64000, 16K, 1M
     /// (K, M, G are binary: 1K = 1024; KiB, MiB, GiB too).
-    #[arg(long = "max-output", value_name = "SIZE", requires = "json", allow_hyphen_values = true, value_parser = crate::size::parse_usize, default_value = "64000")]
+    #[arg(long = "max-output", value_name = "SIZE", requires = "json", allow_hyphen_values = true, value_parser = super::size::parse_usize, default_value = "64000")]
     pub max_output: usize,
     /// With --json: bytes of each stream kept in its spill file; past this the file is
     /// deleted: 64M, 1G (binary units).
-    #[arg(long = "max-spill", value_name = "SIZE", requires = "json", allow_hyphen_values = true, value_parser = crate::size::parse, default_value = "64M")]
+    #[arg(long = "max-spill", value_name = "SIZE", requires = "json", allow_hyphen_values = true, value_parser = super::size::parse, default_value = "64M")]
     pub max_spill: u64,
 }
 

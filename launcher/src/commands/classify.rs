@@ -6,10 +6,10 @@
 //! [`verdict`] for the same decision on the processes it supervises (and removes the
 //! private directory it made itself, through `PrivateDir::remove`).
 
-use crate::cli::ClassifyArgs;
+use crate::commands::cli::ClassifyArgs;
+use crate::commands::probe;
+use crate::control::private_dir;
 use crate::error::LauncherError;
-use crate::private_dir;
-use crate::probe;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -420,7 +420,7 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
         verdict = with_network(verdict, v);
     }
     let line = serde_json::to_string(&verdict).map_err(LauncherError::Json)?;
-    crate::stdout::write(&format!("{line}\n"))?;
+    crate::supervise::stdout::write(&format!("{line}\n"))?;
     if let Some(verified) = &verified {
         consume(verified);
     }

@@ -2,14 +2,14 @@
 //! command's own output and an exit code in the wrapper conventions users know, or as
 //! one JSON document with `--json`.
 
-use crate::classify;
-use crate::cli::RunArgs;
-use crate::confine::{self, Confinement, Start};
-use crate::env;
+use crate::commands::classify;
+use crate::commands::cli::RunArgs;
+use crate::commands::confine::{self, Confinement, Start};
+use crate::commands::env;
 use crate::error::LauncherError;
-use crate::output;
-use crate::output::Captured;
-use crate::stdout;
+use crate::supervise::output;
+use crate::supervise::output::Captured;
+use crate::supervise::stdout;
 use crate::supervise::{self, Output, Plan, Session, Settled};
 use serde::Serialize;
 use std::ffi::OsString;
@@ -24,7 +24,7 @@ use stockade_policy::stage_report::RootChange;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
 pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
-    crate::terminal::ignore_stop_signals();
+    supervise::terminal::ignore_stop_signals();
     let built = env::target_env(&args.env);
     let request = args.policy.to_request();
     let session = Session::choose(Start::of(request.mode));
@@ -112,7 +112,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
                 verdict
                     .tampered_detail
                     .iter()
-                    .map(|d| format!("[sandbox: {}]", crate::containment::printable(d))),
+                    .map(|d| format!("[sandbox: {}]", crate::supervise::containment::printable(d))),
             )
             .chain(
                 appeared
@@ -329,7 +329,7 @@ fn spill_markers(settled: &Settled) -> impl Iterator<Item = String> + '_ {
         let why = c?.spill_error.as_ref()?;
         Some(format!(
             "[output not kept: {name}: {}]",
-            crate::containment::printable(why)
+            crate::supervise::containment::printable(why)
         ))
     })
 }

@@ -43,8 +43,8 @@ pub fn invoker() -> Invoker {
         .and_then(|text| roots::home_from_passwd(&text, uid));
     let env_home = std::env::var_os("HOME").map(PathBuf::from);
     Invoker {
-        control_bases: crate::private_dir::base_candidates(),
-        capabilities: crate::capabilities::permitted(),
+        control_bases: crate::control::private_dir::base_candidates(),
+        capabilities: crate::control::capabilities::permitted(),
         raw_devices: readable_raw_devices(Path::new("/dev")),
         ..Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
     }

@@ -6,20 +6,26 @@
 //! signals that stop the launcher) and the output pipes, so memory and ordering stay
 //! simple and no thread can block the teardown.
 
-use crate::binding::{self, Verified};
-use crate::cli::ContainmentChoice;
-use crate::confine::Start;
-use crate::containment::{self, Cgroup, Member, Range, Unproven};
+pub(crate) mod containment;
+pub(crate) mod output;
+pub(crate) mod spawn;
+pub(crate) mod stdout;
+pub(crate) mod tail;
+pub(crate) mod terminal;
+
+use crate::commands::cli::ContainmentChoice;
+use crate::commands::confine::Start;
+use crate::control::binding::{self, Verified};
+use crate::control::private_dir;
 use crate::error::LauncherError;
-use crate::output::{Capture, Captured, SpillDir};
-use crate::private_dir;
-use crate::spawn::{self, SpawnError, Spawned};
 use crate::stage;
-use crate::terminal;
+use containment::{Cgroup, Member, Range, Unproven};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
+use output::{Capture, Captured, SpillDir};
+use spawn::{SpawnError, Spawned};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Read;
@@ -118,7 +124,7 @@ impl Session {
     /// cannot be taken (`tcsetpgrp` on any of them fails), so it cannot make the
     /// launcher's group a background one and stop it through `TOSTOP`.
     pub fn choose(start: Start) -> Session {
-        let tty = crate::terminal::any_stdio_is_a_terminal();
+        let tty = terminal::any_stdio_is_a_terminal();
         if tty && start == Start::Runner {
             Session::RunnerDetaches
         } else if terminal::owns_foreground() {

@@ -2,16 +2,16 @@
 //! and describe the result as ConfinedArgv. [`confine`] is also the first step of
 //! `stockade run`.
 
-use crate::binding;
-use crate::cli::{ConfineArgs, InheritEnvRule};
-use crate::env;
+use crate::commands::cli::{ConfineArgs, InheritEnvRule};
+use crate::commands::env;
+use crate::commands::probe;
+use crate::control::binding;
+use crate::control::locate;
+use crate::control::placement;
+use crate::control::private_dir::{self, PrivateDir};
 use crate::error::LauncherError;
-use crate::locate;
-use crate::placement;
-use crate::private_dir::{self, PrivateDir};
-use crate::probe;
 use crate::proxy;
-use crate::stdout;
+use crate::supervise::stdout;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;

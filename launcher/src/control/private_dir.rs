@@ -240,7 +240,7 @@ fn shared_temp_dirs() -> Vec<PathBuf> {
         .filter(|p| p.is_absolute())
         && let Ok(granted) = stockade_policy::roots::check_implicit_tmpdir(
             &tmpdir,
-            &crate::placement::invoker(),
+            &crate::control::placement::invoker(),
             &[],
         )
     {
