@@ -141,7 +141,16 @@ pub fn confine(
     session: RunnerSession,
     hash: bool,
 ) -> Result<Confinement, LauncherError> {
-    confine_inheriting(policy, command, env, Inherit::default(), session, hash)
+    // `stockade run` starts the argv with no environment (see `run::helper_env`).
+    prepare(
+        policy,
+        command,
+        env,
+        Inherit::default(),
+        session,
+        hash,
+        false,
+    )
 }
 
 /// [`confine`], with the working directory and environment taken at spawn time as
@@ -156,6 +165,21 @@ pub fn confine_inheriting(
     inherit: Inherit,
     session: RunnerSession,
     hash: bool,
+) -> Result<Confinement, LauncherError> {
+    prepare(policy, command, env, inherit, session, hash, true)
+}
+
+/// [`confine_inheriting`]; `spawner_env`: whether the argv will start with the
+/// spawner's environment (an executor's), which the dynamic loader of a development build
+/// obeys, or with none (`stockade run`).
+fn prepare(
+    policy: &PolicyRequest,
+    command: &[OsString],
+    env: Vec<(OsString, OsString)>,
+    inherit: Inherit,
+    session: RunnerSession,
+    hash: bool,
+    spawner_env: bool,
 ) -> Result<Confinement, LauncherError> {
     let mode = policy.mode;
     let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
@@ -220,13 +244,21 @@ pub fn confine_inheriting(
     };
     let runner = locate::runner()?;
     placement::check("runner", &runner, &resolved, tmpdir, &invoker)?;
-    placement::check_loader_env(&runner, &env, &resolved, tmpdir, &invoker)?;
+    if spawner_env {
+        placement::check_loader_env("runner", &runner, &env, &resolved, tmpdir, &invoker)?;
+    }
     let launcher = locate::launcher().map_err(|e| LauncherError::ExposedBinary {
         what: "launcher",
         path: "/proc/self/exe".into(),
         why: format!("its location cannot be determined: {e}"),
     })?;
     placement::check("launcher", &launcher, &resolved, tmpdir, &invoker)?;
+    // The argv starts the launcher itself first (as proxy host or stage) where the policy
+    // names domains or wants the stage: the spawner's environment reaches it, and a
+    // dynamic build's loader would obey it before any of stockade's code runs.
+    if spawner_env && (resolved.domains().is_some() || (asks.wants_stage() && facts.namespaces)) {
+        placement::check_loader_env("launcher", &launcher, &env, &resolved, tmpdir, &invoker)?;
+    }
     let runner = utf8(runner.as_os_str(), "the runner path")?;
     let tag = new_failure_tag()?;
 

@@ -12,6 +12,7 @@ use crate::supervise::output::Captured;
 use crate::supervise::stdout;
 use crate::supervise::{self, Output, Plan, Session, Settled};
 use serde::Serialize;
+use std::ffi::OsString;
 use stockade_policy::Mode;
 use stockade_policy::classify::Outcome;
 use stockade_policy::confined::ConfinedArgv;
@@ -23,6 +24,7 @@ use stockade_policy::stage_report::RootChange;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
 pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
+    supervise::terminal::ignore_stop_signals();
     let built = env::target_env(&args.env);
     let request = args.policy.to_request();
     let session = Session::choose(Start::of(request.mode));
@@ -42,7 +44,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     let s = &args.supervise;
     let plan = Plan {
         argv: &confined.argv,
-        env: &built.vars,
+        env: helper_env(request.mode, &built.vars),
         timeout: s.timeout,
         grace: s.grace,
         keep_background: s.keep_background,
@@ -96,6 +98,10 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         let json = serde_json::to_string(&result).map_err(LauncherError::Json)?;
         // Never blocks past the bound on a terminal the command may have stopped.
         stdout::write_after_run(&format!("{json}\n"), settled.final_writes_until)?;
+        // Output that could not be kept is said where a person reads too, not only in
+        // the document: a full disk must never lose output in silence.
+        let lost: String = spill_markers(&settled).map(|m| m + "\n").collect();
+        output::write_stderr_until(&lost, settled.final_writes_until);
     } else {
         // Never blocks past a bound: the command may have stopped our terminal's output.
         let text: String = verdict
@@ -142,6 +148,18 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         output::write_stderr_until(&text, settled.final_writes_until);
     }
     Ok(code)
+}
+
+/// The environment the confined argv starts with: none when it starts stockade's own
+/// helpers (proxy host, stage, runner), which run outside the sandbox and take the
+/// command's environment from the request. So nothing the command's environment holds
+/// (`LD_PRELOAD`, `LD_LIBRARY_PATH`, `GCONV_PATH`, `LOCPATH`, `RES_OPTIONS`, `HOME`, ...)
+/// steers code that runs unconfined. With nothing confined, the program itself.
+fn helper_env(mode: Mode, command_env: &[(OsString, OsString)]) -> &[(OsString, OsString)] {
+    match Start::of(mode) {
+        Start::Runner => &[],
+        Start::Program => command_env,
+    }
 }
 
 /// Plain text again on a terminal: attributes and colours off (`SGR 0`), the first
@@ -310,6 +328,22 @@ fn markers(
     lines
 }
 
+/// `[output not kept: STREAM: WHY]` for each captured stream whose spill file could not
+/// be written.
+fn spill_markers(settled: &Settled) -> impl Iterator<Item = String> + '_ {
+    let streams = [
+        ("stdout", settled.stdout.as_ref()),
+        ("stderr", Some(&settled.stderr)),
+    ];
+    streams.into_iter().filter_map(|(name, c)| {
+        let why = c?.spill_error.as_ref()?;
+        Some(format!(
+            "[output not kept: {name}: {}]",
+            crate::supervise::containment::printable(why)
+        ))
+    })
+}
+
 /// The exit codes `stockade run` gives meanings of its own (a timeout, its or its
 /// runner's failure), which a command's own code can collide with.
 fn is_reserved(code: i32) -> bool {
@@ -323,6 +357,9 @@ struct StreamResult {
     text: String,
     truncated: bool,
     spill_path: Option<String>,
+    /// Why the spill file could not be written (a full disk): then only `text` was kept,
+    /// and the receipt's digest still covers every byte.
+    spill_error: Option<String>,
 }
 
 impl From<&Captured> for StreamResult {
@@ -334,6 +371,7 @@ impl From<&Captured> for StreamResult {
                 .spill_path
                 .as_ref()
                 .map(|p| p.to_string_lossy().into_owned()),
+            spill_error: c.spill_error.clone(),
         }
     }
 }
@@ -402,6 +440,7 @@ impl RunResult {
             tail: Vec::new(),
             truncated: false,
             spill_path: None,
+            spill_error: None,
             sha256: [0; 32],
             bytes: 0,
         };

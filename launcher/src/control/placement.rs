@@ -161,12 +161,14 @@ pub fn check(
 /// before it confines anything.
 const LOADER_VARS: [&str; 3] = ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"];
 
-/// Refuses a dynamically linked runner (a development build) when the environment it is
-/// started with (`env`: `stockade run` starts it with the command's environment, and an
-/// executor usually with its own, which that one is built from) makes the loader take
+/// Refuses a dynamically linked runner or launcher (`what`; a development build) when
+/// the environment it is started with (`env`: an executor spawns the argv with its own,
+/// which that one is built from; `stockade run` starts both with none, so there this is
+/// a second guard) makes the loader take
 /// code from where a confined command could have planted it: an empty or relative entry
 /// (the current directory, usually the workspace) or one in an exposed place.
 pub fn check_loader_env(
+    what: &'static str,
     runner: &Path,
     env: &[(OsString, OsString)],
     policy: &Policy,
@@ -177,7 +179,7 @@ pub fn check_loader_env(
         return Ok(());
     }
     let exposed = |why: String| LauncherError::ExposedBinary {
-        what: "runner",
+        what,
         path: runner.to_path_buf(),
         why,
     };

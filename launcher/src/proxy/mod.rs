@@ -35,6 +35,7 @@ mod local;
 pub mod netns;
 mod record;
 mod relay;
+mod resolver;
 mod socks;
 mod upstream;
 

@@ -118,8 +118,13 @@ pub enum Session {
 impl Session {
     /// The one decision on the command's session for `stockade run`, made before the
     /// request is written: the runner's half of it travels there ([`Session::runner`]).
+    ///
+    /// A confined command gets a session of its own whenever any of stdin, stdout and
+    /// stderr is a terminal: a terminal it can write but that is not its controlling one
+    /// cannot be taken (`tcsetpgrp` on any of them fails), so it cannot make the
+    /// launcher's group a background one and stop it through `TOSTOP`.
     pub fn choose(start: Start) -> Session {
-        let tty = nix::unistd::isatty(std::io::stdin()).unwrap_or(false);
+        let tty = terminal::any_stdio_is_a_terminal();
         if tty && start == Start::Runner {
             Session::RunnerDetaches
         } else if terminal::owns_foreground() {
@@ -249,6 +254,9 @@ fn spawn(
             // The launcher ignores SIGXFSZ (see `run`) and an ignored signal survives
             // exec: give the command the default back.
             libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+            // Likewise the terminal stop signals `run` ignores (see `terminal`).
+            libc::signal(libc::SIGTTOU, libc::SIG_DFL);
+            libc::signal(libc::SIGTTIN, libc::SIG_DFL);
             // The launcher blocks the signals it reads through its signalfd, and a blocked
             // mask survives exec: give the command a clean one.
             let mut empty: libc::sigset_t = std::mem::zeroed();
