@@ -54,7 +54,7 @@ pub enum LauncherError {
         source: io::Error,
     },
     /// The supervisor cannot do its job (signals, containment, starting the command).
-    Supervise(crate::supervise::SuperviseError),
+    Supervise(crate::supervise::error::SuperviseError),
     CurrentDir(io::Error),
     /// No random bytes for the runner failure tag.
     FailureTag(io::Error),

@@ -11,6 +11,7 @@ use crate::control::placement;
 use crate::control::private_dir::{self, PrivateDir};
 use crate::error::LauncherError;
 use crate::proxy;
+use crate::supervise::Start;
 use crate::supervise::stdout;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -29,27 +30,7 @@ use stockade_policy::receipt::{self, BindingReport};
 use stockade_policy::session::RunnerSession;
 use stockade_policy::stage::{self, PidMode};
 use stockade_policy::stage_report::{self, DirMeta};
-use stockade_policy::{LaunchRequest, Mode, PolicyRequest};
-
-/// What a ConfinedArgv's argv starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Start {
-    /// `stockade-runner` (possibly behind the namespace stage).
-    Runner,
-    /// The program itself (nothing is confined).
-    Program,
-}
-
-impl Start {
-    /// The rule [`confine_inheriting`] follows: every confined mode starts the runner.
-    pub fn of(mode: Mode) -> Start {
-        if mode.is_confined() {
-            Start::Runner
-        } else {
-            Start::Program
-        }
-    }
-}
+use stockade_policy::{LaunchRequest, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
 #[derive(Debug)]

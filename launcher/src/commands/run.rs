@@ -3,14 +3,14 @@
 //! one JSON document with `--json`.
 
 use crate::commands::classify;
-use crate::commands::cli::RunArgs;
-use crate::commands::confine::{self, Confinement, Start};
+use crate::commands::cli::{ContainmentChoice, RunArgs};
+use crate::commands::confine::{self, Confinement};
 use crate::commands::env;
 use crate::error::LauncherError;
 use crate::supervise::output;
 use crate::supervise::output::Captured;
 use crate::supervise::stdout;
-use crate::supervise::{self, Output, Plan, Session, Settled};
+use crate::supervise::{self, Containment, Output, Plan, Session, Settled, Start};
 use serde::Serialize;
 use stockade_policy::Mode;
 use stockade_policy::classify::Outcome;
@@ -46,7 +46,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         timeout: s.timeout,
         grace: s.grace,
         keep_background: s.keep_background,
-        containment: s.containment,
+        containment: containment(s.containment),
         output: if s.json {
             Output::Capture {
                 max_output: s.max_output,
@@ -460,5 +460,13 @@ fn receipt(settled: &Settled, verdict: &SandboxVerdict, confined: &ConfinedArgv)
         signal: settled.signal.map(signal_name),
         timed_out: Some(settled.timed_out),
         cleanup: settled.cleanup.clone(),
+    }
+}
+/// The supervisor's containment for `--containment`.
+fn containment(choice: ContainmentChoice) -> Containment {
+    match choice {
+        ContainmentChoice::Auto => Containment::Auto,
+        ContainmentChoice::Cgroup => Containment::Cgroup,
+        ContainmentChoice::Subreaper => Containment::Subreaper,
     }
 }
