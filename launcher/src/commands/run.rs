@@ -97,51 +97,65 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         // Never blocks past the bound on a terminal the command may have stopped.
         stdout::write_after_run(&format!("{json}\n"), settled.final_writes_until)?;
     } else {
-        // Never blocks past a bound: the command may have stopped our terminal's output.
-        let text: String = verdict
-            .shared_roots_changed
-            .iter()
-            .map(|c| format!("[sandbox: {c}]"))
-            .chain(
-                verdict
-                    .tampered_detail
-                    .iter()
-                    .map(|d| format!("[sandbox: {}]", crate::supervise::containment::printable(d))),
-            )
-            .chain(
-                appeared
-                    .iter()
-                    .map(|p| format!("[sandbox: protected path appeared: {p}]")),
-            )
-            .chain(markers(
-                &settled,
-                &verdict,
-                &verdict.network,
-                confined.mode,
-                s.timeout,
-                code,
-            ))
-            .map(|m| m + "\n")
-            .collect();
-        // Each marker is a line of its own: after a command whose stderr ended within a
-        // line, a marker appended to that line would not be the last line (a command's
-        // own 124 would then read as a timeout), so a line break comes first.
-        let text = if !text.is_empty() && ends_within_a_line(&settled.stderr.tail) {
-            format!("\n{text}")
-        } else {
-            text
-        };
-        // On a terminal the command's output may have left it drawing text invisibly
-        // (hidden, or in the background colour) or in another character set: the
-        // markers come after a reset of those, so they read as written.
-        let text = if !text.is_empty() && nix::unistd::isatty(std::io::stderr()).unwrap_or(false) {
-            format!("{TERMINAL_RESET}{text}")
-        } else {
-            text
-        };
-        output::write_stderr_until(&text, settled.final_writes_until);
+        write_markers(&settled, &verdict, &confined, &appeared, s.timeout, code);
     }
     Ok(code)
+}
+
+/// The markers after a command's passed-through output, on stderr: what changed in the
+/// shared roots, what the supervisor saw tampered with, protected names that appeared,
+/// and the verdict's own markers.
+fn write_markers(
+    settled: &Settled,
+    verdict: &SandboxVerdict,
+    confined: &ConfinedArgv,
+    appeared: &[String],
+    timeout: Option<std::time::Duration>,
+    code: i32,
+) {
+    // Never blocks past a bound: the command may have stopped our terminal's output.
+    let text: String = verdict
+        .shared_roots_changed
+        .iter()
+        .map(|c| format!("[sandbox: {c}]"))
+        .chain(
+            verdict
+                .tampered_detail
+                .iter()
+                .map(|d| format!("[sandbox: {}]", crate::supervise::containment::printable(d))),
+        )
+        .chain(
+            appeared
+                .iter()
+                .map(|p| format!("[sandbox: protected path appeared: {p}]")),
+        )
+        .chain(markers(
+            settled,
+            verdict,
+            &verdict.network,
+            confined.mode,
+            timeout,
+            code,
+        ))
+        .map(|m| m + "\n")
+        .collect();
+    // Each marker is a line of its own: after a command whose stderr ended within a
+    // line, a marker appended to that line would not be the last line (a command's
+    // own 124 would then read as a timeout), so a line break comes first.
+    let text = if !text.is_empty() && ends_within_a_line(&settled.stderr.tail) {
+        format!("\n{text}")
+    } else {
+        text
+    };
+    // On a terminal the command's output may have left it drawing text invisibly
+    // (hidden, or in the background colour) or in another character set: the
+    // markers come after a reset of those, so they read as written.
+    let text = if !text.is_empty() && nix::unistd::isatty(std::io::stderr()).unwrap_or(false) {
+        format!("{TERMINAL_RESET}{text}")
+    } else {
+        text
+    };
+    output::write_stderr_until(&text, settled.final_writes_until);
 }
 
 /// Plain text again on a terminal: attributes and colours off (`SGR 0`), the first
