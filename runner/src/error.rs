@@ -316,27 +316,7 @@ impl fmt::Display for RunnerError {
                 achieved,
                 missing,
                 stage_missing,
-            } => {
-                write!(
-                    f,
-                    "the kernel gives less than was reported for this request (Landlock ABI {} and seccomp {} promised, {} and {} achieved)",
-                    promised.landlock_abi,
-                    if promised.seccomp { "on" } else { "off" },
-                    achieved.landlock_abi,
-                    if achieved.seccomp { "on" } else { "off" },
-                )?;
-                if !missing.is_empty() {
-                    let names: Vec<&str> = missing.iter().map(|g| g.name()).collect();
-                    write!(f, "; not given: {}", names.join(", "))?;
-                }
-                if let Some(why) = stage_missing {
-                    write!(
-                        f,
-                        "; the namespace stage did not start this runner ({why}): was the argv run as confine printed it?"
-                    )?;
-                }
-                f.write_str("; refusing to run")
-            }
+            } => less_than_promised(f, promised, achieved, missing, stage_missing.as_deref()),
             RunnerError::Landlock(e) => write!(f, "landlock: {e}"),
             RunnerError::Seccomp(e) => write!(f, "seccomp filter: {e}"),
             RunnerError::Capabilities(e) => write!(f, "capabilities: {e}"),
@@ -370,6 +350,36 @@ impl fmt::Display for RunnerError {
             ),
         }
     }
+}
+
+/// The refusal of a kernel (or a start without the stage) that gives less than the
+/// executor was told.
+fn less_than_promised(
+    f: &mut fmt::Formatter<'_>,
+    promised: &KernelFacts,
+    achieved: &KernelFacts,
+    missing: &[Guarantee],
+    stage_missing: Option<&str>,
+) -> fmt::Result {
+    write!(
+        f,
+        "the kernel gives less than was reported for this request (Landlock ABI {} and seccomp {} promised, {} and {} achieved)",
+        promised.landlock_abi,
+        if promised.seccomp { "on" } else { "off" },
+        achieved.landlock_abi,
+        if achieved.seccomp { "on" } else { "off" },
+    )?;
+    if !missing.is_empty() {
+        let names: Vec<&str> = missing.iter().map(|g| g.name()).collect();
+        write!(f, "; not given: {}", names.join(", "))?;
+    }
+    if let Some(why) = stage_missing {
+        write!(
+            f,
+            "; the namespace stage did not start this runner ({why}): was the argv run as confine printed it?"
+        )?;
+    }
+    f.write_str("; refusing to run")
 }
 
 impl std::error::Error for RunnerError {

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use stockade_policy::stage::{MASK_MODE, MountPlan};
 
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
-
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 
 #[repr(C)]
@@ -50,11 +49,8 @@ fn set_readonly(path: &Path, readonly: bool) -> Result<(), StageError> {
 }
 
 const OPEN_TREE_CLONE: libc::c_uint = 1;
-
 const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
-
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-
 const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
 
 /// A detached copy of the mount tree at the directory `dir` (an open descriptor;
@@ -157,33 +153,7 @@ pub(super) fn mounts(spec: &MountPlan, runner: &[OsString]) -> Result<(), StageE
     // (a workspace in /tmp) could otherwise swap in a link for the moment the stage
     // looks, and swap it back before the runner checks the root, and the stage would
     // have made the link's target (`/etc`) a writable mount, open to `chmod`.
-    let mut clones = Vec::new();
-    for path in &spec.rw {
-        let dir = match open_dir_no_symlinks(path) {
-            Ok(dir) => dir,
-            // A root gone or replaced by a link since confine: the runner refuses it
-            // with its own failure kind and record, so the stage leaves that to it.
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ENOENT | libc::ELOOP | libc::ENOTDIR)
-                ) =>
-            {
-                continue;
-            }
-            Err(e) => {
-                return Err(StageError {
-                    what: format!(
-                        "cannot open writable root {} without following links",
-                        path.display()
-                    ),
-                    source: Some(e),
-                });
-            }
-        };
-        let clone = clone_tree(&dir, path)?;
-        clones.push((path, dir, clone));
-    }
+    let clones = clone_writable_roots(spec)?;
     set_readonly(root, true)?;
     for (path, dir, clone) in &clones {
         attach(clone, dir, path)?;
@@ -198,36 +168,7 @@ pub(super) fn mounts(spec: &MountPlan, runner: &[OsString]) -> Result<(), StageE
             "cannot mount a private tmpfs on",
         )?;
     }
-    for dir in &spec.pin {
-        // Still writable, but a mount point: it cannot be renamed or removed, so the
-        // protected path below it cannot be moved out of the way. Gone since confine:
-        // nothing below it is left to protect.
-        if skip_missing(dir)? {
-            continue;
-        }
-        mount(
-            Some(dir),
-            dir,
-            None,
-            libc::MS_BIND | libc::MS_REC,
-            None,
-            "cannot pin",
-        )?;
-    }
-    for path in &spec.ro {
-        if skip_missing(path)? {
-            continue;
-        }
-        mount(
-            Some(path),
-            path,
-            None,
-            libc::MS_BIND | libc::MS_REC,
-            None,
-            "cannot bind protected path",
-        )?;
-        set_readonly(path, true)?;
-    }
+    bind_protected(spec)?;
     if spec.pids {
         mount(
             Some(Path::new("proc")),
@@ -260,18 +201,84 @@ pub(super) fn mounts(spec: &MountPlan, runner: &[OsString]) -> Result<(), StageE
     Ok(())
 }
 
+/// Each writable root opened (following no link) and its mount tree cloned, before the
+/// whole tree is made read-only; a root gone or replaced by a link since confine is left
+/// to the runner, which refuses it with its own failure kind and record.
+fn clone_writable_roots(
+    spec: &MountPlan,
+) -> Result<Vec<(&PathBuf, std::fs::File, std::os::fd::OwnedFd)>, StageError> {
+    let mut clones = Vec::new();
+    for path in &spec.rw {
+        let dir = match open_dir_no_symlinks(path) {
+            Ok(dir) => dir,
+            // A root gone or replaced by a link since confine: the runner refuses it
+            // with its own failure kind and record, so the stage leaves that to it.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOENT | libc::ELOOP | libc::ENOTDIR)
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => {
+                return Err(StageError {
+                    what: format!(
+                        "cannot open writable root {} without following links",
+                        path.display()
+                    ),
+                    source: Some(e),
+                });
+            }
+        };
+        let clone = clone_tree(&dir, path)?;
+        clones.push((path, dir, clone));
+    }
+    Ok(clones)
+}
+
+/// The directories above protected paths pinned (made mount points) and the protected
+/// paths bound read-only on top of the writable roots.
+fn bind_protected(spec: &MountPlan) -> Result<(), StageError> {
+    for dir in &spec.pin {
+        // Still writable, but a mount point: it cannot be renamed or removed, so the
+        // protected path below it cannot be moved out of the way. Gone since confine:
+        // nothing below it is left to protect.
+        if skip_missing(dir)? {
+            continue;
+        }
+        mount(
+            Some(dir),
+            dir,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+            "cannot pin",
+        )?;
+    }
+    for path in &spec.ro {
+        if skip_missing(path)? {
+            continue;
+        }
+        mount(
+            Some(path),
+            path,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+            "cannot bind protected path",
+        )?;
+        set_readonly(path, true)?;
+    }
+    Ok(())
+}
+
 const FSOPEN_CLOEXEC: libc::c_uint = 1;
-
 const FSCONFIG_SET_STRING: libc::c_uint = 1;
-
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
-
 const FSMOUNT_CLOEXEC: libc::c_uint = 1;
-
 const MOUNT_ATTR_NOSUID: u64 = 0x2;
-
 const MOUNT_ATTR_NODEV: u64 = 0x4;
-
 const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 
 /// Takes a descriptor the kernel returned (or -1) as owned.
