@@ -6,6 +6,7 @@ use crate::commands::cli::{ConfineArgs, InheritEnvRule};
 use crate::commands::env;
 use crate::commands::probe;
 use crate::control::binding;
+use crate::control::error::ControlError;
 use crate::control::locate;
 use crate::control::placement;
 use crate::control::private_dir::{self, PrivateDir};
@@ -287,7 +288,7 @@ fn check_binaries(
     let runner = locate::runner()?;
     placement::check("runner", &runner, resolved, tmpdir, invoker)?;
     placement::check_loader_env(&runner, env, resolved, tmpdir, invoker)?;
-    let launcher = locate::launcher().map_err(|e| LauncherError::ExposedBinary {
+    let launcher = locate::launcher().map_err(|e| ControlError::ExposedBinary {
         what: "launcher",
         path: "/proc/self/exe".into(),
         why: format!("its location cannot be determined: {e}"),

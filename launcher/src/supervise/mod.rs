@@ -15,6 +15,7 @@ pub(crate) mod tail;
 pub(crate) mod terminal;
 
 use crate::control::binding::{self, Verified};
+use crate::control::error::ControlError;
 use crate::control::private_dir;
 use crate::error::LauncherError;
 use crate::stage;
@@ -893,7 +894,7 @@ fn spawn_error(plan: &Plan, verified: Option<&Verified>, e: SpawnError) -> Launc
         ),
         SpawnError::Changed => {
             return match verified {
-                Some(v) => LauncherError::BindingChanged(v.changed_in_child()),
+                Some(v) => ControlError::BindingChanged(v.changed_in_child()).into(),
                 None => LauncherError::Internal("a file changed that nobody verified"),
             };
         }
