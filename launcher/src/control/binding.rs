@@ -216,7 +216,7 @@ impl Verified {
     /// verified file, and executes it from that descriptor. Returns `Ok` when the file
     /// must be executed by name (an interpreter opens a script by name), which the caller
     /// then does; `Err` when it changed or cannot be executed. The launcher has one
-    /// thread, so the child may allocate (see spawn.rs).
+    /// thread, so the child may allocate (see supervise/spawn.rs).
     pub fn exec_in_child(&self) -> Result<(), ChildExec> {
         let failed = |e: nix::Error| ChildExec::Failed(e.into());
         let path = Path::new(OsStr::from_bytes(self.path.as_bytes()));
