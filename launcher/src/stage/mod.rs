@@ -36,6 +36,11 @@
 //! express: mode and time changes outside the writable roots fail with `EROFS`,
 //! repository start-up files cannot be rewritten, `/tmp` can be private, and other
 //! processes (their `/proc/PID/cmdline`, System V IPC objects) are out of sight.
+//!
+//! This file is the stage's flow (`main`, `enter`); each step lives in the file named
+//! for it: `args` (the command line `confine` writes), `namespaces` (step 1), `mounts`
+//! (2), `init` (3, and the parent that waits without a pid namespace), `exec` (4),
+//! `watch` (5), `error` (the one failure line).
 
 mod args;
 mod error;
