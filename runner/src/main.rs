@@ -309,7 +309,7 @@ fn run(path: &std::path::Path, digest: &[u8; 32]) -> RunnerError {
     };
     // The last step before execve: from here on the target's exit facts are its own.
     if let Some(status) = status
-        && let Err(e) = status.confined(achieved)
+        && let Err(e) = status.confined(achieved, start.target_start())
     {
         return e;
     }

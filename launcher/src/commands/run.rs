@@ -18,7 +18,7 @@ use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
 use stockade_policy::network_denials::DenialLog;
-use stockade_policy::receipt::{Receipt, StreamDigest};
+use stockade_policy::receipt::{BindingUnverifiable, Receipt, StreamDigest};
 use stockade_policy::stage_report::RootChange;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
@@ -190,6 +190,9 @@ pub struct SandboxVerdict {
     /// Whether the binding was checked just before the command started, and held (see
     /// `stockade_policy::receipt::Receipt::binding_verified`).
     pub binding_verified: Option<bool>,
+    /// Why `binding_verified` is `None` for a run whose binding the runner checked (a
+    /// script, which its interpreter opens again by name).
+    pub binding_unverifiable: Option<BindingUnverifiable>,
     /// What was found when a control file (the status record, the stage's report, the
     /// proxy's record) was not as stockade left it; changed shared roots have markers of
     /// their own. Printed as a marker: without it, a run whose verdict was `tampered`
@@ -216,10 +219,16 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         && stockade_policy::classify::denied(settled.exit_code, || settled.denial_seen);
     // Without a runner, the launcher checked the binding itself before it started the
     // command (it would not have started otherwise).
-    let binding_verified = if confined.mode.is_confined() {
-        v.receipt.binding_verified
+    // A script it started by name is not proven, as the runner's by-name record says.
+    let (binding_verified, binding_unverifiable) = if confined.mode.is_confined() {
+        (
+            v.receipt.binding_verified,
+            v.receipt.binding_unverifiable.clone(),
+        )
+    } else if settled.started_by_name {
+        (None, Some(BindingUnverifiable::by_name()))
     } else {
-        Some(true)
+        (Some(true), None)
     };
     let tampered_detail = v
         .detail
@@ -232,6 +241,7 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         tampered,
         shared_roots_changed: v.shared_roots_changed,
         binding_verified,
+        binding_unverifiable,
         tampered_detail,
         network: v.network,
     }
@@ -464,6 +474,7 @@ fn receipt(settled: &Settled, verdict: &SandboxVerdict, confined: &ConfinedArgv)
         executable: binding.map(|b| b.executable.clone()),
         cwd: binding.map(|b| b.cwd.clone()),
         binding_verified: verdict.binding_verified,
+        binding_unverifiable: verdict.binding_unverifiable.clone(),
         stdout: settled
             .stdout
             .as_ref()

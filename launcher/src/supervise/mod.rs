@@ -178,6 +178,9 @@ pub struct Settled {
     pub stderr_complete: bool,
     /// When the final writes to the caller's stderr give up (see [`FINAL_WRITE_WAIT`]).
     pub final_writes_until: Instant,
+    /// `danger-full-access`: the launcher's verified file is a script its interpreter
+    /// opened again by name (the runner records this itself in the confined modes).
+    pub started_by_name: bool,
 }
 
 /// The signals the loop reads from its signalfd.
@@ -689,6 +692,7 @@ impl Supervisor<'_> {
             stdout_complete,
             stderr_complete,
             final_writes_until,
+            started_by_name: false,
         }
     }
 
@@ -879,7 +883,9 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
         sup.poll(signals);
         sup.on_wake(signals);
     }
-    Ok(sup.finish())
+    let mut settled = sup.finish();
+    settled.started_by_name = verified.is_some_and(|v| v.by_name);
+    Ok(settled)
 }
 
 /// A program that cannot be found or executed is the command's failure (127, 126); the
