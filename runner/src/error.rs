@@ -315,14 +315,7 @@ impl fmt::Display for RunnerError {
                 "{what} {} was replaced since the command was confined: it now {now}; refusing to grant it (confine the command again)",
                 path.display()
             ),
-            RunnerError::Unavailable { missing } => {
-                f.write_str("sandbox unavailable: the kernel lacks")?;
-                for (i, (g, feature)) in missing.iter().enumerate() {
-                    let sep = if i == 0 { " " } else { ", " };
-                    write!(f, "{sep}{feature} (needed for {})", g.name())?;
-                }
-                Ok(())
-            }
+            RunnerError::Unavailable { missing } => unavailable(f, missing),
             RunnerError::LessThanPromised {
                 promised,
                 achieved,
@@ -362,6 +355,16 @@ impl fmt::Display for RunnerError {
             ),
         }
     }
+}
+
+/// The refusal of a kernel that lacks what the mode needs, naming each feature.
+fn unavailable(f: &mut fmt::Formatter<'_>, missing: &[(Guarantee, Feature)]) -> fmt::Result {
+    f.write_str("sandbox unavailable: the kernel lacks")?;
+    for (i, (g, feature)) in missing.iter().enumerate() {
+        let sep = if i == 0 { " " } else { ", " };
+        write!(f, "{sep}{feature} (needed for {})", g.name())?;
+    }
+    Ok(())
 }
 
 /// The refusal of a kernel (or a start without the stage) that gives less than the
