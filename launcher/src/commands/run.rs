@@ -3,14 +3,14 @@
 //! one JSON document with `--json`.
 
 use crate::commands::classify;
-use crate::commands::cli::RunArgs;
-use crate::commands::confine::{self, Confinement, Start};
+use crate::commands::cli::{ContainmentChoice, RunArgs};
+use crate::commands::confine::{self, Confinement};
 use crate::commands::env;
 use crate::error::LauncherError;
 use crate::supervise::output;
 use crate::supervise::output::Captured;
 use crate::supervise::stdout;
-use crate::supervise::{self, Output, Plan, Session, Settled};
+use crate::supervise::{self, Containment, Output, Plan, Session, Settled, Start};
 use serde::Serialize;
 use std::ffi::OsString;
 use stockade_policy::Mode;
@@ -48,7 +48,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         timeout: s.timeout,
         grace: s.grace,
         keep_background: s.keep_background,
-        containment: s.containment,
+        containment: containment(s.containment),
         output: if s.json {
             Output::Capture {
                 max_output: s.max_output,
@@ -103,49 +103,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         let lost: String = spill_markers(&settled).map(|m| m + "\n").collect();
         output::write_stderr_until(&lost, settled.final_writes_until);
     } else {
-        // Never blocks past a bound: the command may have stopped our terminal's output.
-        let text: String = verdict
-            .shared_roots_changed
-            .iter()
-            .map(|c| format!("[sandbox: {c}]"))
-            .chain(
-                verdict
-                    .tampered_detail
-                    .iter()
-                    .map(|d| format!("[sandbox: {}]", crate::supervise::containment::printable(d))),
-            )
-            .chain(
-                appeared
-                    .iter()
-                    .map(|p| format!("[sandbox: protected path appeared: {p}]")),
-            )
-            .chain(markers(
-                &settled,
-                &verdict,
-                &verdict.network,
-                confined.mode,
-                s.timeout,
-                code,
-            ))
-            .map(|m| m + "\n")
-            .collect();
-        // Each marker is a line of its own: after a command whose stderr ended within a
-        // line, a marker appended to that line would not be the last line (a command's
-        // own 124 would then read as a timeout), so a line break comes first.
-        let text = if !text.is_empty() && ends_within_a_line(&settled.stderr.tail) {
-            format!("\n{text}")
-        } else {
-            text
-        };
-        // On a terminal the command's output may have left it drawing text invisibly
-        // (hidden, or in the background colour) or in another character set: the
-        // markers come after a reset of those, so they read as written.
-        let text = if !text.is_empty() && nix::unistd::isatty(std::io::stderr()).unwrap_or(false) {
-            format!("{TERMINAL_RESET}{text}")
-        } else {
-            text
-        };
-        output::write_stderr_until(&text, settled.final_writes_until);
+        write_markers(&settled, &verdict, &confined, &appeared, s.timeout, code);
     }
     Ok(code)
 }
@@ -160,6 +118,62 @@ fn helper_env(mode: Mode, command_env: &[(OsString, OsString)]) -> &[(OsString, 
         Start::Runner => &[],
         Start::Program => command_env,
     }
+}
+
+/// The markers after a command's passed-through output, on stderr: what changed in the
+/// shared roots, what the supervisor saw tampered with, protected names that appeared,
+/// and the verdict's own markers.
+fn write_markers(
+    settled: &Settled,
+    verdict: &SandboxVerdict,
+    confined: &ConfinedArgv,
+    appeared: &[String],
+    timeout: Option<std::time::Duration>,
+    code: i32,
+) {
+    // Never blocks past a bound: the command may have stopped our terminal's output.
+    let text: String = verdict
+        .shared_roots_changed
+        .iter()
+        .map(|c| format!("[sandbox: {c}]"))
+        .chain(
+            verdict
+                .tampered_detail
+                .iter()
+                .map(|d| format!("[sandbox: {}]", crate::supervise::containment::printable(d))),
+        )
+        .chain(
+            appeared
+                .iter()
+                .map(|p| format!("[sandbox: protected path appeared: {p}]")),
+        )
+        .chain(markers(
+            settled,
+            verdict,
+            &verdict.network,
+            confined.mode,
+            timeout,
+            code,
+        ))
+        .map(|m| m + "\n")
+        .collect();
+    // Each marker is a line of its own: after a command whose stderr ended within a
+    // line, a marker appended to that line would not be the last line (a command's
+    // own 124 would then read as a timeout), so a line break comes first.
+    let text = if !text.is_empty() && ends_within_a_line(&settled.stderr.tail) {
+        format!("\n{text}")
+    } else {
+        text
+    };
+    // On a terminal the command's output may have left it drawing text invisibly
+    // (hidden, or in the background colour) or in another character set: the
+    // markers come after a reset of those, so they read as written.
+    let text = if !text.is_empty() && nix::unistd::isatty(std::io::stderr()).unwrap_or(false) {
+        format!("{TERMINAL_RESET}{text}")
+    } else {
+        text
+    };
+    output::write_stderr_until(&text, settled.final_writes_until);
 }
 
 /// Plain text again on a terminal: attributes and colours off (`SGR 0`), the first
@@ -510,5 +524,13 @@ fn receipt(settled: &Settled, verdict: &SandboxVerdict, confined: &ConfinedArgv)
         signal: settled.signal.map(signal_name),
         timed_out: Some(settled.timed_out),
         cleanup: settled.cleanup.clone(),
+    }
+}
+/// The supervisor's containment for `--containment`.
+fn containment(choice: ContainmentChoice) -> Containment {
+    match choice {
+        ContainmentChoice::Auto => Containment::Auto,
+        ContainmentChoice::Cgroup => Containment::Cgroup,
+        ContainmentChoice::Subreaper => Containment::Subreaper,
     }
 }

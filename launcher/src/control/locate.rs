@@ -1,6 +1,7 @@
 //! Finding `stockade-runner`: `$STOCKADE_RUNNER` when set, else next to this executable
 //! (so `cargo build` output works without installing), else the distro's libexec path.
 
+use crate::control::error::ControlError;
 use crate::error::LauncherError;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -64,14 +65,14 @@ pub fn runner() -> Result<PathBuf, LauncherError> {
 
 fn executable(path: &Path, hint: &'static str) -> Result<PathBuf, LauncherError> {
     use std::os::unix::fs::PermissionsExt;
-    let missing = || LauncherError::RunnerMissing {
+    let missing = || ControlError::RunnerMissing {
         path: path.to_path_buf(),
         hint,
     };
     let canonical = path.canonicalize().map_err(|_| missing())?;
     let meta = canonical.metadata().map_err(|_| missing())?;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-        return Err(missing());
+        return Err(missing().into());
     }
     Ok(canonical)
 }

@@ -26,7 +26,7 @@
 //! The README says to keep stockade's binaries out of every directory any command may
 //! write.
 
-use crate::error::LauncherError;
+use crate::control::error::ControlError;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -149,8 +149,8 @@ pub fn check(
     policy: &Policy,
     target_tmpdir: Option<&Path>,
     invoker: &Invoker,
-) -> Result<(), LauncherError> {
-    exposure(binary, policy, target_tmpdir, invoker).map_err(|why| LauncherError::ExposedBinary {
+) -> Result<(), ControlError> {
+    exposure(binary, policy, target_tmpdir, invoker).map_err(|why| ControlError::ExposedBinary {
         what,
         path: binary.to_path_buf(),
         why,
@@ -174,11 +174,11 @@ pub fn check_loader_env(
     policy: &Policy,
     target_tmpdir: Option<&Path>,
     invoker: &Invoker,
-) -> Result<(), LauncherError> {
+) -> Result<(), ControlError> {
     if !has_interpreter(runner) {
         return Ok(());
     }
-    let exposed = |why: String| LauncherError::ExposedBinary {
+    let exposed = |why: String| ControlError::ExposedBinary {
         what,
         path: runner.to_path_buf(),
         why,

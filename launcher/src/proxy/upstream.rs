@@ -1,7 +1,8 @@
 //! Opening the connection a client asked for: decide on the name, resolve it once,
 //! check every address, connect to one that passed.
 
-use super::{Shared, local, resolver};
+use super::connection::Shared;
+use super::{local, resolver};
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use stockade_policy::domains::{Host, Refusal};

@@ -19,6 +19,10 @@ use std::path::PathBuf;
 use stockade_policy::denial::DenialScanner;
 use stockade_policy::digest::Sha256;
 
+/// How long the launcher waits for its own stderr to take what is left (a terminal whose
+/// output was stopped may never take it).
+pub const FINAL_WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The private directory holding one run's spill files, created on first need.
 #[derive(Debug, Default)]
 pub struct SpillDir {
