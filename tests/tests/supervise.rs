@@ -1111,7 +1111,10 @@ fn a_command_that_stops_terminal_output_cannot_hold_the_json_result() {
                         ""
                     }
                 );
-                let mut cmd = fx.stockade(["run", "--json", "--mode", mode, "--timeout", "1s"]);
+                // The timeout must come after python3 has stopped the output, which on a
+                // loaded machine (a pyenv shim first) can take more than a second.
+                let timeout = if stop { "4s" } else { "1s" };
+                let mut cmd = fx.stockade(["run", "--json", "--mode", mode, "--timeout", timeout]);
                 cmd.args(["--grace", "100ms", "--", "sh", "-c", &script]);
                 let master = if controlling {
                     all_on_a_terminal(&mut cmd)
