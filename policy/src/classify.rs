@@ -10,6 +10,7 @@
 //! An exit code of `None` means the process was killed by a signal.
 
 use crate::confined::{ConfinedArgv, RunnerFailureRule};
+use crate::descriptors::OpenOutside;
 use crate::exit;
 use crate::guarantees::Enforcement;
 use crate::mode::Mode;
@@ -69,6 +70,11 @@ pub struct Classification {
     /// The enforcement in force while the command ran; `None` when nothing was confined
     /// (`danger-full-access`, or the runner failed).
     pub enforcement: Option<Enforcement>,
+    /// Inherited descriptors through which the command could change metadata outside the
+    /// writable roots, as the runner's status record names them (`metadata` was then
+    /// not held, and `enforcement` is `partial`): each `{"fd", "kind"}`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metadata_open: Vec<OpenOutside>,
     pub evidence: Evidence,
     /// Shared writable roots whose own mode or owner changed while the command ran, as
     /// the namespace stage reported them (each put back, or said not to be).
@@ -205,6 +211,7 @@ fn verdict(
         runner_failed: false,
         detail: None,
         enforcement: confined.enforcement,
+        metadata_open: Vec::new(),
         evidence: Evidence::ExitRules,
         shared_roots_changed: Vec::new(),
         protected_appeared: Vec::new(),
@@ -235,8 +242,13 @@ fn verdict(
         StatusEvidence::OutOfBand(Ok(record)) => {
             v.evidence = Evidence::StatusChannel;
             match record {
-                Some(StatusRecord::Confined { enforcement, .. }) => {
+                Some(StatusRecord::Confined {
+                    enforcement,
+                    metadata_open,
+                    ..
+                }) => {
                     v.enforcement = Some(*enforcement);
+                    v.metadata_open = metadata_open.clone();
                     None
                 }
                 Some(StatusRecord::Failed { kind, message }) => {
@@ -555,6 +567,7 @@ mod tests {
         StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Confined {
             enforcement: Enforcement::Partial,
             start: TargetStart::Descriptor,
+            metadata_open: Vec::new(),
         })))
     }
 
@@ -696,6 +709,36 @@ mod tests {
             &StatusEvidence::Unavailable,
         );
         assert_eq!(v.outcome, Outcome::Failed);
+    }
+
+    #[test]
+    fn descriptors_the_record_names_reach_the_verdict() {
+        use crate::descriptors::DescriptorKind;
+        let c = confined(Mode::WorkspaceWrite);
+        let open = vec![OpenOutside {
+            fd: 1,
+            kind: DescriptorKind::File,
+        }];
+        let record = StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Confined {
+            enforcement: Enforcement::Partial,
+            start: TargetStart::Descriptor,
+            metadata_open: open.clone(),
+        })));
+        let v = classify(&c, &settled(Some(0), ""), &record);
+        assert_eq!(v.outcome, Outcome::Ok);
+        assert_eq!(v.enforcement, Some(Enforcement::Partial));
+        assert_eq!(v.metadata_open, open);
+        let j = serde_json::to_value(&v).unwrap();
+        assert_eq!(j["metadataOpen"][0]["fd"], 1, "{j}");
+        assert_eq!(j["metadataOpen"][0]["kind"], "file", "{j}");
+        // None named: the field is absent.
+        let v = classify(&c, &settled(Some(0), ""), &confined_record());
+        assert!(
+            serde_json::to_value(&v)
+                .unwrap()
+                .get("metadataOpen")
+                .is_none()
+        );
     }
 
     #[test]
@@ -889,6 +932,7 @@ mod tests {
         let by_name = StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Confined {
             enforcement: Enforcement::Full,
             start: TargetStart::ByName,
+            metadata_open: Vec::new(),
         })));
         let v = classify(&c, &settled(Some(0), ""), &by_name);
         assert_eq!(v.receipt.binding_verified, None);

@@ -566,7 +566,7 @@ fn note(
         // holds their mode or owner; for a shared one the caller owns, the change is
         // undone, not prevented (see `stage_report`).
         (Guarantee::Metadata, Mode::WorkspaceWrite, GuaranteeStatus::Enforced) => Some(
-            "outside the writable roots; a shared writable root the caller owns (/tmp, /var/tmp, /dev/shm as root) can have its own mode and owner changed: the stage looks every 20 ms, puts them back and reports the change (outcome tampered): other processes can see a change for up to that long, and a command that changes them in a loop keeps them changed for part of its run",
+            "outside the writable roots, by path; an inherited descriptor (stdin, stdout, stderr, --keep-fd) the caller opened on a file, device, terminal or directory outside them still reaches its object's mode, owner and times: the runner names each such descriptor in its status record and the run is then partial (metadataOpen in stockade run --json and classify; a stdin on /dev/null is replaced by an empty pipe, pipes and sockets are fine); a shared writable root the caller owns (/tmp, /var/tmp, /dev/shm as root) can have its own mode and owner changed: the stage looks every 20 ms, puts them back and reports the change (outcome tampered): other processes can see a change for up to that long, and a command that changes them in a loop keeps them changed for part of its run",
         ),
         (Guarantee::Metadata, Mode::WorkspaceWrite, GuaranteeStatus::Unavailable) => Some(
             "without the namespace stage, only stockade run puts a shared writable root's own mode and owner (/tmp as root) back, once the command has settled",

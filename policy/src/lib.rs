@@ -29,6 +29,8 @@
 //!   whose mode or owner changed, protected names that appeared) and its report file.
 //! - [`confined`]: the ConfinedArgv contract handed to executors.
 //! - [`status`]: the runner's out-of-band status record.
+//! - [`descriptors`]: inherited descriptors through which metadata outside the writable
+//!   roots can change, as the status record names them.
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
 //! - [`denial`]: the streaming denial-signature scanner `classify` and `stockade run` use.
 //! - [`environment`]: which of the caller's environment variables reach a command.
@@ -53,6 +55,7 @@ pub mod classify;
 pub mod confined;
 pub mod credentials;
 pub mod denial;
+pub mod descriptors;
 pub mod digest;
 pub mod domains;
 pub mod environment;

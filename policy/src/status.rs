@@ -18,6 +18,7 @@
 //! ```text
 //! stockade-status 1 confined ENFORCEMENT\n      ENFORCEMENT: full | partial
 //! stockade-status 1 confined ENFORCEMENT by-name\n
+//! stockade-status 1 confined partial [by-name] metadata-open FD:KIND,...\n
 //! stockade-status 1 failed KIND MESSAGE\n       KIND: [a-z0-9-]+, MESSAGE: rest of line
 //! ```
 //!
@@ -25,7 +26,10 @@
 //!   ENFORCEMENT is what the kernel actually gave. `by-name`: the target is a file an
 //!   interpreter opens again by its path after `execve` (a `#!` script, or a file only
 //!   `/bin/sh` runs), so what the interpreter reads is not the file the runner verified
-//!   but whatever the path leads to then ([`TargetStart::ByName`]).
+//!   but whatever the path leads to then ([`TargetStart::ByName`]). `metadata-open`:
+//!   inherited descriptors through which the command can change metadata outside the
+//!   writable roots ([`crate::descriptors`]), so `metadata` is not held (ENFORCEMENT is
+//!   then `partial`).
 //! - `failed`: the runner failed before the target started; KIND is a stable identifier
 //!   ([`FailureKind`]), MESSAGE the same text as its stderr line
 //!   without the prefix (carriage returns and newlines escaped as `\r`, `\n`).
@@ -34,6 +38,7 @@
 //! failed before it could open the file, or was killed). Anything else (two records, a
 //! partial line, unknown words, more than [`MAX_RECORD_BYTES`]) is corrupt.
 
+use crate::descriptors::{self, OpenOutside};
 use crate::guarantees::Enforcement;
 use std::fmt;
 
@@ -203,6 +208,9 @@ pub enum StatusRecord {
     Confined {
         enforcement: Enforcement,
         start: TargetStart,
+        /// Inherited descriptors reaching metadata outside the writable roots; empty
+        /// when there are none (or the mode holds metadata whatever they are).
+        metadata_open: Vec<OpenOutside>,
     },
     /// The runner failed before the target started.
     Failed { kind: FailureKind, message: String },
@@ -225,13 +233,25 @@ impl StatusRecord {
     /// line and cut (at a character boundary) so the record fits [`MAX_RECORD_BYTES`].
     pub fn encode(&self) -> Vec<u8> {
         let line = match self {
-            StatusRecord::Confined { enforcement, start } => {
+            StatusRecord::Confined {
+                enforcement,
+                start,
+                metadata_open,
+            } => {
                 let by_name = match start {
                     TargetStart::Descriptor => "",
                     TargetStart::ByName => " by-name",
                 };
+                let open = match metadata_open.is_empty() {
+                    true => String::new(),
+                    false => format!(
+                        " {} {}",
+                        descriptors::RECORD_WORD,
+                        descriptors::encode(metadata_open)
+                    ),
+                };
                 format!(
-                    "{MAGIC} {VERSION} confined {}{by_name}\n",
+                    "{MAGIC} {VERSION} confined {}{by_name}{open}\n",
                     enforcement.as_str()
                 )
             }
@@ -281,18 +301,7 @@ impl StatusRecord {
             None => return bad("the version is missing"),
         }
         match (fields.next(), fields.next()) {
-            (Some("confined"), Some(rest)) => {
-                let (given, start) = match rest.strip_suffix(" by-name") {
-                    Some(given) => (given, TargetStart::ByName),
-                    None => (rest, TargetStart::Descriptor),
-                };
-                let enforcement = match given {
-                    "full" => Enforcement::Full,
-                    "partial" => Enforcement::Partial,
-                    _ => return bad("unknown enforcement in a confined record"),
-                };
-                Ok(Some(StatusRecord::Confined { enforcement, start }))
-            }
+            (Some("confined"), Some(rest)) => decode_confined(rest),
             (Some("failed"), Some(rest)) => {
                 let (kind, message) = rest.split_once(' ').unwrap_or((rest, ""));
                 let Some(kind) = FailureKind::parse(kind) else {
@@ -308,24 +317,76 @@ impl StatusRecord {
     }
 }
 
+/// The words after `confined`: `ENFORCEMENT [by-name] [metadata-open LIST]`, each at
+/// most once and in that order.
+fn decode_confined(rest: &str) -> Result<Option<StatusRecord>, CorruptStatus> {
+    let bad = |why: &str| Err(CorruptStatus(why.to_string()));
+    let mut words = rest.split(' ');
+    let enforcement = match words.next() {
+        Some("full") => Enforcement::Full,
+        Some("partial") => Enforcement::Partial,
+        _ => return bad("unknown enforcement in a confined record"),
+    };
+    let mut next = words.next();
+    let start = match next {
+        Some("by-name") => {
+            next = words.next();
+            TargetStart::ByName
+        }
+        _ => TargetStart::Descriptor,
+    };
+    let metadata_open = match next {
+        None => Vec::new(),
+        Some(descriptors::RECORD_WORD) => match words.next().and_then(descriptors::decode) {
+            // Metadata not held is never a full run.
+            Some(list) if enforcement == Enforcement::Partial => list,
+            _ => return bad("a malformed list of descriptors in a confined record"),
+        },
+        Some(_) => return bad("an unknown word in a confined record"),
+    };
+    if words.next().is_some() {
+        return bad("an unknown word in a confined record");
+    }
+    Ok(Some(StatusRecord::Confined {
+        enforcement,
+        start,
+        metadata_open,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::descriptors::DescriptorKind;
 
     #[test]
     fn records_round_trip_and_have_the_documented_bytes() {
         let confined = StatusRecord::Confined {
             enforcement: Enforcement::Partial,
             start: TargetStart::Descriptor,
+            metadata_open: Vec::new(),
         };
         assert_eq!(confined.encode(), b"stockade-status 1 confined partial\n");
         let by_name = StatusRecord::Confined {
             enforcement: Enforcement::Full,
             start: TargetStart::ByName,
+            metadata_open: Vec::new(),
         };
         assert_eq!(
             by_name.encode(),
             b"stockade-status 1 confined full by-name\n"
+        );
+        let open = StatusRecord::Confined {
+            enforcement: Enforcement::Partial,
+            start: TargetStart::ByName,
+            metadata_open: vec![OpenOutside {
+                fd: 0,
+                kind: DescriptorKind::Device,
+            }],
+        };
+        assert_eq!(
+            open.encode(),
+            b"stockade-status 1 confined partial by-name metadata-open 0:device\n"
         );
         let failed = StatusRecord::Failed {
             kind: FailureKind::Chdir,
@@ -335,7 +396,7 @@ mod tests {
             failed.encode(),
             b"stockade-status 1 failed chdir cannot enter working directory /w: gone\n"
         );
-        for r in [confined, by_name, failed] {
+        for r in [confined, by_name, open, failed] {
             assert_eq!(StatusRecord::decode(&r.encode()), Ok(Some(r)));
         }
         assert_eq!(StatusRecord::decode(b""), Ok(None));
@@ -431,6 +492,11 @@ mod tests {
             b"stockade-status 1 confined by-name\n",
             b"stockade-status 1 confined full by-name by-name\n",
             b"stockade-status 1 confined full by-path\n",
+            b"stockade-status 1 confined full metadata-open 0:device\n",
+            b"stockade-status 1 confined partial metadata-open\n",
+            b"stockade-status 1 confined partial metadata-open 0:pipe\n",
+            b"stockade-status 1 confined partial metadata-open 0:file by-name\n",
+            b"stockade-status 1 confined partial metadata-open 0:file x\n",
             b"stockade-status 1 escaped\n",
             b"stockade-status 1 failed BAD msg\n",
             b"stockade-status 1 failed no-such-kind msg\n",

@@ -30,6 +30,7 @@
 mod binding;
 mod caps;
 mod carve;
+mod descriptors;
 mod error;
 mod exec;
 mod explain;
@@ -50,10 +51,11 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use stockade_policy::LaunchRequest;
+use stockade_policy::descriptors::OpenOutside;
 use stockade_policy::digest;
 use stockade_policy::exit;
 use stockade_policy::failure_tag;
-use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, ModeVerdict};
+use stockade_policy::guarantees::{self, Asks, Enforcement, Feature, KernelFacts, ModeVerdict};
 
 /// `--help`: what this program is, before how to call it. Users meet it in
 /// `/usr/libexec/stockade/` and wonder; the answer is that `stockade` starts it.
@@ -171,9 +173,16 @@ fn parse_args(mut args: impl Iterator<Item = OsString>) -> Result<Command, Runne
     Ok(command)
 }
 
+/// What the runner achieved: the enforcement, and the inherited descriptors through which
+/// metadata outside the writable roots stays changeable (then `partial`).
+struct Achieved {
+    enforcement: Enforcement,
+    metadata_open: Vec<OpenOutside>,
+}
+
 /// Applies the request's confinement to this process. After this returns, everything
 /// this process and its descendants do is confined, with the returned enforcement.
-fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
+fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     let policy = &request.policy;
     if !policy.mode().is_confined() {
         return Err(RunnerError::Unconfined);
@@ -202,15 +211,16 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
     let landlock_abi = ruleset::restrict(policy, netns, staged)?;
     caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
-    seccomp::install(&filter)?;
-    // Judge what the kernel actually gave, with the same rules the launcher used to
-    // report enforcement to the executor. Reaching here means the filter is installed.
     let achieved = KernelFacts {
         landlock_abi,
         seccomp: true,
         namespaces: staged,
     };
-    judge(&Asks::of(policy), &achieved, request).map_err(|e| match e {
+    let metadata_open = metadata_open(policy, &achieved);
+    seccomp::install(&filter)?;
+    // Judge what the kernel actually gave, with the same rules the launcher used to
+    // report enforcement to the executor. Reaching here means the filter is installed.
+    let enforcement = judge(&Asks::of(policy), &achieved, request).map_err(|e| match e {
         // Say which of the stage's traces was missing, when that is what fell short.
         RunnerError::LessThanPromised {
             promised,
@@ -224,7 +234,30 @@ fn confine(request: &LaunchRequest) -> Result<Enforcement, RunnerError> {
             stage_missing,
         },
         e => e,
+    })?;
+    // Descriptors the caller opened elsewhere leave metadata unheld: reported, not
+    // refused (every executor that spawns with stdin on /dev/null would fail otherwise).
+    Ok(Achieved {
+        enforcement: match metadata_open.is_empty() {
+            true => enforcement,
+            false => Enforcement::Partial,
+        },
+        metadata_open,
     })
+}
+
+/// The inherited descriptors through which the target could change metadata outside the
+/// writable roots, where the mounts hold it otherwise: empty when `metadata` is not held
+/// anyway, or is held by the filter refusing every metadata call (read-only mode).
+fn metadata_open(policy: &stockade_policy::Policy, achieved: &KernelFacts) -> Vec<OpenOutside> {
+    let asks = Asks::of(policy);
+    let held_by_mounts = guarantees::Guarantee::Metadata.needs(&asks) == Feature::Namespaces
+        && guarantees::enforced(&asks, achieved).contains(&guarantees::Guarantee::Metadata);
+    if !held_by_mounts {
+        return Vec::new();
+    }
+    descriptors::replace_null_stdin();
+    descriptors::open_outside(policy)
 }
 
 /// Enters the request's working directory, or checks the inherited one. An inherited
@@ -314,7 +347,11 @@ fn run(path: &std::path::Path, digest: &[u8; 32]) -> RunnerError {
     };
     // The last step before execve: from here on the target's exit facts are its own.
     if let Some(status) = status
-        && let Err(e) = status.confined(achieved, start.target_start())
+        && let Err(e) = status.confined(
+            achieved.enforcement,
+            start.target_start(),
+            achieved.metadata_open,
+        )
     {
         return e;
     }

@@ -17,6 +17,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use stockade_policy::descriptors::OpenOutside;
 use stockade_policy::guarantees::Enforcement;
 use stockade_policy::status::{MAX_RECORD_BYTES, StatusRecord, TargetStart};
 
@@ -81,8 +82,17 @@ impl StatusFile {
     }
 
     /// Records that confinement is applied and the target is about to be executed.
-    pub fn confined(self, enforcement: Enforcement, start: TargetStart) -> Result<(), RunnerError> {
-        self.write(&StatusRecord::Confined { enforcement, start })
+    pub fn confined(
+        self,
+        enforcement: Enforcement,
+        start: TargetStart,
+        metadata_open: Vec<OpenOutside>,
+    ) -> Result<(), RunnerError> {
+        self.write(&StatusRecord::Confined {
+            enforcement,
+            start,
+            metadata_open,
+        })
     }
 
     /// Records a runner failure. Best effort: the stderr line and exit 125 still say it.

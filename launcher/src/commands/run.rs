@@ -16,6 +16,7 @@ use std::ffi::OsString;
 use stockade_policy::Mode;
 use stockade_policy::classify::Outcome;
 use stockade_policy::confined::ConfinedArgv;
+use stockade_policy::descriptors::OpenOutside;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
 use stockade_policy::network_denials::DenialLog;
@@ -200,6 +201,9 @@ pub struct SandboxVerdict {
     /// The enforcement in force while the command ran (from the runner's status record
     /// when there is one); `None` when nothing was confined.
     pub enforcement: Option<Enforcement>,
+    /// Inherited descriptors through which metadata outside the writable roots stayed
+    /// changeable, as the runner's status record names them.
+    pub metadata_open: Vec<OpenOutside>,
     /// The status record, the stage's report, or a shared root was tampered with.
     pub tampered: bool,
     /// Shared writable roots whose own mode or owner changed (see
@@ -256,6 +260,7 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         runner_failed: v.runner_failed,
         denied,
         enforcement: v.enforcement,
+        metadata_open: v.metadata_open,
         tampered,
         shared_roots_changed: v.shared_roots_changed,
         binding_verified,
@@ -396,6 +401,10 @@ struct SandboxResult {
     mode: Mode,
     denied: bool,
     enforcement: Option<Enforcement>,
+    /// Inherited descriptors through which the command could change metadata outside the
+    /// writable roots (`enforcement` is then `partial`); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    metadata_open: Vec<OpenOutside>,
     runner_failed: bool,
     /// Someone changed what the sandbox relies on: the runner's status record or the
     /// stage's report, or a shared writable root's own mode or owner (listed in
@@ -472,6 +481,7 @@ impl RunResult {
                 mode: confined.mode,
                 denied: verdict.denied,
                 enforcement: verdict.enforcement,
+                metadata_open: verdict.metadata_open.clone(),
                 runner_failed: verdict.runner_failed,
                 tampered: verdict.tampered,
             },

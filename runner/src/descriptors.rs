@@ -1,0 +1,224 @@
+//! Which descriptors the target inherits reach metadata outside the writable roots (see
+//! `stockade_policy::descriptors`): stdin, stdout, stderr and the kept ones, opened by
+//! the caller on its own mounts, where the stage's read-only mounts do not apply.
+//!
+//! A descriptor is fine when its object is private (a pipe, socket or anonymous inode)
+//! or lies beneath a writable root: found by walking `..` up from its directory and
+//! comparing each ancestor's device and inode with the roots', never by comparing path
+//! strings. Anything that cannot be shown to be fine is named.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use stockade_policy::Policy;
+use stockade_policy::descriptors::{DescriptorKind, OpenOutside};
+
+/// linux/magic.h: filesystems whose inodes belong to no path anyone else opens.
+const PRIVATE_FILESYSTEMS: [i64; 4] = [
+    0x5049_5045, // PIPEFS_MAGIC
+    0x534F_434B, // SOCKFS_MAGIC
+    0x0904_1934, // ANON_INODE_FS_MAGIC
+    0x5049_4446, // PIDFS_MAGIC
+];
+
+/// How far up a directory walk goes before giving up (deeper trees are named).
+const MAX_DEPTH: usize = 4096;
+
+/// Puts an empty pipe whose writer is gone in place of a stdin on the machine's
+/// `/dev/null`: reads give end of file either way, but through `/dev/null` itself the
+/// command could change the device's mode for every user (`chmod 0600 /proc/self/fd/0`).
+/// Executors commonly spawn with that stdin. Where the pipe cannot be made, stdin stays
+/// as it was, and is then named like any other.
+pub fn replace_null_stdin() {
+    let is_null = |st: &libc::stat| {
+        st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3)
+    };
+    if !fstat(0).is_some_and(|st| is_null(&st)) {
+        return;
+    }
+    let mut ends = [-1; 2];
+    // SAFETY: pipe2 writes two descriptors into the array; each is closed below (the
+    // read end once duplicated onto 0, which dup2 leaves without close-on-exec).
+    unsafe {
+        if libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return;
+        }
+        libc::close(ends[1]);
+        libc::dup2(ends[0], 0);
+        libc::close(ends[0]);
+    }
+}
+
+/// The target's descriptors (0, 1, 2 and `--keep-fd` ones) through which it could change
+/// metadata outside the writable roots of `policy`.
+pub fn open_outside(policy: &Policy) -> Vec<OpenOutside> {
+    let roots: Vec<(u64, u64)> = policy
+        .root_ids()
+        .iter()
+        .map(|r| (r.id.dev, r.id.ino))
+        .collect();
+    let mut fds = vec![0, 1, 2];
+    fds.extend(policy.keep_fds().iter().copied().filter(|&fd| fd > 2));
+    fds.into_iter().filter_map(|fd| judge(fd, &roots)).collect()
+}
+
+/// `Some` when `fd` is open and its object is not shown to be private or beneath a root.
+fn judge(fd: i32, roots: &[(u64, u64)]) -> Option<OpenOutside> {
+    let st = fstat(fd)?;
+    if private_filesystem(fd) {
+        return None;
+    }
+    let kind = kind_of(fd, &st);
+    let beneath = match kind {
+        DescriptorKind::Directory => walks_into_root(fd, roots),
+        _ => parent_of(fd, &st).is_some_and(|dir| walks_into_root(dir.as_raw_fd(), roots)),
+    };
+    (!beneath).then_some(OpenOutside { fd, kind })
+}
+
+fn fstat(fd: i32) -> Option<libc::stat> {
+    // SAFETY: a plain C struct, for which all zeroes is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat fills the struct it is given; an unopened `fd` is an error.
+    let r = unsafe { libc::fstat(fd, &mut st) };
+    (r == 0).then_some(st)
+}
+
+/// Whether `fd` is on a filesystem of private inodes. A descriptor whose filesystem
+/// cannot be told is not.
+fn private_filesystem(fd: i32) -> bool {
+    // SAFETY: a plain C struct, for which all zeroes is a valid value.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatfs fills the struct it is given.
+    if unsafe { libc::fstatfs(fd, &mut fs) } != 0 {
+        return false;
+    }
+    PRIVATE_FILESYSTEMS.contains(&(fs.f_type as i64))
+}
+
+fn kind_of(fd: i32, st: &libc::stat) -> DescriptorKind {
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFDIR => DescriptorKind::Directory,
+        libc::S_IFIFO => DescriptorKind::Fifo,
+        // SAFETY: isatty only queries the descriptor.
+        libc::S_IFCHR if unsafe { libc::isatty(fd) } == 1 => DescriptorKind::Terminal,
+        libc::S_IFCHR | libc::S_IFBLK => DescriptorKind::Device,
+        _ => DescriptorKind::File,
+    }
+}
+
+/// The directory holding the object `fd` refers to, when the name the kernel gives for
+/// it still leads to that very object (same device and inode): `None` for a deleted
+/// file, a name outside this mount namespace's view, or one that changed.
+fn parent_of(fd: i32, st: &libc::stat) -> Option<OwnedFd> {
+    let path = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+    let (parent, name) = (path.parent()?, path.file_name()?);
+    if !path.is_absolute() {
+        return None;
+    }
+    let dir = open_path(libc::AT_FDCWD, parent)?;
+    let entry = stat_at(dir.as_raw_fd(), Path::new(name))?;
+    (entry.st_dev == st.st_dev && entry.st_ino == st.st_ino).then_some(dir)
+}
+
+/// Whether `dir` or a directory above it (by `..`) is one of `roots`.
+fn walks_into_root(dir: i32, roots: &[(u64, u64)]) -> bool {
+    let Some(mut here) = open_path(dir, Path::new(".")) else {
+        return false;
+    };
+    for _ in 0..MAX_DEPTH {
+        let Some(st) = fstat(here.as_raw_fd()) else {
+            return false;
+        };
+        let id = (st.st_dev, st.st_ino);
+        if roots.contains(&id) {
+            return true;
+        }
+        let Some(up) = open_path(here.as_raw_fd(), Path::new("..")) else {
+            return false;
+        };
+        // `/` is its own parent.
+        if fstat(up.as_raw_fd()).is_some_and(|p| (p.st_dev, p.st_ino) == id) {
+            return false;
+        }
+        here = up;
+    }
+    false
+}
+
+/// An `O_PATH` descriptor of the directory `path` relative to `dir`.
+fn open_path(dir: i32, path: &Path) -> Option<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    // SAFETY: openat reads a NUL-terminated path alive for the call and returns a new
+    // descriptor or -1.
+    let fd = unsafe { libc::openat(dir, c.as_ptr(), flags) };
+    // SAFETY: a non-negative return is a descriptor this process now owns.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fstatat` of `name` in `dir`, without following a link.
+fn stat_at(dir: i32, name: &Path) -> Option<libc::stat> {
+    let c = CString::new(name.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a plain C struct, for which all zeroes is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatat reads a NUL-terminated name alive for the call and fills the struct.
+    let r = unsafe { libc::fstatat(dir, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    (r == 0).then_some(st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::PathBuf;
+
+    fn root(path: &Path) -> Vec<(u64, u64)> {
+        let m = std::fs::metadata(path).unwrap();
+        vec![(m.dev(), m.ino())]
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("stockade-fds-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("root/deep")).unwrap();
+        std::fs::create_dir_all(dir.join("outside")).unwrap();
+        dir
+    }
+
+    #[test]
+    fn files_and_directories_beneath_a_root_are_fine_and_others_named() {
+        let dir = scratch("judge");
+        let roots = root(&dir.join("root"));
+        let inside = std::fs::File::create(dir.join("root/deep/f")).unwrap();
+        let outside = std::fs::File::create(dir.join("outside/f")).unwrap();
+        let inside_dir = std::fs::File::open(dir.join("root/deep")).unwrap();
+        let outside_dir = std::fs::File::open(dir.join("outside")).unwrap();
+        assert_eq!(judge(inside.as_raw_fd(), &roots), None);
+        assert_eq!(judge(inside_dir.as_raw_fd(), &roots), None);
+        let named = judge(outside.as_raw_fd(), &roots).unwrap();
+        assert_eq!(named.kind, DescriptorKind::File);
+        let named = judge(outside_dir.as_raw_fd(), &roots).unwrap();
+        assert_eq!(named.kind, DescriptorKind::Directory);
+        // A file inside that is gone has no name to show where it was: named.
+        std::fs::remove_file(dir.join("root/deep/f")).unwrap();
+        assert!(judge(inside.as_raw_fd(), &roots).is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn pipes_and_sockets_are_private_and_devices_are_named() {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        assert_eq!(judge(r.as_raw_fd(), &[]), None);
+        assert_eq!(judge(w.as_raw_fd(), &[]), None);
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert_eq!(judge(a.as_raw_fd(), &[]), None);
+        // Opened read-only and never changed: a test only looks at it.
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let named = judge(null.as_raw_fd(), &[]).unwrap();
+        assert_eq!(named.kind, DescriptorKind::Device);
+        // Not open: nothing to name.
+        assert_eq!(judge(9999, &[]), None);
+    }
+}

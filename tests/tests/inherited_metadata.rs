@@ -1,0 +1,216 @@
+//! Metadata through the descriptors a command inherits. Under the namespace stage,
+//! everything outside the writable roots is a read-only mount, but stdin, stdout, stderr
+//! and `--keep-fd` descriptors were opened by the caller on its own read-write mounts:
+//! through them the command could change the mode, owner and times of what they refer
+//! to. The runner names every such descriptor in its status record, and the run is then
+//! `partial`, not `full` (`metadataOpen` in `stockade run --json` and `classify`).
+//!
+//! Safety: every descriptor given to a command here is on a file or terminal this test
+//! made itself, never on `/dev/null` or a real terminal with a command that changes it.
+
+mod support;
+use serde_json::{Value, json};
+use std::os::fd::IntoRawFd;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use support::*;
+
+/// `stockade run --json -- sh -c SCRIPT` in `fx` with `stdin`.
+fn run_with_stdin(fx: &Fixture, stdin: Stdio, script: &str) -> Value {
+    let (out, json) = run_json(
+        fx.stockade(["run", "--json", "--", "sh", "-c", script])
+            .stdin(stdin),
+    );
+    assert_code(&out, 0);
+    json
+}
+
+/// `stockade classify` of a ConfinedArgv whose argv exited 0.
+fn classify_ok(fx: &Fixture, confined: &Value) -> Value {
+    let file = fx.root.join(format!("confined-{}.json", unique_tag("c")));
+    std::fs::write(&file, confined.to_string()).unwrap();
+    let out = fx
+        .stockade(["classify", "--confined"])
+        .arg(&file)
+        .args(["--exit-code", "0"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    serde_json::from_slice(&out.stdout).expect("classify prints JSON")
+}
+
+/// Spawns a ConfinedArgv as an executor would, with `stdin` and pipes for stdout and
+/// stderr; returns its exit code.
+fn spawn_with_stdin(confined: &Value, stdin: Stdio) -> Option<i32> {
+    let argv = confined_argv(confined);
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(stdin)
+        .env_remove("TMPDIR")
+        .output()
+        .unwrap()
+        .status
+        .code()
+}
+
+/// Makes `file` the command's descriptor `fd` (besides stdin, stdout and stderr).
+fn with_fd(cmd: &mut Command, file: std::fs::File, fd: i32) {
+    let raw = file.into_raw_fd();
+    // SAFETY: dup2 and fcntl on descriptors are async-signal-safe and touch no memory.
+    unsafe {
+        cmd.pre_exec(move || {
+            let r = if raw == fd {
+                libc::fcntl(fd, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(raw, fd)
+            };
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A pseudo-terminal pair of this test's own: the controller and the terminal end.
+fn private_terminal() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: posix_openpt returns a new descriptor or -1; grantpt/unlockpt/ptsname_r
+    // act on it; ptsname_r writes a NUL-terminated name into the buffer given.
+    unsafe {
+        let controller = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(controller >= 0, "posix_openpt");
+        assert_eq!(libc::grantpt(controller), 0);
+        assert_eq!(libc::unlockpt(controller), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(
+            libc::ptsname_r(controller, name.as_mut_ptr(), name.len()),
+            0
+        );
+        let controller = std::fs::File::from_raw_fd(controller);
+        let path = std::ffi::CStr::from_ptr(name.as_ptr()).to_str().unwrap();
+        let terminal = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags_noctty()
+            .open(path)
+            .unwrap();
+        (controller, terminal)
+    }
+}
+
+trait NoCtty {
+    fn custom_flags_noctty(&mut self) -> &mut Self;
+}
+
+impl NoCtty for std::fs::OpenOptions {
+    fn custom_flags_noctty(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(libc::O_NOCTTY)
+    }
+}
+
+#[test]
+fn a_descriptor_on_a_file_outside_the_roots_is_named_and_the_run_is_partial() {
+    let fx = Fixture::staged();
+    let outside = fx.outside.join("stdin-file");
+    std::fs::write(&outside, "x\n").unwrap();
+
+    // stockade run: stdin on a file outside every writable root.
+    let stdin = std::fs::File::open(&outside).unwrap();
+    let json = run_with_stdin(&fx, stdin.into(), "cat >/dev/null");
+    assert_eq!(json["sandbox"]["enforcement"], "partial", "{json}");
+    assert_eq!(
+        json["sandbox"]["metadataOpen"],
+        json!([{"fd": 0, "kind": "file"}]),
+        "{json}"
+    );
+
+    // The confine path: an executor spawns the argv; classify reads the record.
+    let c = fx.confine(&["--", "true"]);
+    assert_eq!(c["enforcement"], "full", "{c}");
+    let stdin = std::fs::File::open(&outside).unwrap();
+    assert_eq!(spawn_with_stdin(&c, stdin.into()), Some(0));
+    let v = classify_ok(&fx, &c);
+    assert_eq!(v["enforcement"], "partial", "{v}");
+    assert_eq!(v["metadataOpen"], json!([{"fd": 0, "kind": "file"}]), "{v}");
+
+    // A kept descriptor on a directory outside, and a terminal of this test's own.
+    let (_controller, terminal) = private_terminal();
+    let mut cmd = fx.stockade(["run", "--json", "--keep-fd", "5", "--", "true"]);
+    cmd.stdin(terminal);
+    with_fd(&mut cmd, std::fs::File::open(&fx.outside).unwrap(), 5);
+    let (out, json) = run_json(&mut cmd);
+    assert_code(&out, 0);
+    assert_eq!(
+        json["sandbox"]["metadataOpen"],
+        json!([{"fd": 0, "kind": "terminal"}, {"fd": 5, "kind": "directory"}]),
+        "{json}"
+    );
+    assert_eq!(json["sandbox"]["enforcement"], "partial", "{json}");
+}
+
+#[test]
+fn pipes_files_in_the_workspace_and_a_null_stdin_keep_metadata_enforced() {
+    let fx = Fixture::staged();
+    let inside = fx.ws.join("stdin-file");
+    std::fs::write(&inside, "x\n").unwrap();
+    let inside_dir = std::fs::File::open(&fx.ws).unwrap();
+    // stdin: a file beneath the workspace, a pipe, /dev/null (read only: the command
+    // given it never changes anything), each with stdout and stderr pipes (--json).
+    for (what, stdin) in [
+        (
+            "file inside",
+            Stdio::from(std::fs::File::open(&inside).unwrap()),
+        ),
+        ("pipe", Stdio::piped()),
+        ("null", Stdio::null()),
+    ] {
+        let mut cmd = fx.stockade(["run", "--json", "--keep-fd", "5", "--", "true"]);
+        cmd.stdin(stdin);
+        with_fd(&mut cmd, inside_dir.try_clone().unwrap(), 5);
+        let (out, json) = run_json(&mut cmd);
+        assert_code(&out, 0);
+        assert_eq!(json["sandbox"]["enforcement"], "full", "{what}: {json}");
+        assert!(
+            json["sandbox"].get("metadataOpen").is_none(),
+            "{what}: {json}"
+        );
+    }
+    // The confine path with the executor's usual stdin.
+    let c = fx.confine(&["--", "true"]);
+    assert_eq!(spawn_with_stdin(&c, Stdio::null()), Some(0));
+    let v = classify_ok(&fx, &c);
+    assert_eq!(v["enforcement"], "full", "{v}");
+    assert!(v.get("metadataOpen").is_none(), "{v}");
+}
+
+#[test]
+fn without_the_stage_nothing_is_named_since_metadata_is_not_held_anyway() {
+    // The runner looks only where the mounts would hold metadata: here the guarantee is
+    // already unavailable (and the run partial) whatever the descriptors are.
+    let fx = Fixture::new();
+    let outside = fx.outside.join("stdin-file");
+    std::fs::write(&outside, "x\n").unwrap();
+    let json = run_with_stdin(&fx, std::fs::File::open(&outside).unwrap().into(), "true");
+    assert_eq!(json["sandbox"]["enforcement"], "partial", "{json}");
+    assert!(json["sandbox"].get("metadataOpen").is_none(), "{json}");
+}
+
+#[test]
+fn a_null_stdin_still_reads_as_empty_and_output_still_flows() {
+    let fx = Fixture::staged();
+    // What commands do with their stdio keeps working: read to end of file, write.
+    let script = "cat; if read line; then echo got; else echo eof; fi; echo out; echo err >&2";
+    let json = run_with_stdin(&fx, Stdio::null(), script);
+    assert_eq!(json["stdout"]["text"], "eof\nout\n", "{json}");
+    assert_eq!(json["stderr"]["text"], "err\n", "{json}");
+    // A workspace file as stdin is read as it is.
+    std::fs::write(fx.ws.join("in"), "line\n").unwrap();
+    let json = run_with_stdin(
+        &fx,
+        std::fs::File::open(fx.ws.join("in")).unwrap().into(),
+        "cat",
+    );
+    assert_eq!(json["stdout"]["text"], "line\n", "{json}");
+}
