@@ -5,7 +5,9 @@
 //! A descriptor is fine when its object is private (a pipe, socket or anonymous inode)
 //! or lies beneath a writable root: found by walking `..` up from its directory and
 //! comparing each ancestor's device and inode with the roots', never by comparing path
-//! strings. Anything that cannot be shown to be fine is named.
+//! strings. A named pipe, a pseudo-terminal or a harmless device outside the roots is
+//! opened again through the read-only mounts and put in place of the caller's
+//! descriptor; anything else that cannot be shown to be fine is named.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -25,29 +27,97 @@ const PRIVATE_FILESYSTEMS: [i64; 4] = [
 /// How far up a directory walk goes before giving up (deeper trees are named).
 const MAX_DEPTH: usize = 4096;
 
-/// Puts an empty pipe whose writer is gone in place of a stdin on the machine's
-/// `/dev/null`: reads give end of file either way, but through `/dev/null` itself the
-/// command could change the device's mode for every user (`chmod 0600 /proc/self/fd/0`).
-/// Executors commonly spawn with that stdin. Where the pipe cannot be made, stdin stays
-/// as it was, and is then named like any other.
-pub fn replace_null_stdin() {
-    let is_null = |st: &libc::stat| {
-        st.st_mode & libc::S_IFMT == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3)
+/// Devices that are safe to open a second time (opening them has no effect of its own):
+/// `/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random`, `/dev/urandom`. A cloning or
+/// arming device (`/dev/ptmx`, `/dev/tty`, a watchdog, `/dev/net/tun`) never is.
+const REOPENABLE_DEVICES: [(u32, u32); 5] = [(1, 3), (1, 5), (1, 7), (1, 8), (1, 9)];
+/// Pseudo-terminal ends (`/dev/pts/N`): majors 136 to 143.
+const PTS_MAJORS: std::ops::RangeInclusive<u32> = 136..=143;
+
+/// Opens each of `open` that is a named pipe, a harmless device or a pseudo-terminal
+/// again, by the name the kernel gives it, through this process's mounts (the namespace
+/// stage's: read-only outside the writable roots), and puts that descriptor in its place:
+/// the same object with the same status flags, on which every metadata change is
+/// `EROFS`, through the descriptor and through `/proc/self/fd/N` alike. Returns those
+/// left as they were (a regular file, whose offset the caller shares; anything whose
+/// new descriptor is not the same object on a read-only mount).
+///
+/// Called before Landlock: a device opened afterwards would be refused for writing, and
+/// its ioctls (terminal modes) governed, where the caller's descriptor was not.
+pub fn reopen_read_only(open: Vec<OpenOutside>) -> Vec<OpenOutside> {
+    open.into_iter().filter(|o| !reopen(o.fd)).collect()
+}
+
+/// Whether `fd` now refers to its object through a read-only mount.
+fn reopen(fd: i32) -> bool {
+    let Some(st) = fstat(fd) else {
+        return false;
     };
-    if !fstat(0).is_some_and(|st| is_null(&st)) {
-        return;
+    if !reopenable(&st) {
+        return false;
     }
-    let mut ends = [-1; 2];
-    // SAFETY: pipe2 writes two descriptors into the array; each is closed below (the
-    // read end once duplicated onto 0, which dup2 leaves without close-on-exec).
-    unsafe {
-        if libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-            return;
+    let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
+        return false;
+    };
+    let Some(new) = open_again(fd, &path) else {
+        return false;
+    };
+    let same = fstat(new.as_raw_fd())
+        .is_some_and(|n| (n.st_dev, n.st_ino, n.st_rdev) == (st.st_dev, st.st_ino, st.st_rdev));
+    if !same || !read_only_mount(new.as_raw_fd()) {
+        return false;
+    }
+    // SAFETY: dup2 onto a descriptor this process holds; the new one is then closed
+    // when `new` drops. dup2 leaves `fd` without close-on-exec, as it was.
+    unsafe { libc::dup2(new.as_raw_fd(), fd) == fd }
+}
+
+fn reopenable(st: &libc::stat) -> bool {
+    let (major, minor) = (libc::major(st.st_rdev), libc::minor(st.st_rdev));
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFIFO => true,
+        libc::S_IFCHR => {
+            REOPENABLE_DEVICES.contains(&(major, minor)) || PTS_MAJORS.contains(&major)
         }
-        libc::close(ends[1]);
-        libc::dup2(ends[0], 0);
-        libc::close(ends[0]);
+        _ => false,
     }
+}
+
+/// `path` opened with `fd`'s access mode and status flags, never as a controlling
+/// terminal, without following a link in its last component. Non-blocking while it
+/// opens (a named pipe opened for writing would wait for a reader), then as `fd` was.
+fn open_again(fd: i32, path: &Path) -> Option<OwnedFd> {
+    if !path.is_absolute() {
+        return None;
+    }
+    let c = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: F_GETFL only reads the status flags of `fd`.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return None;
+    }
+    let kept = flags & (libc::O_ACCMODE | libc::O_APPEND | libc::O_NONBLOCK);
+    let open_flags = kept | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: open reads a NUL-terminated path alive for the call; a non-negative
+    // return is a descriptor this process now owns.
+    let new = unsafe { libc::open(c.as_ptr(), open_flags) };
+    if new < 0 {
+        return None;
+    }
+    // SAFETY: as above.
+    let new = unsafe { OwnedFd::from_raw_fd(new) };
+    // SAFETY: F_SETFL only sets status flags of the descriptor just opened.
+    let r = unsafe { libc::fcntl(new.as_raw_fd(), libc::F_SETFL, kept) };
+    (r == 0).then_some(new)
+}
+
+/// Whether `fd`'s mount is read-only.
+fn read_only_mount(fd: i32) -> bool {
+    // SAFETY: a plain C struct, for which all zeroes is a valid value.
+    let mut vfs: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatvfs fills the struct it is given.
+    let r = unsafe { libc::fstatvfs(fd, &mut vfs) };
+    r == 0 && vfs.f_flag & libc::ST_RDONLY != 0
 }
 
 /// The target's descriptors (0, 1, 2 and `--keep-fd` ones) through which it could change

@@ -208,6 +208,8 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     // With the network by name under the stage, the command's network namespace holds
     // the network (a stage that did not run is refused below, before anything starts).
     let netns = request.promised.namespaces && policy.domains().is_some();
+    // Before Landlock, which would govern the descriptors opened again here.
+    let metadata_open = metadata_open(policy, staged);
     let landlock_abi = ruleset::restrict(policy, netns, staged)?;
     caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
@@ -216,7 +218,6 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
         seccomp: true,
         namespaces: staged,
     };
-    let metadata_open = metadata_open(policy, &achieved);
     seccomp::install(&filter)?;
     // Judge what the kernel actually gave, with the same rules the launcher used to
     // report enforcement to the executor. Reaching here means the filter is installed.
@@ -247,17 +248,17 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
 }
 
 /// The inherited descriptors through which the target could change metadata outside the
-/// writable roots, where the mounts hold it otherwise: empty when `metadata` is not held
-/// anyway, or is held by the filter refusing every metadata call (read-only mode).
-fn metadata_open(policy: &stockade_policy::Policy, achieved: &KernelFacts) -> Vec<OpenOutside> {
-    let asks = Asks::of(policy);
-    let held_by_mounts = guarantees::Guarantee::Metadata.needs(&asks) == Feature::Namespaces
-        && guarantees::enforced(&asks, achieved).contains(&guarantees::Guarantee::Metadata);
+/// writable roots, where the stage's mounts hold it otherwise (`staged`, workspace-write):
+/// empty when `metadata` is not held anyway, or is held by the filter refusing every
+/// metadata call (read-only mode). Those that can be are opened again through the
+/// read-only mounts first, and are then held like any path.
+fn metadata_open(policy: &stockade_policy::Policy, staged: bool) -> Vec<OpenOutside> {
+    let held_by_mounts =
+        guarantees::Guarantee::Metadata.needs(&Asks::of(policy)) == Feature::Namespaces && staged;
     if !held_by_mounts {
         return Vec::new();
     }
-    descriptors::replace_null_stdin();
-    descriptors::open_outside(policy)
+    descriptors::reopen_read_only(descriptors::open_outside(policy))
 }
 
 /// Enters the request's working directory, or checks the inherited one. An inherited

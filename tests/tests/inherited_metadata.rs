@@ -2,8 +2,10 @@
 //! everything outside the writable roots is a read-only mount, but stdin, stdout, stderr
 //! and `--keep-fd` descriptors were opened by the caller on its own read-write mounts:
 //! through them the command could change the mode, owner and times of what they refer
-//! to. The runner names every such descriptor in its status record, and the run is then
-//! `partial`, not `full` (`metadataOpen` in `stockade run --json` and `classify`).
+//! to. The runner opens a device, terminal or named pipe there again through the stage's
+//! read-only mounts (every metadata change is then `EROFS`), and names any other such
+//! descriptor in its status record: the run is then `partial`, not `full`
+//! (`metadataOpen` in `stockade run --json` and `classify`).
 //!
 //! Safety: every descriptor given to a command here is on a file or terminal this test
 //! made itself, never on `/dev/null` or a real terminal with a command that changes it.
@@ -116,13 +118,17 @@ fn a_descriptor_on_a_file_outside_the_roots_is_named_and_the_run_is_partial() {
     let outside = fx.outside.join("stdin-file");
     std::fs::write(&outside, "x\n").unwrap();
 
-    // stockade run: stdin on a file outside every writable root.
-    let stdin = std::fs::File::open(&outside).unwrap();
-    let json = run_with_stdin(&fx, stdin.into(), "cat >/dev/null");
+    // stockade run: stdin on a file outside every writable root, and a kept descriptor
+    // on a directory outside.
+    let mut cmd = fx.stockade(["run", "--json", "--keep-fd", "5", "--", "true"]);
+    cmd.stdin(std::fs::File::open(&outside).unwrap());
+    with_fd(&mut cmd, std::fs::File::open(&fx.outside).unwrap(), 5);
+    let (out, json) = run_json(&mut cmd);
+    assert_code(&out, 0);
     assert_eq!(json["sandbox"]["enforcement"], "partial", "{json}");
     assert_eq!(
         json["sandbox"]["metadataOpen"],
-        json!([{"fd": 0, "kind": "file"}]),
+        json!([{"fd": 0, "kind": "file"}, {"fd": 5, "kind": "directory"}]),
         "{json}"
     );
 
@@ -134,20 +140,121 @@ fn a_descriptor_on_a_file_outside_the_roots_is_named_and_the_run_is_partial() {
     let v = classify_ok(&fx, &c);
     assert_eq!(v["enforcement"], "partial", "{v}");
     assert_eq!(v["metadataOpen"], json!([{"fd": 0, "kind": "file"}]), "{v}");
+}
 
-    // A kept descriptor on a directory outside, and a terminal of this test's own.
-    let (_controller, terminal) = private_terminal();
-    let mut cmd = fx.stockade(["run", "--json", "--keep-fd", "5", "--", "true"]);
-    cmd.stdin(terminal);
-    with_fd(&mut cmd, std::fs::File::open(&fx.outside).unwrap(), 5);
-    let (out, json) = run_json(&mut cmd);
-    assert_code(&out, 0);
-    assert_eq!(
-        json["sandbox"]["metadataOpen"],
-        json!([{"fd": 0, "kind": "terminal"}, {"fd": 5, "kind": "directory"}]),
-        "{json}"
+/// What the command's `attack fd-metadata 0 600` (fchmod, fchown, futimens on stdin)
+/// answered under `stockade run` with `flags`, and the run's `sandbox` object.
+fn fd_metadata_on(fx: &Fixture, flags: &[&str], stdin: std::fs::File) -> (String, Value) {
+    let mut cmd = fx.stockade(["run", "--json"]);
+    cmd.args(flags)
+        .arg("--")
+        .arg(bin("attack"))
+        .args(["fd-metadata", "0", "600"])
+        .stdin(stdin);
+    let (_, json) = run_json(&mut cmd);
+    let answer = json["stdout"]["text"].as_str().unwrap().trim().to_string();
+    (answer, json["sandbox"].clone())
+}
+
+fn mode_and_mtime(p: &std::path::Path) -> (u32, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).unwrap();
+    (m.mode() & 0o7777, m.mtime())
+}
+
+/// Objects of this test's own outside the roots that the runner opens again read-only: a
+/// pseudo-terminal, a named pipe, and (as root, who may make one) a private device node
+/// with `/dev/null`'s numbers. Each with the path whose mode must not change.
+fn reopenable_objects(fx: &Fixture) -> Vec<(&'static str, std::path::PathBuf, std::fs::File)> {
+    let mut out = Vec::new();
+    let (controller, terminal) = private_terminal();
+    let pts = std::fs::read_link(format!("/proc/self/fd/{}", {
+        use std::os::fd::AsRawFd;
+        terminal.as_raw_fd()
+    }))
+    .unwrap();
+    std::mem::forget(controller); // the terminal end stays usable while the test runs
+    out.push(("terminal", pts, terminal));
+    let fifo = fx.outside.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    // Read and write: opening does not wait for the other end.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    out.push(("fifo", fifo, f));
+    let node = fx.outside.join("null-node");
+    let c = std::ffi::CString::new(node.to_str().unwrap()).unwrap();
+    // SAFETY: mknod reads a NUL-terminated path; a private node with /dev/null's numbers.
+    if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) } == 0 {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&node)
+            .unwrap();
+        out.push(("device", node, f));
+    }
+    out
+}
+
+#[test]
+fn metadata_through_a_device_terminal_or_fifo_outside_the_roots_is_read_only() {
+    let fx = Fixture::staged();
+    for (what, path, file) in reopenable_objects(&fx) {
+        let before = mode_and_mtime(&path);
+        let (answer, sandbox) = fd_metadata_on(&fx, &[], file.try_clone().unwrap());
+        assert_eq!(answer, "errno EROFS", "{what}: {sandbox}");
+        assert_eq!(sandbox["enforcement"], "full", "{what}: {sandbox}");
+        assert!(sandbox.get("metadataOpen").is_none(), "{what}: {sandbox}");
+        // The same through the descriptor's name in /proc.
+        let (out, json) = run_json(
+            fx.stockade([
+                "run",
+                "--json",
+                "--",
+                "sh",
+                "-c",
+                "chmod 600 /proc/self/fd/0 || echo refused",
+            ])
+            .stdin(file.try_clone().unwrap()),
+        );
+        assert_code(&out, 0);
+        assert_eq!(json["stdout"]["text"], "refused\n", "{what}: {json}");
+        assert_eq!(mode_and_mtime(&path), before, "{what} changed");
+    }
+}
+
+#[test]
+fn without_the_stage_or_unconfined_metadata_through_them_changes() {
+    // The controls: without the stage's read-only mounts (metadata is reported
+    // unavailable there) and unconfined, the very same calls change this test's objects.
+    for flags in [&["--no-stage"][..], &["--mode", "danger-full-access"]] {
+        let fx = Fixture::staged();
+        for (what, path, file) in reopenable_objects(&fx) {
+            let (answer, _) = fd_metadata_on(&fx, flags, file);
+            assert_eq!(answer, "ok", "{what} {flags:?}");
+            assert_eq!(mode_and_mtime(&path).0, 0o600, "{what} {flags:?}");
+        }
+    }
+}
+
+#[test]
+fn a_terminal_opened_again_still_reads_writes_and_takes_modes() {
+    use std::io::Write;
+    let fx = Fixture::staged();
+    let (mut controller, terminal) = private_terminal();
+    controller.write_all(b"typed\n").unwrap();
+    let script = "test -t 0 && stty -echo && stty echo && head -n 1 && echo tty-ok";
+    let (out, json) = run_json(
+        fx.stockade(["run", "--json", "--", "sh", "-c", script])
+            .stdin(terminal),
     );
-    assert_eq!(json["sandbox"]["enforcement"], "partial", "{json}");
+    assert_code(&out, 0);
+    assert_eq!(json["stdout"]["text"], "typed\ntty-ok\n", "{json}");
+    assert_eq!(json["sandbox"]["enforcement"], "full", "{json}");
 }
 
 #[test]

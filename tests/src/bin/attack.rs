@@ -27,6 +27,7 @@ fn errno_name(e: i32) -> String {
         libc::EPROTONOSUPPORT => "EPROTONOSUPPORT",
         libc::EOPNOTSUPP => "EOPNOTSUPP",
         libc::EIO => "EIO",
+        libc::EROFS => "EROFS",
         _ => return format!("E{e}"),
     };
     name.to_string()
@@ -500,6 +501,23 @@ fn fchmod_path(path: &str, mode: u32) -> ! {
     report(unsafe { libc::syscall(libc::SYS_fchmod, fd, mode) })
 }
 
+/// Through the inherited descriptor `fd` itself: `fchmod` to `mode`, `fchown` to the
+/// caller's own uid and gid, `futimens` to now; the first failure is reported.
+fn fd_metadata(fd: i32, mode: u32) -> ! {
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    must(unsafe { libc::syscall(libc::SYS_fchmod, fd, mode) });
+    must(unsafe { libc::syscall(libc::SYS_fchown, fd, uid, gid) });
+    report(unsafe {
+        libc::syscall(
+            libc::SYS_utimensat,
+            fd,
+            std::ptr::null::<u8>(),
+            std::ptr::null::<u8>(),
+            0,
+        )
+    })
+}
+
 /// Changes the owner to the caller's own uid and gid (allowed to any owner).
 fn chown_self(path: &str) -> ! {
     let p = c(path);
@@ -940,6 +958,7 @@ fn main() {
         // Metadata.
         "chmod" => chmod_path(arg(&args, 1), octal(&args, 2)),
         "fchmod" => fchmod_path(arg(&args, 1), octal(&args, 2)),
+        "fd-metadata" => fd_metadata(num(&args, 1), octal(&args, 2)),
         "chown-self" => chown_self(arg(&args, 1)),
         "touch" => touch(arg(&args, 1)),
         "setxattr" => setxattr(arg(&args, 1), arg(&args, 2)),
