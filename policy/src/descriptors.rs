@@ -5,7 +5,7 @@
 //! (stdin, stdout, stderr, `--keep-fd`) is on the caller's own read-write mount: through
 //! it (`fchmod`, `fchown`, `futimens`, `chmod /proc/self/fd/N`) the command changes the
 //! real file, device or terminal whatever the mounts say. The runner looks at every
-//! descriptor the command will hold before it applies Landlock: a terminal, a named pipe
+//! descriptor the command will hold before it applies Landlock: a directory, a terminal, a named pipe
 //! or a harmless device (`/dev/null`) outside the roots it opens again through the
 //! stage's read-only mounts, where every metadata change is `EROFS`; any other whose
 //! object is not beneath a writable root is named in the status record, and the run is

@@ -5,7 +5,7 @@
 //! A descriptor is fine when its object is private (a pipe, socket or anonymous inode)
 //! or lies beneath a writable root: found by walking `..` up from its directory and
 //! comparing each ancestor's device and inode with the roots', never by comparing path
-//! strings. A named pipe, a pseudo-terminal or a harmless device outside the roots is
+//! strings. A directory, a named pipe, a pseudo-terminal or a harmless device outside the roots is
 //! opened again through the read-only mounts and put in place of the caller's
 //! descriptor; anything else that cannot be shown to be fine is named.
 
@@ -34,8 +34,8 @@ const REOPENABLE_DEVICES: [(u32, u32); 5] = [(1, 3), (1, 5), (1, 7), (1, 8), (1,
 /// Pseudo-terminal ends (`/dev/pts/N`): majors 136 to 143.
 const PTS_MAJORS: std::ops::RangeInclusive<u32> = 136..=143;
 
-/// Opens each of `open` that is a named pipe, a harmless device or a pseudo-terminal
-/// again, by the name the kernel gives it, through this process's mounts (the namespace
+/// Opens each of `open` that is a directory, a named pipe, a harmless device or a
+/// pseudo-terminal again, by the name the kernel gives it, through this process's mounts (the namespace
 /// stage's: read-only outside the writable roots), and puts that descriptor in its place:
 /// the same object with the same status flags, on which every metadata change is
 /// `EROFS`, through the descriptor and through `/proc/self/fd/N` alike. Returns those
@@ -75,7 +75,7 @@ fn reopen(fd: i32) -> bool {
 fn reopenable(st: &libc::stat) -> bool {
     let (major, minor) = (libc::major(st.st_rdev), libc::minor(st.st_rdev));
     match st.st_mode & libc::S_IFMT {
-        libc::S_IFIFO => true,
+        libc::S_IFIFO | libc::S_IFDIR => true,
         libc::S_IFCHR => {
             REOPENABLE_DEVICES.contains(&(major, minor)) || PTS_MAJORS.contains(&major)
         }
@@ -96,7 +96,7 @@ fn open_again(fd: i32, path: &Path) -> Option<OwnedFd> {
     if flags < 0 {
         return None;
     }
-    let kept = flags & (libc::O_ACCMODE | libc::O_APPEND | libc::O_NONBLOCK);
+    let kept = flags & (libc::O_ACCMODE | libc::O_APPEND | libc::O_NONBLOCK | libc::O_PATH);
     let open_flags = kept | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: open reads a NUL-terminated path alive for the call; a non-negative
     // return is a descriptor this process now owns.

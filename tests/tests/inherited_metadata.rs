@@ -118,17 +118,21 @@ fn a_descriptor_on_a_file_outside_the_roots_is_named_and_the_run_is_partial() {
     let outside = fx.outside.join("stdin-file");
     std::fs::write(&outside, "x\n").unwrap();
 
-    // stockade run: stdin on a file outside every writable root, and a kept descriptor
-    // on a directory outside.
+    // stockade run: stdin on a file outside every writable root (its offset is the
+    // caller's too, so it is not opened again), and a kept descriptor on a writable file
+    // outside (opening it again through a read-only mount could not write).
+    let log = fx.outside.join("log");
+    std::fs::write(&log, "").unwrap();
     let mut cmd = fx.stockade(["run", "--json", "--keep-fd", "5", "--", "true"]);
     cmd.stdin(std::fs::File::open(&outside).unwrap());
-    with_fd(&mut cmd, std::fs::File::open(&fx.outside).unwrap(), 5);
+    let log_file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    with_fd(&mut cmd, log_file, 5);
     let (out, json) = run_json(&mut cmd);
     assert_code(&out, 0);
     assert_eq!(json["sandbox"]["enforcement"], "partial", "{json}");
     assert_eq!(
         json["sandbox"]["metadataOpen"],
-        json!([{"fd": 0, "kind": "file"}, {"fd": 5, "kind": "directory"}]),
+        json!([{"fd": 0, "kind": "file"}, {"fd": 5, "kind": "file"}]),
         "{json}"
     );
 
@@ -163,10 +167,13 @@ fn mode_and_mtime(p: &std::path::Path) -> (u32, i64) {
 }
 
 /// Objects of this test's own outside the roots that the runner opens again read-only: a
-/// pseudo-terminal, a named pipe, and (as root, who may make one) a private device node
-/// with `/dev/null`'s numbers. Each with the path whose mode must not change.
+/// directory, a pseudo-terminal, a named pipe, and (as root, who may make one) a private
+/// device node with `/dev/null`'s numbers. Each with the path whose mode must not change.
 fn reopenable_objects(fx: &Fixture) -> Vec<(&'static str, std::path::PathBuf, std::fs::File)> {
     let mut out = Vec::new();
+    let dir = fx.outside.join("dir");
+    std::fs::create_dir(&dir).unwrap();
+    out.push(("directory", dir.clone(), std::fs::File::open(&dir).unwrap()));
     let (controller, terminal) = private_terminal();
     let pts = std::fs::read_link(format!("/proc/self/fd/{}", {
         use std::os::fd::AsRawFd;
@@ -201,7 +208,7 @@ fn reopenable_objects(fx: &Fixture) -> Vec<(&'static str, std::path::PathBuf, st
 }
 
 #[test]
-fn metadata_through_a_device_terminal_or_fifo_outside_the_roots_is_read_only() {
+fn metadata_through_a_directory_device_terminal_or_fifo_outside_the_roots_is_read_only() {
     let fx = Fixture::staged();
     for (what, path, file) in reopenable_objects(&fx) {
         let before = mode_and_mtime(&path);
