@@ -106,6 +106,10 @@ fn open_again(fd: i32, path: &Path) -> Option<OwnedFd> {
     }
     // SAFETY: as above.
     let new = unsafe { OwnedFd::from_raw_fd(new) };
+    if kept & libc::O_PATH != 0 {
+        // An `O_PATH` descriptor has no status flags to set (and refuses F_SETFL).
+        return Some(new);
+    }
     // SAFETY: F_SETFL only sets status flags of the descriptor just opened.
     let r = unsafe { libc::fcntl(new.as_raw_fd(), libc::F_SETFL, kept) };
     (r == 0).then_some(new)

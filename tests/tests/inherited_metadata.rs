@@ -232,6 +232,26 @@ fn metadata_through_a_directory_device_terminal_or_fifo_outside_the_roots_is_rea
         assert_eq!(json["stdout"]["text"], "refused\n", "{what}: {json}");
         assert_eq!(mode_and_mtime(&path), before, "{what} changed");
     }
+    // A kept `O_PATH` descriptor (no fchmod through it, but a chmod through its name).
+    use std::os::unix::fs::OpenOptionsExt;
+    let before = mode_and_mtime(&fx.outside);
+    let path_only = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(&fx.outside)
+        .unwrap();
+    let script = "chmod 700 /proc/self/fd/5 || echo refused";
+    let mut cmd = fx.stockade(["run", "--json", "--keep-fd", "5", "--", "sh", "-c", script]);
+    with_fd(&mut cmd, path_only, 5);
+    let (out, json) = run_json(&mut cmd);
+    assert_code(&out, 0);
+    assert_eq!(json["stdout"]["text"], "refused\n", "{json}");
+    assert_eq!(json["sandbox"]["enforcement"], "full", "{json}");
+    assert_eq!(
+        mode_and_mtime(&fx.outside),
+        before,
+        "the O_PATH directory changed"
+    );
 }
 
 #[test]
