@@ -118,7 +118,7 @@ fn top_page(cmd: &clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
     roff.control("TP", [])
         .text([bold("STOCKADE_RUNNER")])
         .text([roman(
-            "The runner to use. Otherwise stockade-runner next to the stockade executable, else /usr/libexec/stockade/stockade-runner.",
+            "The runner to use. Otherwise stockade-runner next to the stockade executable, else ../libexec/stockade/stockade-runner beside its bin directory, else /usr/libexec/stockade/stockade-runner.",
         )]);
     roff.control("TP", [])
         .text([bold("XDG_RUNTIME_DIR")])

@@ -710,3 +710,72 @@ pub fn domain_fixtures(name: &str) -> Vec<(Fixture, bool)> {
     }
     out
 }
+
+/// Why `uid` (with gid `uid` and no supplementary groups, as `setpriv --clear-groups`
+/// starts it) cannot reach each of `paths`, if it cannot: the first directory on the way
+/// that does not let it through. Asked of the kernel (a `test -x` run as that user), not
+/// worked out from mode bits, so ACLs and mounts answer as they will for the test.
+///
+/// A test that starts stockade as an ordinary user needs the binaries and its fixture
+/// within that user's reach; a checkout beneath `/root` (mode 0700) or a home of mode
+/// 0750 puts them out of it, and such a test says `SKIPPED (REASON): NAME` instead.
+/// The reason holds no parenthesis: `tests/unprivileged` reads it up to the first `)`.
+pub fn unreachable_by(uid: u32, paths: &[&Path]) -> Option<String> {
+    for path in paths {
+        // Each ancestor from the top, then the path itself.
+        let mut chain: Vec<&Path> = path.ancestors().collect();
+        chain.reverse();
+        let out = Command::new("setpriv")
+            .args([
+                &format!("--reuid={uid}"),
+                &format!("--regid={uid}"),
+                "--clear-groups",
+                "sh",
+                "-c",
+                r#"for p; do test -x "$p" || { printf '%s' "$p"; exit 1; }; done"#,
+                "sh",
+            ])
+            .args(&chain)
+            .stdin(Stdio::null())
+            .output();
+        let out = match out {
+            Ok(out) => out,
+            Err(e) => return Some(format!("cannot start setpriv to switch to uid {uid}: {e}")),
+        };
+        if out.status.success() {
+            continue;
+        }
+        let blocked = text(&out.stdout);
+        if blocked.is_empty() {
+            return Some(format!(
+                "cannot switch to uid {uid} with setpriv: {}",
+                text(&out.stderr).trim()
+            ));
+        }
+        use std::os::unix::fs::MetadataExt;
+        let how = std::fs::metadata(&blocked)
+            .map(|m| format!("mode {:04o}, owner uid {}", m.mode() & 0o7777, m.uid()))
+            .unwrap_or_else(|e| e.to_string());
+        return Some(format!(
+            "uid {uid} cannot reach {}: {blocked} does not let it through, {how}",
+            path.display()
+        ));
+    }
+    None
+}
+
+/// Copies a built binary to `dir/name` (creating `dir`), executable.
+pub fn copy_binary(from: &Path, dir: &Path, name: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let to = dir.join(name);
+    // Copied by another process: a descriptor open for writing in this one would be
+    // inherited by whatever a parallel test forks at that moment, and executing the copy
+    // would then fail with ETXTBSY ("Text file busy") until that child execs.
+    let st = std::process::Command::new("cp")
+        .arg(from)
+        .arg(&to)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp {} {}", from.display(), to.display());
+    to
+}
