@@ -15,7 +15,7 @@ use support::*;
 fn bash(fx: &Fixture, script: &str) -> Output {
     let path = format!(
         "{}:{}",
-        bin_dir().display(),
+        stockade_bin().parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let mut cmd = Command::new("bash");

@@ -25,8 +25,65 @@ pub fn bin(name: &str) -> PathBuf {
     );
     if name == "stockade" || name == "stockade-runner" {
         assert_not_stale(&path);
+        return usable_copy(&path);
     }
     path
+}
+
+/// The shared scratch directories a confined command may write: stockade refuses to
+/// start a launcher or runner beneath them, since a command could replace it.
+const SHARED_SCRATCH: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
+
+fn beneath_shared_scratch(path: &Path) -> bool {
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    SHARED_SCRATCH
+        .iter()
+        .filter_map(|d| Path::new(d).canonicalize().ok())
+        .chain(std::env::temp_dir().canonicalize().ok())
+        .any(|d| path.starts_with(d))
+}
+
+/// `built` itself, or, for a checkout beneath `/tmp` (where stockade rightly refuses to
+/// start its own binaries), a copy in the fixture base, which is then outside every
+/// shared scratch directory: the README's `cargo test --workspace` works from a clone
+/// anywhere. The launcher and runner are copied side by side, so the launcher still
+/// finds its runner next to itself; a copy is refreshed when the build is newer.
+fn usable_copy(built: &Path) -> PathBuf {
+    if !beneath_shared_scratch(built) {
+        return built.to_path_buf();
+    }
+    let dir = fixture_base().join("binaries");
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["stockade", "stockade-runner"] {
+        let sibling = built.with_file_name(name);
+        assert_not_stale(&sibling);
+        refresh_copy(&sibling, &dir.join(name));
+    }
+    dir.join(built.file_name().unwrap())
+}
+
+/// Copies `built` to `copy` unless the copy is at least as new.
+fn refresh_copy(built: &Path, copy: &Path) {
+    let dir = copy.parent().unwrap();
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(copy).is_none_or(|c| modified(built).is_some_and(|b| b > c)) {
+        // Into a name of this process's own, then renamed over the old copy, so another
+        // test process never starts a half-written one; by another process (`cp`), so no
+        // descriptor open for writing leaks into a child a parallel test forks (its exec
+        // of the copy would fail with ETXTBSY).
+        let partial = dir.join(format!(
+            ".{}.{}",
+            built.file_name().unwrap().to_string_lossy(),
+            std::process::id()
+        ));
+        let st = Command::new("cp")
+            .arg(built)
+            .arg(&partial)
+            .status()
+            .unwrap();
+        assert!(st.success(), "cp {} {}", built.display(), partial.display());
+        std::fs::rename(&partial, copy).unwrap();
+    }
 }
 
 /// The test package cannot depend on the binaries it runs, so `cargo test -p
@@ -224,7 +281,8 @@ pub fn end_fixture_processes(tag: &str) {
 
 /// Where fixtures live: `$STOCKADE_E2E_SCRATCH` when set, else cargo's target tmp dir, unless the checkout itself lies beneath a
 /// root that workspace-write grants (`/tmp`, the temp dir), where "outside every writable
-/// root" would not be outside at all; then `/var/tmp/stockade-e2e`.
+/// root" would not be outside at all; then `$HOME/.cache/stockade-e2e` (without a
+/// `$HOME`, `/var/tmp/stockade-e2e`).
 pub fn fixture_base() -> PathBuf {
     let canonical = |p: PathBuf| p.canonicalize().unwrap_or(p);
     // The unprivileged CI run cannot write beneath root's target directory: it names a
@@ -244,11 +302,15 @@ pub fn fixture_base() -> PathBuf {
     if !under_granted(&target) {
         return target;
     }
-    let fallback = PathBuf::from("/var/tmp/stockade-e2e");
+    // Not /var/tmp: a copy of the binaries kept there would be refused like one in /tmp.
+    let fallback = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".cache/stockade-e2e"))
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/stockade-e2e"));
     std::fs::create_dir_all(&fallback).unwrap();
     let fallback = canonical(fallback);
     assert!(
-        !under_granted(&fallback),
+        !under_granted(&fallback) && !beneath_shared_scratch(&fallback),
         "no scratch directory outside /tmp and the temp dir: {} and {} are both beneath them",
         target.display(),
         fallback.display()
