@@ -18,7 +18,7 @@ use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
 use stockade_policy::network_denials::DenialLog;
-use stockade_policy::receipt::{Receipt, StreamDigest};
+use stockade_policy::receipt::{Cleanup, Receipt, StreamDigest, UnknownCleanup};
 use stockade_policy::stage_report::RootChange;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
@@ -249,6 +249,35 @@ fn exit_code(settled: &Settled, verdict: &SandboxVerdict) -> i32 {
     }
 }
 
+/// Processes the command left running that stockade ended, said in text mode as JSON
+/// says them in `leftBehind`: a command that starts a server in the background and exits
+/// would otherwise see it vanish without a word. Kept ones (`--keep-background`) have the
+/// cleanup marker instead; the stage's init, which only reaps, is not the command's.
+fn background_marker(settled: &Settled) -> Option<String> {
+    if matches!(
+        settled.cleanup,
+        Cleanup::Unknown {
+            reason: UnknownCleanup::Kept,
+            ..
+        }
+    ) {
+        return None;
+    }
+    let ended = settled
+        .left_behind
+        .iter()
+        .filter(|m| m.command != crate::containment::STAGE_INIT)
+        .count();
+    let what = match ended {
+        0 => return None,
+        1 => "1 background process".to_string(),
+        n => format!("{n} background processes"),
+    };
+    Some(format!(
+        "[sandbox: ended {what} the command left running; --keep-background keeps them]"
+    ))
+}
+
 fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig)
         .map(|s| s.as_str().to_string())
@@ -282,6 +311,7 @@ fn markers(
     if let Some(sig) = settled.signal {
         lines.push(format!("[killed by signal: {}]", signal_name(sig)));
     }
+    lines.extend(background_marker(settled));
     lines.extend(settled.cleanup.marker());
     if let Some(code) = settled.exit_code {
         // Stockade's own 125 (the runner failed: the command did not run) is not the
