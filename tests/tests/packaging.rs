@@ -81,3 +81,81 @@ fn generated_man_pages_and_completions_cover_every_subcommand_and_option() {
     // A flag the launcher does not have is not in the pages (the check can fail).
     assert!(!top.contains("\\-\\-no\\-such\\-flag"));
 }
+
+/// `build-deb.sh` checks the Build-Depends of packaging/debian/control before it builds
+/// anything, and names exactly the packages this machine lacks (each asked of dpkg
+/// here), with the one command that installs them; with none missing it says nothing.
+#[test]
+fn build_deb_names_the_missing_build_dependencies_first_in_one_line() {
+    const NAME: &str = "build_deb_names_the_missing_build_dependencies_first_in_one_line";
+    let have = |tool: &str| {
+        std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !have("dpkg-checkbuilddeps") || !have("dpkg-query") {
+        eprintln!("SKIPPED (no dpkg-checkbuilddeps: not a Debian system): {NAME}");
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let installed = |pkg: &str| {
+        std::process::Command::new("dpkg-query")
+            .args(["-W", "-f", "${Status}", pkg])
+            .output()
+            .is_ok_and(|o| text(&o.stdout).contains("install ok installed"))
+    };
+    // The packages behind Build-Depends, but cargo and rustc (rustup's count).
+    let control = std::fs::read_to_string(root.join("packaging/debian/control")).unwrap();
+    let wanted: Vec<String> = control
+        .lines()
+        .find_map(|l| l.strip_prefix("Build-Depends: "))
+        .unwrap()
+        .split(',')
+        .map(|d| d.split_whitespace().next().unwrap().to_string())
+        .filter(|d| d != "cargo" && d != "rustc")
+        .map(|d| {
+            if d == "debhelper-compat" {
+                "debhelper".into()
+            } else {
+                d
+            }
+        })
+        .collect();
+    assert!(wanted.iter().any(|d| d == "dh-apparmor"), "{wanted:?}");
+    let mut missing: Vec<&str> = wanted
+        .iter()
+        .map(String::as_str)
+        .filter(|d| !installed(d))
+        .collect();
+    missing.sort();
+    // Where this user has no cargo (the unprivileged run's login PATH), it is named too.
+    let no_cargo = !std::process::Command::new("cargo")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let rust = if no_cargo {
+        missing.extend(["cargo", "rustc"]);
+        " (cargo and rustc 1.85 or newer: the distribution's, or rustup's)"
+    } else {
+        ""
+    };
+    let out = std::process::Command::new(root.join("packaging/build-deb.sh"))
+        .arg("--check-deps")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    if missing.is_empty() {
+        assert_code(&out, 0);
+        assert_eq!(err, "");
+    } else {
+        assert_code(&out, 1);
+        let list = missing.join(" ");
+        assert_eq!(
+            err,
+            format!(
+                "build-deb.sh: missing build dependencies: {list}; install them with: sudo apt-get install {list}{rust}\n"
+            )
+        );
+    }
+}
