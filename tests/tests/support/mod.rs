@@ -52,6 +52,9 @@ fn usable_copy(built: &Path) -> PathBuf {
     if !beneath_shared_scratch(built) {
         return built.to_path_buf();
     }
+    // One refresh at a time in this process: parallel tests would share a partial name.
+    static COPYING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = COPYING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = fixture_base().join("binaries");
     std::fs::create_dir_all(&dir).unwrap();
     for name in ["stockade", "stockade-runner"] {
@@ -84,6 +87,32 @@ fn refresh_copy(built: &Path, copy: &Path) {
         assert!(st.success(), "cp {} {}", built.display(), partial.display());
         std::fs::rename(&partial, copy).unwrap();
     }
+}
+
+/// `cargo test` puts the target directory on `LD_LIBRARY_PATH`; beneath `/tmp` that is
+/// a place confined commands write, and stockade rightly refuses to start its
+/// dynamically linked (debug) runner with such an entry, which every test would inherit.
+/// No test binary or binary under test loads a library from there, so those entries go,
+/// before `main`, while this process has a single thread.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static DROP_SHARED_LIBRARY_PATH: extern "C" fn() = drop_shared_library_path;
+
+extern "C" fn drop_shared_library_path() {
+    const VAR: &str = "LD_LIBRARY_PATH";
+    let Some(value) = std::env::var_os(VAR) else {
+        return;
+    };
+    let kept: Vec<PathBuf> = std::env::split_paths(&value)
+        .filter(|p| p.as_os_str().is_empty() || !beneath_shared_scratch(p))
+        .collect();
+    if kept.len() == std::env::split_paths(&value).count() {
+        return;
+    }
+    let kept = std::env::join_paths(kept).unwrap_or_default();
+    // SAFETY: this runs from .init_array, before main and before the test harness starts
+    // any thread, so nothing reads the environment concurrently.
+    unsafe { std::env::set_var(VAR, kept) };
 }
 
 /// The test package cannot depend on the binaries it runs, so `cargo test -p
