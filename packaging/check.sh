@@ -61,6 +61,9 @@ dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./postinst 2>/dev/null | grep -q 'appar
 dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./prerm 2>/dev/null | grep -q 'apparmor_parser -R' \
     || fail "the .deb's prerm does not unload the AppArmor profile"
 
+[ "$(dpkg-deb -f "$deb" Recommends)" = bash-completion ] \
+    || fail "the .deb does not recommend bash-completion"
+
 say "installing"
 dpkg -i "$deb" >/dev/null
 expected=(/usr/bin/stockade /usr/libexec/stockade/stockade-runner
@@ -151,8 +154,12 @@ bash -c '
     complete -p stockade >/dev/null
     COMP_WORDS=(stockade ex); COMP_CWORD=1; COMP_LINE="stockade ex"; COMP_POINT=11
     $(complete -p stockade | sed -n "s/.*-F \([^ ]*\).*/\1/p") stockade ex stockade
-    [ "${COMPREPLY[*]}" = explain ]
-' || fail "the bash completion does not load or does not complete 'stockade ex'"
+    [ "${COMPREPLY[*]}" = explain ] || exit 1
+    COMP_WORDS=(stockade run --mode ""); COMP_CWORD=3; COMP_LINE="stockade run --mode "
+    COMP_POINT=${#COMP_LINE}
+    $(complete -p stockade | sed -n "s/.*-F \([^ ]*\).*/\1/p") stockade "" --mode
+    [ "${COMPREPLY[*]}" = "read-only workspace-write danger-full-access" ]
+' || fail "the bash completion does not load, or does not complete 'stockade ex' and 'stockade run --mode '"
 
 say "purging"
 dpkg --purge stockade >/dev/null

@@ -92,7 +92,9 @@ pub struct ProbeArgs {
 #[derive(Args, Debug, Clone)]
 pub struct PolicyArgs {
     /// Sandbox mode: read-only, workspace-write or danger-full-access.
-    #[arg(long, value_name = "MODE", default_value_t = Mode::WorkspaceWrite)]
+    #[arg(long, value_name = "MODE", default_value_t = Mode::WorkspaceWrite,
+        value_parser = MODES,
+        hide_possible_values = true)]
     pub mode: Mode,
     /// Workspace root, writable in workspace-write mode [default: the current directory].
     #[arg(long, value_name = "DIR")]
@@ -102,7 +104,8 @@ pub struct PolicyArgs {
     pub writable: Vec<PathBuf>,
     /// Network in the confined modes: allow or deny [default: deny; refused with
     /// danger-full-access, which confines nothing].
-    #[arg(long, value_name = "allow|deny")]
+    #[arg(long, value_name = "allow|deny", value_parser = NETWORKS,
+        hide_possible_values = true)]
     pub network: Option<Network>,
     /// With the network denied, still allow outgoing TCP to PORT (repeatable; needs
     /// Landlock ABI 4, else nothing runs; refused with --network allow, where every port
@@ -144,7 +147,8 @@ pub struct PolicyArgs {
     pub no_default_protect: bool,
     /// /tmp: shared (the machine's) or private (empty, the command's own, gone after it;
     /// needs namespaces, else nothing runs) [default: shared].
-    #[arg(long = "tmp", value_name = "shared|private")]
+    #[arg(long = "tmp", value_name = "shared|private",
+        value_parser = TMP_MODES, hide_possible_values = true)]
     pub tmp: Option<TmpMode>,
     /// Require a pid namespace: no other process can be seen (else nothing runs)
     /// [default: one where namespaces are available].
@@ -310,10 +314,10 @@ pub enum InheritEnvRule {
 #[derive(Args, Debug, Clone)]
 pub struct SuperviseArgs {
     /// End the command (and everything it started) after DURATION: 500ms, 30s, 2m, 1h.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::duration::parse)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = DURATIONS, hide_possible_values = true)]
     pub timeout: Option<Duration>,
     /// Time between SIGTERM and SIGKILL when ending the command.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::duration::parse, default_value = "3s")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = DURATIONS, default_value = "3s", hide_possible_values = true)]
     pub grace: Duration,
     /// How to hold everything the command starts: a cgroup v2 group when one can be
     /// created (auto), or a subreaper and process group.
@@ -463,6 +467,62 @@ impl CommandArgs {
         }
     }
 }
+
+/// A value parsed as before (the parser's message names the accepted spellings) that
+/// also lists its spellings, or for a free-form value some examples, so that the
+/// generated completions offer those instead of file names.
+#[derive(Clone)]
+struct Choices<T> {
+    names: &'static [&'static str],
+    parse: fn(&str) -> Result<T, String>,
+}
+
+impl<T> Choices<T> {
+    const fn new(names: &'static [&'static str], parse: fn(&str) -> Result<T, String>) -> Self {
+        Choices { names, parse }
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> clap::builder::TypedValueParser for Choices<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let parse = self.parse;
+        clap::builder::StringValueParser::new()
+            .try_map(move |s: String| parse(&s))
+            .parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            self.names
+                .iter()
+                .map(|n| clap::builder::PossibleValue::new(*n)),
+        ))
+    }
+}
+
+/// `--mode`, `--network`, `--tmp` by their own spellings; durations by examples.
+const MODES: Choices<Mode> = Choices::new(
+    &["read-only", "workspace-write", "danger-full-access"],
+    |s| {
+        s.parse()
+            .map_err(|e: stockade_policy::mode::UnknownMode| e.to_string())
+    },
+);
+const NETWORKS: Choices<Network> = Choices::new(&["allow", "deny"], |s| s.parse());
+const TMP_MODES: Choices<TmpMode> = Choices::new(&["shared", "private"], |s| s.parse());
+const DURATIONS: Choices<Duration> = Choices::new(
+    &["500ms", "10s", "30s", "2m", "10m", "1h"],
+    crate::duration::parse,
+);
 
 #[cfg(test)]
 mod tests {

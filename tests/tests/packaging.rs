@@ -159,3 +159,59 @@ fn build_deb_names_the_missing_build_dependencies_first_in_one_line() {
         );
     }
 }
+
+/// The generated bash completion offers the values of `--mode`, `--network`, `--tmp` and
+/// `--timeout` (examples of durations), not the file names around it, for `run` and
+/// `confine` alike; a flag that takes a path still gets file names (the control).
+#[test]
+fn bash_completes_the_values_of_mode_network_tmp_and_timeout_not_file_names() {
+    let fx = Fixture::new();
+    let generated = fx.outside.join("generated");
+    let status = std::process::Command::new(bin("stockade-docgen"))
+        .arg(&generated)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(fx.ws.join("a-file-here"), "").unwrap();
+    let complete = |sub: &str, flag: &str| {
+        let script = format!(
+            "source \"$0\"; COMP_WORDS=(stockade {sub} {flag} ''); COMP_CWORD=3; \
+             COMP_LINE='stockade {sub} {flag} '; COMP_POINT=${{#COMP_LINE}}; \
+             _stockade stockade '' {flag}; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+        );
+        let out = std::process::Command::new("bash")
+            .args(["-c", &script])
+            .arg(generated.join("completions/stockade.bash"))
+            .current_dir(&fx.ws)
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+        let mut words: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+        words.sort();
+        words
+    };
+    for sub in ["run", "confine"] {
+        assert_eq!(
+            complete(sub, "--mode"),
+            ["danger-full-access", "read-only", "workspace-write"],
+            "{sub}"
+        );
+        assert_eq!(complete(sub, "--network"), ["allow", "deny"], "{sub}");
+        assert_eq!(complete(sub, "--tmp"), ["private", "shared"], "{sub}");
+        assert_eq!(complete(sub, "--workspace"), ["a-file-here"], "{sub}");
+    }
+    let durations = complete("run", "--timeout");
+    assert!(durations.contains(&"30s".to_string()), "{durations:?}");
+    assert!(
+        !durations.iter().any(|w| w == "a-file-here"),
+        "{durations:?}"
+    );
+    // Every suggested duration is one the launcher takes.
+    for d in &durations {
+        let out = fx
+            .stockade(["run", "--timeout", d, "--", "true"])
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+    }
+}
