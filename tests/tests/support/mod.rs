@@ -27,7 +27,26 @@ pub fn bin(name: &str) -> PathBuf {
         assert_not_stale(&path);
         return usable_copy(&path);
     }
+    if !shell_safe(&path) {
+        // Tests write helper paths into `sh -c` scripts as they are.
+        static COPYING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = COPYING.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = fixture_base().join("binaries");
+        std::fs::create_dir_all(&dir).unwrap();
+        refresh_copy(&path, &dir.join(name));
+        return dir.join(name);
+    }
     path
+}
+
+/// Whether `path` can be written into a shell script unquoted: a checkout in a path with
+/// a space in it puts its binaries and target directory in such a path, and many tests
+/// build `sh -c` scripts from paths.
+fn shell_safe(path: &Path) -> bool {
+    path.to_str().is_some_and(|p| {
+        p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c))
+    })
 }
 
 /// The shared scratch directories a confined command may write: stockade refuses to
@@ -44,12 +63,12 @@ fn beneath_shared_scratch(path: &Path) -> bool {
 }
 
 /// `built` itself, or, for a checkout beneath `/tmp` (where stockade rightly refuses to
-/// start its own binaries), a copy in the fixture base, which is then outside every
+/// start its own binaries) or in a path with a space, a copy in the fixture base, which is then outside every
 /// shared scratch directory: the README's `cargo test --workspace` works from a clone
 /// anywhere. The launcher and runner are copied side by side, so the launcher still
 /// finds its runner next to itself; a copy is refreshed when the build is newer.
 fn usable_copy(built: &Path) -> PathBuf {
-    if !beneath_shared_scratch(built) {
+    if !beneath_shared_scratch(built) && shell_safe(built) {
         return built.to_path_buf();
     }
     // One refresh at a time in this process: parallel tests would share a partial name.
@@ -310,8 +329,9 @@ pub fn end_fixture_processes(tag: &str) {
 
 /// Where fixtures live: `$STOCKADE_E2E_SCRATCH` when set, else cargo's target tmp dir, unless the checkout itself lies beneath a
 /// root that workspace-write grants (`/tmp`, the temp dir), where "outside every writable
-/// root" would not be outside at all; then `$HOME/.cache/stockade-e2e` (without a
-/// `$HOME`, `/var/tmp/stockade-e2e`).
+/// root" would not be outside at all, or in a path with a space in it (the tests write
+/// fixture paths into shell scripts unquoted); then `$HOME/.cache/stockade-e2e`
+/// (without a `$HOME`, `/var/tmp/stockade-e2e`).
 pub fn fixture_base() -> PathBuf {
     let canonical = |p: PathBuf| p.canonicalize().unwrap_or(p);
     // The unprivileged CI run cannot write beneath root's target directory: it names a
@@ -328,7 +348,8 @@ pub fn fixture_base() -> PathBuf {
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     std::fs::create_dir_all(&target).unwrap();
     let target = canonical(target);
-    if !under_granted(&target) {
+    // Fixture paths go into `sh -c` scripts unquoted: not a path with a space in it.
+    if !under_granted(&target) && shell_safe(&target) {
         return target;
     }
     // Not /var/tmp: a copy of the binaries kept there would be refused like one in /tmp.
