@@ -28,14 +28,23 @@ pub struct Cli {
     pub command: Command,
 }
 
-const AFTER_HELP: &str = "Examples:
+/// The end of `stockade --help`. Its `Environment:` block is also the ENVIRONMENT section
+/// of stockade(1) (packaging/docgen reads it from here): one line per variable, the name,
+/// two spaces or more, what it does.
+pub const AFTER_HELP: &str = "Examples:
   stockade run -- bash -c 'echo hi > out.txt'    # writes only beneath the current directory
   stockade run --mode read-only --timeout 30s -- make -n
   stockade probe                                 # what this kernel can enforce
 
 Exit codes: the command's own code; 124 timed out; 125 stockade or its runner failed (nothing ran); \
-126 the program could not be executed; 127 the program was not found; 128+N killed by signal N.\n\
-The runner is looked up in $STOCKADE_RUNNER, then next to this executable, then in /usr/libexec/stockade/.";
+126 the program could not be executed; 127 the program was not found; 128+N killed by signal N.
+
+Environment:
+  STOCKADE_RUNNER       The runner to use. Otherwise stockade-runner next to this executable, else ../libexec/stockade/stockade-runner beside its bin directory, else /usr/libexec/stockade/stockade-runner.
+  STOCKADE_CONTROL_DIR  The control directory, which holds every request, status and spill file (an absolute path, private to the user). Otherwise $XDG_RUNTIME_DIR/stockade, else /run/user/UID/stockade, else /run/stockade-0 for root, else ~/.local/state/stockade. Never beneath /tmp, /dev/shm or a $TMPDIR a command could be granted: there, or anywhere not private, it is an error, never a move elsewhere.
+  XDG_RUNTIME_DIR       When set (absolute) and STOCKADE_CONTROL_DIR is not, the control directory is $XDG_RUNTIME_DIR/stockade.
+  HOME                  The last control directory, ~/.local/state/stockade; and a home (this one and the one in /etc/passwd) or an ancestor of one is a broad root, refused as a writable root without --allow-broad-root.
+  TMPDIR                The command's $TMPDIR is writable in workspace-write only when it is safe: a directory of the user's beneath /tmp, /var/tmp, /dev/shm, /run/user/UID or the home, not a broad root, reached through no link another user or a command could have planted; otherwise it is left out and named in notGranted.";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {

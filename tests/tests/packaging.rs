@@ -215,3 +215,153 @@ fn bash_completes_the_values_of_mode_network_tmp_and_timeout_not_file_names() {
         assert_code(&out, 0);
     }
 }
+
+/// `NAME  meaning` lines of the `Environment:` block of `stockade --help`.
+fn help_environment(help: &str) -> Vec<(String, String)> {
+    help.split_once("\nEnvironment:\n")
+        .expect("an Environment: block in stockade --help")
+        .1
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| {
+            let (name, meaning) = l.trim_start().split_once("  ").unwrap();
+            (name.to_string(), meaning.trim_start().to_string())
+        })
+        .collect()
+}
+
+/// The `.TP` entries of a man page's ENVIRONMENT section, roff escapes undone.
+fn man_environment(page: &str) -> Vec<(String, String)> {
+    let section = page
+        .split_once(".SH ENVIRONMENT\n")
+        .expect("an ENVIRONMENT section")
+        .1
+        .split("\n.SH ")
+        .next()
+        .unwrap();
+    let plain = |l: &str| l.replace("\\-", "-").replace("\\*(Aq", "'");
+    section
+        .split(".TP\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let (name, meaning) = e.split_once('\n').unwrap();
+            let name = name.trim_start_matches("\\fB").trim_end_matches("\\fR");
+            (plain(name), plain(meaning.trim()))
+        })
+        .collect()
+}
+
+/// The rows of the README's table under `### Environment`.
+fn readme_environment(readme: &str) -> Vec<(String, String)> {
+    readme
+        .split_once("\n### Environment\n")
+        .expect("a ### Environment section in the README")
+        .1
+        .lines()
+        .skip_while(|l| !l.starts_with("| variable"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split(" | ").collect();
+            (cells[0].trim().to_string(), cells[1].trim().to_string())
+        })
+        .collect()
+}
+
+/// The environment variables the launcher's sources read (`var_os("X")`, `var("X")`,
+/// `absolute("X")`, `X_ENV: &str = "X"`), cargo's own aside (unit tests read them).
+fn variables_the_launcher_reads() -> Vec<String> {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../launcher/src"),
+        &mut files,
+    );
+    let mut names = Vec::new();
+    for f in files {
+        let src = std::fs::read_to_string(&f).unwrap();
+        for opener in ["var_os(\"", "var(\"", "absolute(\"", "_ENV: &str = \""] {
+            for (i, _) in src.match_indices(opener) {
+                let name: String = src[i + opener.len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                if !name.is_empty() && !name.starts_with("CARGO_") {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// `stockade --help`, `man stockade` (generated from it) and the README say the same
+/// about every environment variable the launcher reads, word for word, and the control
+/// directory is looked for in the same order everywhere, the README's own paragraph on
+/// it included; none of them sends requests to the system temporary directory.
+#[test]
+fn the_man_page_help_and_readme_agree_on_every_environment_variable() {
+    let fx = Fixture::new();
+    let out = fx.stockade(["--help"]).output().unwrap();
+    assert_code(&out, 0);
+    let help = help_environment(&text(&out.stdout));
+    let generated = fx.outside.join("generated");
+    let status = std::process::Command::new(bin("stockade-docgen"))
+        .arg(&generated)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let page = std::fs::read_to_string(generated.join("man/stockade.1")).unwrap();
+    let readme_text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    assert_eq!(man_environment(&page), help, "man stockade vs --help");
+    assert_eq!(readme_environment(&readme_text), help, "README vs --help");
+
+    let mut documented: Vec<String> = help.iter().map(|(n, _)| n.clone()).collect();
+    documented.sort();
+    assert_eq!(variables_the_launcher_reads(), documented);
+
+    // The control directory's candidates, in order, in each text.
+    let order = [
+        "STOCKADE_CONTROL_DIR",
+        "XDG_RUNTIME_DIR/stockade",
+        "/run/user/UID/stockade",
+        "/run/stockade-0",
+        ".local/state/stockade",
+    ];
+    let control = help
+        .iter()
+        .find(|(n, _)| n == "STOCKADE_CONTROL_DIR")
+        .map(|(n, m)| format!("{n} {m}"))
+        .unwrap();
+    let paragraph = readme_text
+        .split_once("**The control directory**")
+        .unwrap()
+        .1
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .replace('\n', " ");
+    for (what, t) in [("--help", control.as_str()), ("README", paragraph.as_str())] {
+        let at: Vec<usize> = order
+            .iter()
+            .map(|c| t.find(c).unwrap_or_else(|| panic!("{what} lacks {c}: {t}")))
+            .collect();
+        assert!(at.is_sorted(), "{what}: {order:?} out of order: {t}");
+    }
+    for t in [&page, &readme_text, &text(&out.stdout)] {
+        assert!(!t.contains("system temporary directory"));
+    }
+}
