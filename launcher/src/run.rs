@@ -343,6 +343,9 @@ struct StreamResult {
     text: String,
     truncated: bool,
     spill_path: Option<String>,
+    /// The spill file's size as it was left for the caller (at most `--max-spill`), so a
+    /// caller knows what it holds on disk without looking.
+    spill_bytes: Option<u64>,
 }
 
 impl From<&Captured> for StreamResult {
@@ -354,6 +357,11 @@ impl From<&Captured> for StreamResult {
                 .spill_path
                 .as_ref()
                 .map(|p| p.to_string_lossy().into_owned()),
+            spill_bytes: c
+                .spill_path
+                .as_ref()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len()),
         }
     }
 }
