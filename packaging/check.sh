@@ -161,8 +161,23 @@ bash -c '
     [ "${COMPREPLY[*]}" = "read-only workspace-write danger-full-access" ]
 ' || fail "the bash completion does not load, or does not complete 'stockade ex' and 'stockade run --mode '"
 
+# Root's control directory beneath /run, as an executor that never classified leaves
+# it: the purge removes it (it is provably stockade's), wherever /run is.
+if [ -e /run/stockade-0 ]; then
+    say "/run/stockade-0 exists already: not checking that the purge removes it"
+    made_run_dir=no
+else
+    (cd "$work" && env -u XDG_RUNTIME_DIR -u STOCKADE_CONTROL_DIR -u STOCKADE_RUNNER \
+        stockade confine --mode read-only -- true >/dev/null) \
+        || fail "stockade confine as root without XDG_RUNTIME_DIR"
+    ls -d /run/stockade-0/req-* >/dev/null 2>&1 || fail "no request left in /run/stockade-0"
+    made_run_dir=yes
+fi
+
 say "purging"
 dpkg --purge stockade >/dev/null
+[ "$made_run_dir" = no ] || [ ! -e /run/stockade-0 ] \
+    || fail "the purge left /run/stockade-0: $(ls -a /run/stockade-0)"
 left=()
 while IFS= read -r path; do
     # Directories other packages share (/usr, /usr/share/man/man1, ...) stay.

@@ -365,3 +365,104 @@ fn the_man_page_help_and_readme_agree_on_every_environment_variable() {
         assert!(!t.contains("system temporary directory"));
     }
 }
+
+/// The function the packages' removal scripts run on root's control directories.
+fn purge_function(script: &str) -> String {
+    let start = script
+        .find("purge_control_dirs() {")
+        .expect("the purge function");
+    let end = start + script[start..].find("\n}\n").unwrap() + 3;
+    script[start..end].to_string()
+}
+
+/// The .deb's purge (and the RPM's erase) removes a control directory beneath /run only
+/// where it is provably stockade's: named for its owner, mode 0700, holding only
+/// stockade's entries. Anything else is left and said. Run here on a directory standing
+/// in for /run, with the function exactly as the scripts carry it.
+#[test]
+fn the_purge_removes_only_control_directories_that_are_provably_stockades() {
+    use std::os::unix::fs::PermissionsExt;
+    let packaging = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging");
+    let postrm = std::fs::read_to_string(packaging.join("debian/stockade.postrm")).unwrap();
+    let spec = std::fs::read_to_string(packaging.join("stockade.spec")).unwrap();
+    let function = purge_function(&postrm);
+    assert_eq!(
+        purge_function(&spec).replace("%%", "%"),
+        function,
+        "the RPM's %postun and the .deb's postrm differ"
+    );
+    assert!(postrm.contains("purge_control_dirs /run\n"));
+    assert!(spec.contains("purge_control_dirs /run\n"));
+
+    let fx = Fixture::new();
+    let run = fx.outside.join("run");
+    // SAFETY: getuid takes no arguments and cannot fail.
+    let me = unsafe { libc::getuid() };
+    // A second stand-in for /run, for a directory of this very uid with a stranger in it.
+    let run2 = fx.outside.join("run2");
+    let make = |name: &str, entries: &[&str], mode: u32| {
+        let dir = fx.outside.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        for e in entries {
+            if e.starts_with("req-") || e.starts_with("out-") {
+                std::fs::create_dir(dir.join(e)).unwrap();
+                std::fs::write(dir.join(e).join("request"), "x").unwrap();
+            } else {
+                std::fs::write(dir.join(e), "x").unwrap();
+            }
+        }
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        dir
+    };
+    let ours = make(
+        &format!("run/stockade-{me}"),
+        &[
+            ".swept",
+            "req-1796280339-abcdefghijkl-42",
+            "out-1796280339-abcdefghijkl",
+        ],
+        0o700,
+    );
+    let foreign_file = make(
+        &format!("run2/stockade-{me}"),
+        &["req-1796280339-abcdefghijkl-42", "notes.txt"],
+        0o700,
+    );
+    let open_mode = make(&format!("run/stockade-{}", me + 2), &[".swept"], 0o755);
+    let not_a_uid = make("run/stockade-cache", &[], 0o700);
+    let linked = run.join(format!("stockade-{}", me + 3));
+    std::os::unix::fs::symlink(&ours, &linked).unwrap();
+    // Owned by another uid than its name says (where this test may chown).
+    let wrong_owner = stockade_tests::is_root().then(|| {
+        let d = make("run/stockade-4242", &[".swept"], 0o700);
+        std::os::unix::fs::chown(&d, Some(4343), Some(4343)).unwrap();
+        d
+    });
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{function}purge_control_dirs \"$1\" && purge_control_dirs \"$2\""
+        ))
+        .arg("sh")
+        .arg(&run)
+        .arg(&run2)
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let err = text(&out.stderr);
+    assert!(!ours.exists(), "{err}");
+    for kept in [&foreign_file, &open_mode, &not_a_uid]
+        .into_iter()
+        .chain(wrong_owner.as_ref())
+    {
+        assert!(kept.exists(), "{} was removed: {err}", kept.display());
+    }
+    assert!(linked.symlink_metadata().is_ok(), "the link was removed");
+    assert!(err.contains(&format!(
+        "leaving {}: it holds files stockade does not make",
+        foreign_file.display()
+    )));
+    assert!(err.contains(&format!("leaving {}: not a directory", open_mode.display())));
+    assert!(err.contains(&format!("leaving {}: not a directory", linked.display())));
+    assert!(!err.contains("stockade-cache"), "{err}");
+}
