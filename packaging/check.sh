@@ -8,8 +8,8 @@
 #      completes;
 #   4. purge it and check that no file of the package is left;
 #   5. build the RPM with rpmbuild from the same vendored source tree.
-# Installs what it needs with apt-get (dpkg-dev debhelper lintian rpm man-db
-# bash-completion file). Refuses to run where a stockade package is installed already,
+# Installs what it needs with apt-get (dpkg-dev debhelper dh-apparmor lintian rpm
+# rpmlint man-db bash-completion file). Refuses to run where a stockade package is installed already,
 # since it purges the package at the end. Prints its total time.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +25,7 @@ fi
 
 need=()
 for tool in dpkg-buildpackage:dpkg-dev dh:debhelper dh_apparmor:dh-apparmor lintian:lintian rpmbuild:rpm \
-    man:man-db file:file; do
+    rpmlint:rpmlint man:man-db file:file; do
     command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
 done
 [ -f /usr/share/bash-completion/bash_completion ] || need+=(bash-completion)
@@ -208,5 +208,13 @@ rpm -qp --scripts "$rpm" >"$work/rpm-scripts"
 grep -q 'apparmor_parser -r' "$work/rpm-scripts" || fail "the RPM does not load the AppArmor profile"
 grep -A8 '^preuninstall' "$work/rpm-scripts" | grep -q 'apparmor_parser -R' \
     || fail "the RPM does not unload the AppArmor profile on removal"
+grep -A3 '^postuninstall' "$work/rpm-scripts" | grep -q 'purge_control_dirs' \
+    || fail "the RPM does not remove root's control directories on erase"
+# The project's placeholders (the .invalid URL and packager address, README: "Building
+# for a distribution") must be ones rpmlint accepts, as lintian accepts the Maintainer.
+rpmlint "$rpm" >"$work/rpmlint.out" 2>&1 || true
+if grep -Ei 'url|mail|packager|maintainer|changelog' "$work/rpmlint.out"; then
+    fail "rpmlint objects to the URL or an address (above)"
+fi
 
 say "passed in $(($(date +%s) - start)) s ($deb, $rpm)"
