@@ -72,7 +72,11 @@ pub fn runner() -> Result<PathBuf, LauncherError> {
         LauncherError::RunnerMissing { path, hint, .. } => LauncherError::RunnerMissing {
             path,
             hint,
-            also: sibling_of(own.as_deref()).into_iter().chain(in_prefix).collect(),
+            also: sibling_of(own.as_deref())
+                .into_iter()
+                .chain(in_prefix)
+                .filter(|p| p != Path::new(LIBEXEC_RUNNER))
+                .collect(),
         },
         other => other,
     })
