@@ -30,7 +30,7 @@ check_build_deps() {
     missing=$(dpkg-checkbuilddeps -d "$deps" packaging/debian/control 2>&1 |
         sed -n 's/.*Unmet build dependencies: //p') || true
     # A virtual package cannot be installed by name: debhelper provides debhelper-compat.
-    pkgs=$(printf '%s\n' "$missing" | sed 's/([^)]*)//g' | tr ' ' '\n' | grep -v '^$' |
+    pkgs=$(printf '%s\n' "$missing" | sed 's/([^)]*)//g' | tr ' ' '\n' | sed '/^$/d' |
         sed 's/^debhelper-compat$/debhelper/' | sort -u | paste -sd' ' -)
     local rust=""
     if ! cargo --version >/dev/null 2>&1; then
