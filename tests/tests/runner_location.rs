@@ -129,3 +129,88 @@ fn a_runner_the_user_cannot_reach_is_named_with_the_directory_that_stops_them() 
     let out = confine(&reachable);
     assert_code(&out, 0);
 }
+
+/// Started in a directory beneath one the user cannot pass (a checkout beneath /root run
+/// by another user), stockade says so and what to do, and runs nothing. As root the user
+/// is uid 65534 and the closed directory root's, mode 0700; as an ordinary user, the
+/// user's own with mode 0000.
+#[test]
+fn a_current_directory_the_user_cannot_reach_is_refused_saying_what_to_do() {
+    const NAME: &str = "a_current_directory_the_user_cannot_reach_is_refused_saying_what_to_do";
+    const NOBODY: u32 = 65534;
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let root = stockade_tests::is_root();
+    let launcher = copy_binary(&stockade_bin(), &fx.root.join("bin"), "stockade");
+    let runner = copy_binary(&runner_bin(), &fx.root.join("bin"), "stockade-runner");
+    let closed = fx.root.join("closed");
+    let inside = closed.join("ws");
+    std::fs::create_dir_all(&inside).unwrap();
+    let marker = fx.root.join("ran");
+    let mode = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    if root {
+        mode(&fx.root, 0o755);
+        std::os::unix::fs::chown(&fx.runtime, Some(NOBODY), Some(NOBODY)).unwrap();
+        if let Some(why) = unreachable_by(NOBODY, &[&launcher, &runner, &fx.runtime]) {
+            mode(&fx.root, 0o700);
+            eprintln!("SKIPPED ({why}): {NAME}");
+            return;
+        }
+    }
+    let start = |dir: &Path, close: bool| {
+        let switch = if root {
+            "setpriv --reuid=65534 --regid=65534 --clear-groups"
+        } else {
+            ""
+        };
+        let closing = if close && !root {
+            format!("chmod 000 '{}' && ", closed.display())
+        } else if close {
+            format!("chmod 700 '{}' && ", closed.display())
+        } else {
+            String::new()
+        };
+        let mut cmd = Command::new("sh");
+        fx.environment(&mut cmd).env("STOCKADE_RUNNER", &runner).args([
+            "-c",
+            &format!(
+                "cd '{}' && {closing}exec {switch} \"$0\" run --no-stage --mode read-only -- touch '{}'",
+                dir.display(),
+                marker.display()
+            ),
+        ]);
+        cmd.arg(&launcher);
+        let out = cmd.output().unwrap();
+        mode(&closed, 0o755);
+        out
+    };
+    let out = start(&inside, true);
+    mode(&fx.root, 0o700);
+    assert_code(&out, 125);
+    let err = text(&out.stderr);
+    let uid = if root {
+        NOBODY
+    } else {
+        // SAFETY: getuid takes no arguments and cannot fail.
+        unsafe { libc::getuid() }
+    };
+    assert!(
+        err.contains("cannot determine the current directory")
+            && err.contains(&format!("closed to uid {uid}"))
+            && err.contains("run stockade from a directory this user can reach"),
+        "{err}"
+    );
+    assert!(!marker.exists());
+    // Control: from a directory the user can reach, it runs (read-only: the touch is
+    // refused, but the command ran and said so).
+    mode(&fx.root, 0o755);
+    let out = start(&fx.ws, false);
+    mode(&fx.root, 0o700);
+    assert!(
+        text(&out.stderr).contains("touch: cannot touch"),
+        "{}",
+        text(&out.stderr)
+    );
+}
