@@ -208,7 +208,7 @@ rpm -qp --scripts "$rpm" >"$work/rpm-scripts"
 grep -q 'apparmor_parser -r' "$work/rpm-scripts" || fail "the RPM does not load the AppArmor profile"
 grep -A8 '^preuninstall' "$work/rpm-scripts" | grep -q 'apparmor_parser -R' \
     || fail "the RPM does not unload the AppArmor profile on removal"
-grep -A3 '^postuninstall' "$work/rpm-scripts" | grep -q 'purge_control_dirs' \
+sed -n '/^postuninstall/,$p' "$work/rpm-scripts" | grep -q 'purge_control_dirs /run' \
     || fail "the RPM does not remove root's control directories on erase"
 # The project's placeholders (the .invalid URL and packager address, README: "Building
 # for a distribution") must be ones rpmlint accepts, as lintian accepts the Maintainer.
