@@ -9,7 +9,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 bin="${CARGO_TARGET_DIR:-$repo/target}/debug"
 (cd "$repo" && cargo build --workspace --quiet)
-for b in stockade stockade-runner no-landlock; do
+for b in stockade stockade-runner no-landlock netclient; do
   [ -x "$bin/$b" ] || { echo "integrations/dsh/test.sh: $bin/$b is missing: run cargo build --workspace first" >&2; exit 1; }
 done
 
@@ -28,5 +28,5 @@ fi
 node="$scratch/node_modules/node/bin/node"
 "$node" --version | grep -q '^v22\.' || { echo "integrations/dsh/test.sh: npm's node@22 did not install" >&2; exit 1; }
 PATH="$scratch/node_modules/node/bin:$PATH" ./node_modules/.bin/tsc -p .
-STOCKADE="$bin/stockade" STOCKADE_RUNNER="$bin/stockade-runner" NO_LANDLOCK="$bin/no-landlock" \
+STOCKADE="$bin/stockade" STOCKADE_RUNNER="$bin/stockade-runner" NO_LANDLOCK="$bin/no-landlock" NETCLIENT="$bin/netclient" \
   SCRATCH_BASE="$fixtures" "$node" test/e2e.mjs

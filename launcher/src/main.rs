@@ -21,33 +21,16 @@
 // The unit-test harness brings its own `main`.
 #![cfg_attr(not(test), no_main)]
 
-mod binding;
-mod capabilities;
-mod classify;
-mod cli;
-mod confine;
-mod containment;
-mod duration;
-mod env;
+mod commands;
+mod control;
 mod error;
-mod explain;
-mod locate;
-mod output;
-mod placement;
-mod private_dir;
-mod probe;
 mod proxy;
-mod run;
-mod size;
-mod spawn;
 mod stage;
-mod stdout;
 mod supervise;
-mod tail;
-mod terminal;
 
 use clap::Parser;
-use cli::{Cli, Command};
+use commands::cli::{Cli, Command};
+use commands::{classify, confine, explain, probe, run};
 use std::io::Write;
 use stockade_policy::exit;
 
@@ -215,7 +198,7 @@ fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
             let line = format!("stockade: {e}\n");
             if nix::unistd::isatty(std::io::stderr()).unwrap_or(false) {
                 let until = std::time::Instant::now() + supervise::FINAL_WRITE_WAIT;
-                output::write_stderr_until(&line, until);
+                supervise::output::write_stderr_until(&line, until);
             } else {
                 let _ = std::io::stderr().write_all(line.as_bytes());
             }

@@ -249,6 +249,18 @@ pub fn candidates(program: &OsStr, search_path: Option<&OsStr>) -> Vec<PathBuf> 
         .collect()
 }
 
+/// The first four bytes of a file the kernel executes itself.
+pub const ELF_MAGIC: [u8; 4] = *b"\x7fELF";
+
+/// Whether a found executable whose first four bytes are `header` (`None`: it has fewer)
+/// is started by name: anything but an ELF binary goes to an interpreter (the `#!` line's,
+/// or `/bin/sh` for a file of no known format), which opens it again by its path after
+/// `execve`, whatever descriptor it was checked on. What such an interpreter reads is
+/// then not proven to be the file checked (the receipt's `bindingUnverifiable`).
+pub fn started_by_name(header: Option<[u8; 4]>) -> bool {
+    header != Some(ELF_MAGIC)
+}
+
 /// Resolves `program` over `search_path` (the command's `PATH`), looking at each
 /// candidate with `probe`.
 pub fn resolve<T>(

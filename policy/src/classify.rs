@@ -14,9 +14,9 @@ use crate::exit;
 use crate::guarantees::Enforcement;
 use crate::mode::Mode;
 use crate::network_denials::DenialLog;
-use crate::receipt::{Cleanup, Receipt, UnknownCleanup};
+use crate::receipt::{BindingUnverifiable, Cleanup, Receipt, UnknownCleanup};
 use crate::stage_report::{CorruptReport, RootChange, StageReport};
-use crate::status::{CorruptStatus, StatusRecord};
+use crate::status::{CorruptStatus, StatusRecord, TargetStart};
 use serde::{Deserialize, Serialize};
 
 /// The one-word outcome of a settled command.
@@ -122,13 +122,17 @@ pub fn classify(
 ) -> Classification {
     let mut v = verdict(confined, settled, status);
     v.receipt.binding_verified = binding_verified(confined, status, v.runner_failed);
+    v.receipt.binding_unverifiable = binding_unverifiable(confined, status);
     v
 }
 
 /// Whether the binding was checked and held, from the status record: the runner writes
 /// `confined` only after the check passed, `failed` when anything (the check among them)
 /// stopped it. Without a record: a runner failure means nothing started (`false`); else
-/// there is no evidence (`null`). `danger-full-access` has no runner: `null`.
+/// there is no evidence (`null`). A target started by name (a script, which its
+/// interpreter opens again by path after the check) is `null` too: the check held, but
+/// what ran is not proven to be what was checked ([`binding_unverifiable`] says why).
+/// `danger-full-access` has no runner: `null`.
 pub fn binding_verified(
     confined: &ConfinedArgv,
     status: &StatusEvidence,
@@ -138,9 +142,27 @@ pub fn binding_verified(
         return None;
     }
     match status {
-        StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Confined { .. }))) => Some(true),
+        StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Confined { start, .. }))) => match start {
+            TargetStart::Descriptor => Some(true),
+            TargetStart::ByName => None,
+        },
         StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Failed { .. }))) => Some(false),
         _ if runner_failed => Some(false),
+        _ => None,
+    }
+}
+
+/// Why the binding of a run the runner checked cannot be said to have held: its record
+/// says the target was started by name. `None` for every other run.
+pub fn binding_unverifiable(
+    confined: &ConfinedArgv,
+    status: &StatusEvidence,
+) -> Option<BindingUnverifiable> {
+    match status {
+        StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Confined {
+            start: TargetStart::ByName,
+            ..
+        }))) if confined.mode.is_confined() => Some(BindingUnverifiable::by_name()),
         _ => None,
     }
 }
@@ -156,6 +178,7 @@ fn receipt_of(confined: &ConfinedArgv, settled: &ExitFacts<'_>) -> Receipt {
         executable: binding.map(|b| b.executable.clone()),
         cwd: binding.map(|b| b.cwd.clone()),
         binding_verified: None,
+        binding_unverifiable: None,
         stdout: None,
         stderr: None,
         exit_code: settled.exit_code,
@@ -212,7 +235,7 @@ fn verdict(
         StatusEvidence::OutOfBand(Ok(record)) => {
             v.evidence = Evidence::StatusChannel;
             match record {
-                Some(StatusRecord::Confined { enforcement }) => {
+                Some(StatusRecord::Confined { enforcement, .. }) => {
                     v.enforcement = Some(*enforcement);
                     None
                 }
@@ -531,6 +554,7 @@ mod tests {
     fn confined_record() -> StatusEvidence {
         StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Confined {
             enforcement: Enforcement::Partial,
+            start: TargetStart::Descriptor,
         })))
     }
 
@@ -860,6 +884,17 @@ mod tests {
         assert_eq!(v.receipt.policy_digest.as_deref(), Some("p1"));
         let v = classify(&c, &settled(Some(127), ""), &confined_record());
         assert_eq!(v.receipt.binding_verified, Some(true));
+        assert_eq!(v.receipt.binding_unverifiable, None);
+        // A script its interpreter opened again by name: checked, but not proven.
+        let by_name = StatusEvidence::OutOfBand(Ok(Some(StatusRecord::Confined {
+            enforcement: Enforcement::Full,
+            start: TargetStart::ByName,
+        })));
+        let v = classify(&c, &settled(Some(0), ""), &by_name);
+        assert_eq!(v.receipt.binding_verified, None);
+        let j = serde_json::to_value(&v.receipt).unwrap();
+        assert_eq!(j["bindingUnverifiable"]["status"], "by-name", "{j}");
+        assert_eq!(v.outcome, Outcome::Ok);
         let empty = StatusEvidence::OutOfBand(Ok(None));
         let v = classify(&c, &settled(Some(125), ""), &empty);
         assert_eq!(v.receipt.binding_verified, Some(false));

@@ -189,8 +189,9 @@ pub enum Guarantee {
     /// (`MSG_FASTOPEN`, `TCP_FASTOPEN_CONNECT`) and `listen`, which binds an unbound
     /// socket to a free port by itself.
     Network,
-    /// No `AF_UNIX` socket can be created, so no host service (D-Bus, systemd, docker)
-    /// can be reached through one; `socketpair` still works (seccomp).
+    /// No `AF_UNIX` socket can be created, so no host service (D-Bus, systemd, docker,
+    /// `/dev/log`) can be reached through one; unix stream and seqpacket pairs still
+    /// work, datagram pairs (which address any pathname socket) do not (seccomp).
     UnixSockets,
     /// No process outside the sandbox can be signalled (Landlock ABI 6 scope). Without
     /// it the seccomp filter still refuses the signals it can name by pid: to `-1`, the

@@ -41,40 +41,6 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-/// Credential stores in the invoking user's home directory, hidden by default.
-pub const HOME_SECRETS: &[&str] = &[
-    ".ssh",
-    ".aws",
-    ".netrc",
-    ".git-credentials",
-    ".config/gh",
-    ".kube",
-    ".docker/config.json",
-    ".gnupg",
-    ".password-store",
-    ".local/share/keyrings",
-    ".config/gcloud",
-    ".azure",
-    ".npmrc",
-    ".pypirc",
-    ".cargo/credentials.toml",
-    ".cargo/credentials",
-    ".terraform.d",
-    ".vault-token",
-    // Browser profiles: cookies, saved passwords, session tokens.
-    ".mozilla",
-    ".thunderbird",
-    ".config/google-chrome",
-    ".config/google-chrome-beta",
-    ".config/google-chrome-unstable",
-    ".config/chromium",
-    ".config/BraveSoftware",
-    ".config/microsoft-edge",
-    ".config/microsoft-edge-beta",
-    ".config/vivaldi",
-    ".config/opera",
-];
-
 /// System credential files, hidden by default when the invoking user is root (anyone
 /// else cannot read them anyway).
 pub const ROOT_SECRETS: &[&str] = &[
@@ -87,12 +53,13 @@ pub const ROOT_SECRETS: &[&str] = &[
 
 pub use crate::roots::Invoker;
 
-/// The default hidden paths for `invoker` (the control bases excluded), existing or not.
+/// The default hidden paths for `invoker` (the control bases excluded), existing or not:
+/// every credential store's default locations ([`crate::credentials::STORES`]) beneath
+/// its homes, root's system files, the raw devices. Stores the environment moved
+/// elsewhere: [`crate::credentials::moved`].
 pub fn defaults(invoker: &Invoker) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for home in &invoker.homes {
-        out.extend(HOME_SECRETS.iter().map(|s| home.join(s)));
-    }
+    out.extend(crate::credentials::in_homes(&invoker.homes));
     if invoker.uid == 0 {
         out.extend(ROOT_SECRETS.iter().map(PathBuf::from));
     }
@@ -292,6 +259,53 @@ pub fn judge_default(name: &Path, walked: &Walked, reach: &Reach) -> Result<Path
         }
     }
     Ok(target.clone())
+}
+
+/// Whether the credential store `path`, which the environment variable `variable` put
+/// there and which resolved as `walked`, is hidden: `Ok(target)`, or `Err(why)`. The
+/// variable is the invoker's own word, but a value such as `GNUPGHOME=$HOME` or
+/// `XDG_CONFIG_HOME=/` must not hide the home, a system directory or where the command
+/// works (that would fail every `confine`, or hide what commands need): such a store is
+/// not hidden, and `why` says so. Links on the way are judged as a default name's.
+pub fn judge_moved(
+    path: &Path,
+    variable: &str,
+    walked: &Walked,
+    reach: &Reach,
+) -> Result<PathBuf, String> {
+    let target = &walked.target;
+    let refuse = |what: String| {
+        Err(format!(
+            "credential store {} (from ${variable}) is {}, {what}: not hidden",
+            path.display(),
+            target.display()
+        ))
+    };
+    // A store beneath `/usr` (`CARGO_HOME=/usr/local/cargo`) is hidden; a whole system
+    // directory, or anything among the kernel's and the devices', is not.
+    let kernel = ["/dev", "/proc", "/sys"];
+    if target == Path::new("/")
+        || SYSTEM_TREES
+            .iter()
+            .chain(SYSTEM_DIRS)
+            .any(|d| target == Path::new(d))
+        || kernel.iter().any(|k| target.starts_with(k))
+    {
+        return refuse("a system directory or device".into());
+    }
+    if !matches!(walked.kind, Node::File | Node::Directory) {
+        return refuse("not a file or directory".into());
+    }
+    if let Some(root) = reach.roots.iter().find(|r| r.starts_with(target)) {
+        return refuse(format!(
+            "which holds {}, where the command works",
+            root.display()
+        ));
+    }
+    if let Some(home) = reach.homes.iter().find(|h| h.starts_with(target)) {
+        return refuse(format!("which holds the home directory {}", home.display()));
+    }
+    judge_default(path, walked, reach)
 }
 
 /// Drops every path that lies beneath (or equals) another one: hiding a directory hides
@@ -675,6 +689,8 @@ mod tests {
             control_bases: vec!["/run/user/1/stockade".into()],
             capabilities: 0,
             raw_devices: vec!["/dev/sda".into()],
+            store_variables: Vec::new(),
+            other_control_bases: Vec::new(),
         };
         let d = defaults(&inv);
         assert!(d.contains(&PathBuf::from("/dev/sda")));

@@ -51,6 +51,7 @@ pub mod binding;
 pub mod capability;
 pub mod classify;
 pub mod confined;
+pub mod credentials;
 pub mod denial;
 pub mod digest;
 pub mod domains;

@@ -85,7 +85,8 @@ pub struct PolicyRequest {
     /// denied.
     pub allow_tcp_connect: Vec<u16>,
     /// `--allow-unix-sockets`: allow creating `AF_UNIX` sockets (which can reach services
-    /// outside the sandbox). `socketpair` is always allowed.
+    /// outside the sandbox), unix datagram pairs included. Stream and seqpacket
+    /// `socketpair`s are always allowed.
     pub allow_unix_sockets: bool,
     /// `--keep-fd N`: inherited descriptors above 2 that reach the target.
     pub keep_fds: Vec<i32>,
@@ -172,6 +173,10 @@ pub struct Policy {
     /// text names the path): nothing is hidden for them. Reported in ConfinedArgv's
     /// `notGranted` (see [`crate::hidden::judge_default`]).
     pub(crate) hidden_not_followed: Vec<String>,
+    /// Whether the default hidden set applies: then the runner also hides the credential
+    /// stores its spawn-time environment moves, when it inherits that environment
+    /// ([`Policy::hide_stores_moved_by`]).
+    pub(crate) default_hide: bool,
     /// The protected paths that existed at resolution time (see [`stage`]).
     pub(crate) protected: Vec<Protected>,
     /// Protected names that were symbolic links at resolution time: not protected (a
@@ -242,6 +247,24 @@ impl Policy {
     /// Default hidden names whose links were not followed, each with why.
     pub fn hidden_not_followed(&self) -> &[String] {
         &self.hidden_not_followed
+    }
+    /// Hides, besides the hidden set, the credential stores that `environment` (the one
+    /// the runner was spawned with, which `--inherit-env` passes to the command) moves,
+    /// judged as at resolution (see [`moved_stores`]); `homes` are the invoking user's.
+    /// Nothing when the default hidden set does not apply. Returns why the stores not
+    /// hidden were not.
+    pub fn hide_stores_moved_by(
+        &mut self,
+        environment: &[(std::ffi::OsString, std::ffi::OsString)],
+        homes: &[PathBuf],
+    ) -> Vec<String> {
+        if !self.default_hide {
+            return Vec::new();
+        }
+        let (stores, not_hidden) = moved_stores(self, environment, homes);
+        self.hidden.extend(stores);
+        self.hidden = hidden::outermost(&self.hidden);
+        not_hidden
     }
     /// The protected paths that existed at resolution time.
     pub fn protected(&self) -> &[Protected] {
@@ -346,6 +369,7 @@ impl Policy {
             tmpdir_refused: None,
             hidden: Vec::new(),
             hidden_not_followed: Vec::new(),
+            default_hide: false,
             protected: Vec::new(),
             protect_links: Vec::new(),
             protect_explicit: false,
@@ -894,6 +918,7 @@ impl PolicyRequest {
             tmpdir_refused,
             hidden: Vec::new(),
             hidden_not_followed: Vec::new(),
+            default_hide: self.mode.is_confined() && self.default_hide,
             protected: if stage { protected } else { Vec::new() },
             protect_links: if stage { protect_links } else { Vec::new() },
             protect_explicit: stage && !self.protect.is_empty(),
@@ -1008,7 +1033,28 @@ impl PolicyRequest {
             }
             out.push(canonical);
         }
-        for base in &invoker.control_bases {
+        if self.default_hide {
+            // Stores the invoker's environment moved (`KUBECONFIG`, `GNUPGHOME`, ...).
+            let (stores, not_hidden) =
+                moved_stores(policy, &invoker.store_variables, &invoker.homes);
+            out.extend(stores);
+            not_followed.extend(not_hidden);
+        }
+        // Other users' bases are kept from others by their 0700 modes, which a kept DAC
+        // capability reads past.
+        let reads_past_modes = policy.keep_capabilities.iter().any(|c| {
+            matches!(
+                c,
+                crate::capability::Capability::DacOverride
+                    | crate::capability::Capability::DacReadSearch
+            )
+        });
+        let others: &[PathBuf] = if reads_past_modes {
+            &invoker.other_control_bases
+        } else {
+            &[]
+        };
+        for base in invoker.control_bases.iter().chain(others) {
             // A base is never a link (the launcher refuses one as a base): a candidate
             // that is a link holds no requests of ours, and following it would let
             // whoever made it choose what every later command of this user loses sight
@@ -1046,6 +1092,37 @@ impl PolicyRequest {
         }
         Ok((hidden::outermost(&out), not_followed))
     }
+}
+
+/// The credential stores `environment` moves ([`crate::credentials::moved`]) that exist,
+/// each as [`hidden::judge_moved`] decides for `policy`'s roots and the user's `homes`:
+/// the paths to hide, and why the others are not hidden.
+fn moved_stores(
+    policy: &Policy,
+    environment: &[(std::ffi::OsString, std::ffi::OsString)],
+    homes: &[PathBuf],
+) -> (Vec<PathBuf>, Vec<String>) {
+    let writable = crate::grants::writable_roots(policy);
+    let mut roots = writable.clone();
+    roots.push(policy.workspace.clone());
+    let mut plantable = writable;
+    plantable.extend(SHARED_WRITABLE.iter().map(PathBuf::from));
+    let reach = hidden::Reach {
+        writable: &plantable,
+        roots: &roots,
+        homes,
+    };
+    let (mut stores, mut not_hidden) = (Vec::new(), Vec::new());
+    for (path, variable) in crate::credentials::moved(environment) {
+        let Some(walked) = hidden::walk(&path, node) else {
+            continue;
+        };
+        match hidden::judge_moved(&path, variable, &walked, &reach) {
+            Ok(target) => stores.push(target),
+            Err(why) => not_hidden.push(why),
+        }
+    }
+    (stores, not_hidden)
 }
 
 /// Directories every user (and so every workspace-write command) can write, whatever
@@ -1119,6 +1196,8 @@ mod tests {
             control_bases: Vec::new(),
             capabilities: 0,
             raw_devices: Vec::new(),
+            store_variables: Vec::new(),
+            other_control_bases: Vec::new(),
         }
     }
 

@@ -253,6 +253,35 @@ impl Cleanup {
     }
 }
 
+/// Why the binding cannot be said to have held although the runner checked it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnverifiableBinding {
+    /// The target is a `#!` script (or a file only `/bin/sh` runs): after `execve` its
+    /// interpreter opens it again by path, so what it reads is whatever the path leads
+    /// to then, not the file that was checked.
+    ByName,
+}
+
+/// The receipt's `bindingUnverifiable`: why `bindingVerified` is `null` for a run whose
+/// binding was checked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BindingUnverifiable {
+    pub status: UnverifiableBinding,
+    /// What was found, for a person.
+    pub detail: String,
+}
+
+impl BindingUnverifiable {
+    /// A target its interpreter opens by name (see [`UnverifiableBinding::ByName`]).
+    pub fn by_name() -> BindingUnverifiable {
+        BindingUnverifiable {
+            status: UnverifiableBinding::ByName,
+            detail: "the executable is a script: it was checked, but its interpreter opens it again by name after execve, and a file swapped in at that path in between is not caught".into(),
+        }
+    }
+}
+
 /// The receipt of one run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -268,8 +297,15 @@ pub struct Receipt {
     /// when the runner recorded `confined` (it checks before it records) or, in
     /// `danger-full-access` under `stockade run`, the launcher checked; `false` when the
     /// runner failed, so the command never started (a change of the binding among the
-    /// reasons); `null` when there is no evidence either way.
+    /// reasons); `null` when there is no evidence either way, or when the target was
+    /// checked but is a script its interpreter opens again by name
+    /// (`bindingUnverifiable` says so): what the interpreter read is not proven to be
+    /// the file checked.
     pub binding_verified: Option<bool>,
+    /// Why `bindingVerified` is `null` for a run whose binding was checked (`by-name`);
+    /// `null` otherwise.
+    #[serde(default)]
+    pub binding_unverifiable: Option<BindingUnverifiable>,
     /// `null` where stockade did not see the stream (`classify`).
     pub stdout: Option<StreamDigest>,
     pub stderr: Option<StreamDigest>,

@@ -51,6 +51,14 @@ pub struct Invoker {
     /// ABI 5, refuses its ioctl). Landlock lets a command open a device node like any
     /// file beneath `/`: hidden by default.
     pub raw_devices: Vec<PathBuf>,
+    /// The invoking process's variables that move credential stores
+    /// ([`crate::credentials::variables`]), as (name, value): where the stores they name
+    /// are hidden.
+    pub store_variables: Vec<(OsString, OsString)>,
+    /// Every other user's control bases that exist (found by the launcher): hidden from a
+    /// command that keeps a capability reading past file modes (`CAP_DAC_OVERRIDE`,
+    /// `CAP_DAC_READ_SEARCH`), for which their 0700 modes mean nothing.
+    pub other_control_bases: Vec<PathBuf>,
 }
 
 impl Invoker {
@@ -78,6 +86,8 @@ impl Invoker {
             control_bases: Vec::new(),
             capabilities: 0,
             raw_devices: Vec::new(),
+            store_variables: Vec::new(),
+            other_control_bases: Vec::new(),
         }
     }
 }
@@ -468,6 +478,8 @@ mod tests {
             control_bases: Vec::new(),
             capabilities: 0,
             raw_devices: Vec::new(),
+            store_variables: Vec::new(),
+            other_control_bases: Vec::new(),
         };
         let err =
             check_implicit_tmpdir(&tmp.join("agent-tmp"), &invoker, std::slice::from_ref(&tmp))
@@ -501,6 +513,8 @@ mod tests {
             control_bases: Vec::new(),
             capabilities: 0,
             raw_devices: Vec::new(),
+            store_variables: Vec::new(),
+            other_control_bases: Vec::new(),
         };
         for bad in [
             Path::new("/"),

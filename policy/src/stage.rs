@@ -201,13 +201,21 @@ pub fn unprotected_names(policy: &Policy, exists: &dyn Fn(&Path) -> bool) -> Vec
 /// permission error after the command made a parent directory unreadable, counts as
 /// present, since absence could not be shown.
 pub fn appeared<T>(lookup: &std::io::Result<T>) -> bool {
-    match lookup {
-        Ok(_) => true,
-        Err(e) => !matches!(
+    !absent(lookup)
+}
+
+/// Whether the answer of looking a name up shows it absent: "no such file", or a parent
+/// that is not a directory. Before the run, only such names are watched: one the invoker
+/// cannot look up (a workspace it cannot search) might exist or not, and its state after
+/// the run would tell nothing about the command.
+pub fn absent<T>(lookup: &std::io::Result<T>) -> bool {
+    matches!(
+        lookup,
+        Err(e) if matches!(
             e.kind(),
             std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-        ),
-    }
+        )
+    )
 }
 
 /// The mounts the stage makes, in order.

@@ -17,11 +17,15 @@
 //!
 //! ```text
 //! stockade-status 1 confined ENFORCEMENT\n      ENFORCEMENT: full | partial
+//! stockade-status 1 confined ENFORCEMENT by-name\n
 //! stockade-status 1 failed KIND MESSAGE\n       KIND: [a-z0-9-]+, MESSAGE: rest of line
 //! ```
 //!
 //! - `confined`: confinement is applied and the runner is about to `execve` the target;
-//!   ENFORCEMENT is what the kernel actually gave.
+//!   ENFORCEMENT is what the kernel actually gave. `by-name`: the target is a file an
+//!   interpreter opens again by its path after `execve` (a `#!` script, or a file only
+//!   `/bin/sh` runs), so what the interpreter reads is not the file the runner verified
+//!   but whatever the path leads to then ([`TargetStart::ByName`]).
 //! - `failed`: the runner failed before the target started; KIND is a stable identifier
 //!   ([`FailureKind`]), MESSAGE the same text as its stderr line
 //!   without the prefix (carriage returns and newlines escaped as `\r`, `\n`).
@@ -181,11 +185,25 @@ impl fmt::Display for FailureKind {
     }
 }
 
+/// How the runner starts the verified target.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TargetStart {
+    /// From the verified descriptor: the kernel executes exactly the file checked.
+    Descriptor,
+    /// By its path, for an interpreter that opens it again by name after `execve`: a
+    /// swap of the path between the check and that open is not caught, so the binding
+    /// cannot be said to have held.
+    ByName,
+}
+
 /// One status record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StatusRecord {
-    /// Confinement applied; the target is about to be executed.
-    Confined { enforcement: Enforcement },
+    /// Confinement applied; the target is about to be executed, as `start` says.
+    Confined {
+        enforcement: Enforcement,
+        start: TargetStart,
+    },
     /// The runner failed before the target started.
     Failed { kind: FailureKind, message: String },
 }
@@ -207,8 +225,15 @@ impl StatusRecord {
     /// line and cut (at a character boundary) so the record fits [`MAX_RECORD_BYTES`].
     pub fn encode(&self) -> Vec<u8> {
         let line = match self {
-            StatusRecord::Confined { enforcement } => {
-                format!("{MAGIC} {VERSION} confined {}\n", enforcement.as_str())
+            StatusRecord::Confined { enforcement, start } => {
+                let by_name = match start {
+                    TargetStart::Descriptor => "",
+                    TargetStart::ByName => " by-name",
+                };
+                format!(
+                    "{MAGIC} {VERSION} confined {}{by_name}\n",
+                    enforcement.as_str()
+                )
             }
             StatusRecord::Failed { kind, message } => {
                 let head = format!("{MAGIC} {VERSION} failed {kind} ");
@@ -257,12 +282,16 @@ impl StatusRecord {
         }
         match (fields.next(), fields.next()) {
             (Some("confined"), Some(rest)) => {
-                let enforcement = match rest {
+                let (given, start) = match rest.strip_suffix(" by-name") {
+                    Some(given) => (given, TargetStart::ByName),
+                    None => (rest, TargetStart::Descriptor),
+                };
+                let enforcement = match given {
                     "full" => Enforcement::Full,
                     "partial" => Enforcement::Partial,
                     _ => return bad("unknown enforcement in a confined record"),
                 };
-                Ok(Some(StatusRecord::Confined { enforcement }))
+                Ok(Some(StatusRecord::Confined { enforcement, start }))
             }
             (Some("failed"), Some(rest)) => {
                 let (kind, message) = rest.split_once(' ').unwrap_or((rest, ""));
@@ -287,8 +316,17 @@ mod tests {
     fn records_round_trip_and_have_the_documented_bytes() {
         let confined = StatusRecord::Confined {
             enforcement: Enforcement::Partial,
+            start: TargetStart::Descriptor,
         };
         assert_eq!(confined.encode(), b"stockade-status 1 confined partial\n");
+        let by_name = StatusRecord::Confined {
+            enforcement: Enforcement::Full,
+            start: TargetStart::ByName,
+        };
+        assert_eq!(
+            by_name.encode(),
+            b"stockade-status 1 confined full by-name\n"
+        );
         let failed = StatusRecord::Failed {
             kind: FailureKind::Chdir,
             message: "cannot enter working directory /w: gone".into(),
@@ -297,7 +335,7 @@ mod tests {
             failed.encode(),
             b"stockade-status 1 failed chdir cannot enter working directory /w: gone\n"
         );
-        for r in [confined, failed] {
+        for r in [confined, by_name, failed] {
             assert_eq!(StatusRecord::decode(&r.encode()), Ok(Some(r)));
         }
         assert_eq!(StatusRecord::decode(b""), Ok(None));
@@ -390,6 +428,9 @@ mod tests {
             b"stockade-status 1 confined full\nstockade-status 1 failed x y\n",
             b"stockade-status 2 confined full\n",
             b"stockade-status 1 confined total\n",
+            b"stockade-status 1 confined by-name\n",
+            b"stockade-status 1 confined full by-name by-name\n",
+            b"stockade-status 1 confined full by-path\n",
             b"stockade-status 1 escaped\n",
             b"stockade-status 1 failed BAD msg\n",
             b"stockade-status 1 failed no-such-kind msg\n",

@@ -108,6 +108,39 @@ impl fmt::Display for Untrusted {
     }
 }
 
+/// The kernel's own filesystems, by the `f_type` magic `statfs` gives, and their names.
+/// A "regular file" there is an interface to the kernel, not stored bytes: reading
+/// `/proc/kmsg` consumes the kernel log, reading a tracing or debug file can block or
+/// change state. No request or control file lives there, so a file on one of them is
+/// refused before a byte is read, whoever owns it and whatever its mode says.
+const KERNEL_FILESYSTEMS: [(u64, &str); 16] = [
+    (0x9fa0, "proc"),
+    (0x6265_6572, "sysfs"),
+    (0x6462_6720, "debugfs"),
+    (0x7472_6163, "tracefs"),
+    (0x7363_6673, "securityfs"),
+    (0x0027_e0eb, "cgroup"),
+    (0x6367_7270, "cgroup2"),
+    (0xcafe_4a11, "bpf"),
+    (0x6265_6570, "configfs"),
+    (0x6165_676c, "pstore"),
+    (0xde5e_81e4, "efivarfs"),
+    (0xf97c_ff8c, "selinuxfs"),
+    (0x4341_5d53, "smackfs"),
+    (0x4249_4e4d, "binfmt_misc"),
+    (0x6573_5543, "fusectl"),
+    (0x1cd1, "devpts"),
+];
+
+/// The name of the kernel filesystem whose `statfs` magic is `magic`, `None` for a
+/// filesystem that stores files (see [`KERNEL_FILESYSTEMS`]).
+pub fn kernel_filesystem(magic: u64) -> Option<&'static str> {
+    KERNEL_FILESYSTEMS
+        .iter()
+        .find(|(m, _)| *m == magic)
+        .map(|(_, name)| *name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +176,16 @@ mod tests {
         }
         // Bits above the permission bits are not "open" (set-uid on a 0700 dir is ours).
         assert_eq!(judge(&facts(Regular, 7, 0o4700), Regular, 7), Ok(()));
+    }
+
+    #[test]
+    fn files_of_the_kernels_own_filesystems_are_named_and_stored_files_are_not() {
+        assert_eq!(kernel_filesystem(0x9fa0), Some("proc"));
+        assert_eq!(kernel_filesystem(0x6265_6572), Some("sysfs"));
+        assert_eq!(kernel_filesystem(0x7472_6163), Some("tracefs"));
+        // ext4, tmpfs, xfs, btrfs, overlayfs: files there are stored bytes.
+        for stored in [0xef53, 0x0102_1994, 0x5846_5342, 0x9123_683e, 0x794c_7630] {
+            assert_eq!(kernel_filesystem(stored), None, "{stored:#x}");
+        }
     }
 }

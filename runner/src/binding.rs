@@ -13,8 +13,10 @@
 //! of no format the kernel knows, which `/bin/sh` runs. The interpreter opens it by name
 //! after `execve` (a descriptor would reach it only as `/dev/fd/N`, which needs `/proc`
 //! and changes the script's `$0`), so such a file is executed by path, after the path
-//! was checked once more to lead to the verified file. A swap in the few system calls
-//! between that check and `execve` is not caught.
+//! was checked once more to lead to the verified file. A swap between that check and the
+//! interpreter's own open is not caught (another process of the user can time it to the
+//! open events), so such a start is recorded as `by-name` and the receipt does not say
+//! the binding was verified.
 
 use crate::error::RunnerError;
 use nix::fcntl::{OFlag, open};
@@ -30,6 +32,7 @@ use stockade_policy::binding::{
 };
 use stockade_policy::digest::Sha256;
 use stockade_policy::roots::FileId;
+use stockade_policy::status::TargetStart;
 
 /// How the verified file is executed.
 #[derive(Debug, PartialEq, Eq)]
@@ -60,6 +63,20 @@ pub enum Start {
     NotExecutable {
         errno: i32,
     },
+}
+
+impl Start {
+    /// How the target starts, for the status record: a file executed by path is opened
+    /// again by name by its interpreter, after every check.
+    pub fn target_start(&self) -> TargetStart {
+        match self {
+            Start::Exec(Target {
+                method: Method::Path,
+                ..
+            }) => TargetStart::ByName,
+            _ => TargetStart::Descriptor,
+        }
+    }
 }
 
 fn timestamp(sec: i64, nsec: i64) -> Timestamp {
@@ -193,10 +210,11 @@ fn verify_found(
         // Written while it was read: its status change time moved.
         same(readable.as_fd())?;
     }
-    let method = match header(&readable) {
-        Some(h) if h == ELF_MAGIC => Method::Descriptor,
-        // A script, or something only `/bin/sh` would run: both open it by name.
-        _ => Method::Path,
+    // A script, or something only `/bin/sh` would run: both open it by name.
+    let method = if binding::started_by_name(header(&readable)) {
+        Method::Path
+    } else {
+        Method::Descriptor
     };
     if method == Method::Path {
         // The path must still lead to the verified file: it is what runs.
@@ -210,8 +228,6 @@ fn verify_found(
         method,
     }))
 }
-
-const ELF_MAGIC: [u8; 4] = *b"\x7fELF";
 
 /// The first four bytes of the file, when it has them.
 fn header(file: &File) -> Option<[u8; 4]> {

@@ -39,6 +39,11 @@ pub enum RunnerError {
     RequestNotRegular {
         path: PathBuf,
     },
+    /// The request path is a file of the kernel's own (`/proc/kmsg`): refused unread.
+    RequestKernelFile {
+        path: PathBuf,
+        filesystem: &'static str,
+    },
     /// The request file belongs to another user.
     RequestForeignOwner {
         path: PathBuf,
@@ -169,7 +174,9 @@ impl RunnerError {
             RunnerError::RequestMissing { .. } => FailureKind::RequestMissing,
             RunnerError::RequestSymlink { .. } => FailureKind::RequestSymlink,
             RunnerError::RequestIo { .. } => FailureKind::RequestIo,
-            RunnerError::RequestNotRegular { .. } => FailureKind::RequestNotRegular,
+            RunnerError::RequestNotRegular { .. } | RunnerError::RequestKernelFile { .. } => {
+                FailureKind::RequestNotRegular
+            }
             RunnerError::RequestForeignOwner { .. } => FailureKind::RequestForeignOwner,
             RunnerError::RequestTooOpen { .. } => FailureKind::RequestTooOpen,
             RunnerError::RequestReplaced { .. } => FailureKind::RequestReplaced,
@@ -250,6 +257,11 @@ impl fmt::Display for RunnerError {
             RunnerError::RequestNotRegular { path } => {
                 write!(f, "request file {} is not a regular file", path.display())
             }
+            RunnerError::RequestKernelFile { path, filesystem } => write!(
+                f,
+                "request file {} is not a regular file: it lies on the kernel's {filesystem} filesystem, whose files are read from the kernel, not from storage (nothing was read from it)",
+                path.display()
+            ),
             RunnerError::RequestForeignOwner { path, owner, euid } => write!(
                 f,
                 "request file {} is owned by uid {owner}, not by the runner's uid {euid}",
@@ -502,6 +514,13 @@ mod tests {
                 source: io(),
             },
         ];
+        // A file of the kernel's is reported under the kind of any other non-regular file.
+        let kernel = RunnerError::RequestKernelFile {
+            path: p(),
+            filesystem: "proc",
+        };
+        assert_eq!(kernel.kind(), FailureKind::RequestNotRegular);
+        assert!(kernel.to_string().contains("the kernel's proc filesystem"));
         let long = RunnerError::NotFound {
             program: "p".repeat(100_000).into(),
         }

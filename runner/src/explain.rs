@@ -19,6 +19,7 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     let (file, meta) = request_file::open(path)?;
     // An untrusted file is still shown, with the reason the runner would refuse it.
     let trust = match request_file::check_trust(path, &meta) {
+        // Not a file to read at all (a FIFO, a device): refused before a read.
         Err(e @ RunnerError::RequestNotRegular { .. }) => return Err(e),
         trust => trust,
     };

@@ -281,8 +281,13 @@ fn run(path: &std::path::Path, digest: &[u8; 32]) -> RunnerError {
         Err(e) => return e,
     };
     if let Some(inherit) = &request.inherit.env {
+        let spawned: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+        // The credential stores this environment moves are hidden too: the command reads
+        // the same variables (`KUBECONFIG`, `GNUPGHOME`) and would find them there.
+        let homes = invoker_homes(&spawned);
+        request.policy.hide_stores_moved_by(&spawned, &homes);
         // The environment this runner was spawned with, through the request's rule.
-        request.env = inherit.build(std::env::vars_os().collect());
+        request.env = inherit.build(spawned);
     }
     let status = match request.status_path.as_deref().map(StatusFile::open) {
         None => None,
@@ -310,11 +315,22 @@ fn run(path: &std::path::Path, digest: &[u8; 32]) -> RunnerError {
     };
     // The last step before execve: from here on the target's exit facts are its own.
     if let Some(status) = status
-        && let Err(e) = status.confined(achieved)
+        && let Err(e) = status.confined(achieved, start.target_start())
     {
         return e;
     }
     exec::exec(&request, start)
+}
+
+/// The invoking user's home directories, as `confine` finds them: the passwd database's
+/// and `$HOME` of the spawn-time environment.
+fn invoker_homes(spawned: &[(OsString, OsString)]) -> Vec<PathBuf> {
+    let uid = nix::unistd::getuid().as_raw();
+    let passwd_home = std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|text| stockade_policy::roots::home_from_passwd(&text, uid));
+    let env_home = stockade_policy::environment::lookup(spawned, "HOME").map(PathBuf::from);
+    stockade_policy::roots::Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref()).homes
 }
 
 /// Prints the one failure line, tagged when a tag was given. Newlines in paths are

@@ -15,7 +15,10 @@ use stockade_policy::digest;
 use stockade_policy::request::{DecodeError, MAX_REQUEST_BYTES};
 use stockade_policy::trust::Untrusted;
 
-/// Opens the request file without following a symlink and without blocking on a FIFO.
+/// Opens the request file without following a symlink and without blocking on a FIFO,
+/// and refuses a file of the kernel's own filesystems before anything reads it (see
+/// `stockade_policy::trust::kernel_filesystem`: as root, `/proc/kmsg` passes the owner
+/// and mode checks, and reading it consumes the kernel log).
 pub fn open(path: &Path) -> Result<(File, Metadata), RunnerError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -33,6 +36,18 @@ pub fn open(path: &Path) -> Result<(File, Metadata), RunnerError> {
         path: path.into(),
         source,
     })?;
+    let fs = nix::sys::statfs::fstatfs(&file).map_err(|e| RunnerError::RequestIo {
+        path: path.into(),
+        source: e.into(),
+    })?;
+    if let Some(filesystem) =
+        stockade_policy::trust::kernel_filesystem(fs.filesystem_type().0 as u64)
+    {
+        return Err(RunnerError::RequestKernelFile {
+            path: path.into(),
+            filesystem,
+        });
+    }
     Ok((file, meta))
 }
 

@@ -18,7 +18,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use stockade_policy::guarantees::Enforcement;
-use stockade_policy::status::{MAX_RECORD_BYTES, StatusRecord};
+use stockade_policy::status::{MAX_RECORD_BYTES, StatusRecord, TargetStart};
 
 /// The soft file size limit, when there is one. A spawner may start the runner with a
 /// low one (`ulimit -f`): the write of a record past it would kill the runner with
@@ -81,8 +81,8 @@ impl StatusFile {
     }
 
     /// Records that confinement is applied and the target is about to be executed.
-    pub fn confined(self, enforcement: Enforcement) -> Result<(), RunnerError> {
-        self.write(&StatusRecord::Confined { enforcement })
+    pub fn confined(self, enforcement: Enforcement, start: TargetStart) -> Result<(), RunnerError> {
+        self.write(&StatusRecord::Confined { enforcement, start })
     }
 
     /// Records a runner failure. Best effort: the stderr line and exit 125 still say it.

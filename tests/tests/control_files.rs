@@ -682,6 +682,59 @@ fn classify_refuses_a_fifo_input_without_blocking_and_reads_either_input_from_st
     assert_eq!(v["outcome"], "failed", "{v}");
 }
 
+/// `classify` reads its inputs only from regular files of storage, like the runner and
+/// `explain`: a file of the kernel's own filesystems is refused before it is read (as
+/// root, `/proc/kmsg` passes every other check, and reading it consumes the kernel log;
+/// `/proc/self/environ` is readable by any user), and nothing is consumed.
+#[test]
+fn classify_reads_no_input_from_the_kernels_own_filesystems() {
+    let fx = Fixture::new();
+    let c = confine_sh(&fx, "echo oops >&2; exit 3");
+    let out = spawn_argv(&c);
+    assert_code(&out, 3);
+    let json = fx.root.join("c.json");
+    std::fs::write(&json, c.to_string()).unwrap();
+    let mut kernel = vec!["/proc/self/environ"];
+    if stockade_tests::is_root() {
+        kernel.push("/proc/kmsg");
+    } else {
+        eprintln!(
+            "SKIPPED (needs root): classify_reads_no_input_from_the_kernels_own_filesystems (/proc/kmsg)"
+        );
+    }
+    let classify = |stderr: &str| {
+        fx.stockade([
+            "classify",
+            "--exit-code",
+            "3",
+            "--confined",
+            json.to_str().unwrap(),
+            "--stderr",
+            stderr,
+        ])
+        .output()
+        .unwrap()
+    };
+    for path in kernel {
+        let res = classify(path);
+        assert_code(&res, 125);
+        let line = launcher_failure_line(&res);
+        assert!(
+            line.contains("the kernel's proc filesystem"),
+            "{path}: {line}"
+        );
+        assert!(res.stdout.is_empty());
+    }
+    assert!(private_dir(&c).exists(), "refused input consumed nothing");
+    // Positive control: the same stderr from a regular file is read.
+    let err = fx.root.join("stderr.txt");
+    std::fs::write(&err, &out.stderr).unwrap();
+    let res = classify(err.to_str().unwrap());
+    assert_code(&res, 0);
+    let v: Value = serde_json::from_slice(&res.stdout).unwrap();
+    assert_eq!(v["outcome"], "failed", "{v}");
+}
+
 #[test]
 fn a_replaced_status_file_is_tampering_even_with_a_well_formed_record() {
     let fx = Fixture::new();

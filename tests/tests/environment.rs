@@ -282,6 +282,57 @@ fn credentials_in_values_and_sshpass_are_removed_and_reported() {
     assert_removed_and_kept(&fx, &removed, &kept);
 }
 
+/// Secrets the name rule cannot see: passwords in connection strings that are not URL
+/// user-info, in option strings, webhook URLs whose path is the credential, vendors'
+/// tokens by their prefix, and names ending `_PW`. Each is removed and reported by name;
+/// ordinary values of the same shapes reach the command.
+#[test]
+fn secrets_in_connection_strings_webhooks_and_tokens_are_removed_and_reported() {
+    let removed = [
+        (
+            "E2E_JDBC",
+            "jdbc:mysql://db/app?user=app&password=e2e-jdbc-pw",
+        ),
+        ("E2E_ADO", "Server=db;User Id=sa;Password=e2e-ado-pw;"),
+        ("E2E_ODBC", "Driver={PostgreSQL};Uid=app;Pwd=e2e-odbc-pw;"),
+        (
+            "E2E_ORACLE",
+            "jdbc:oracle:thin:scott/e2e-oracle-pw@db:1521:orcl",
+        ),
+        ("JAVA_TOOL_OPTIONS", "-Dhttp.proxyPassword=e2e-java-pw"),
+        ("E2E_LDAP_PW", "e2e-ldap-pw"),
+        (
+            "E2E_NOTIFY",
+            "https://hooks.slack.com/services/T0E2E/B0E2E/e2eSlackHook",
+        ),
+        (
+            "E2E_ALERTS",
+            "https://discord.com/api/webhooks/1/e2eDiscordHook",
+        ),
+        ("E2E_GH", "ghp_e2e0123456789abcdefghijABCDEFGHIJ0"),
+        ("E2E_GITLAB", "glpat-e2e0123456789abcdefAB"),
+        ("E2E_SLACK", "xoxb-e2e0123456-0123456789-abcdef"),
+        ("E2E_OPENAI", "sk-e2e0123456789abcdefABCDEF"),
+        ("E2E_AWS_ID", "AKIAE2E0123456789ABC"),
+    ];
+    // Positive controls: values of the same shapes with nothing secret in them.
+    let kept = [
+        ("DATABASE_URL", "postgres://app@db/app?sslmode=require"),
+        (
+            "E2E_ADO_TRUSTED",
+            "Server=db;Database=app;Trusted_Connection=yes;",
+        ),
+        ("MAVEN_OPTS", "-Xmx1g -Dfile.encoding=UTF-8"),
+        ("E2E_DOCS", "https://api.slack.com/messaging/webhooks"),
+        ("E2E_BRANCH", "ghp_fix"),
+        ("E2E_TOOL", "sk-learn-datasets-for-the-benchmarks"),
+        ("E2E_PW_DIR", "/srv/e2e-pw"),
+    ];
+    for fx in [Fixture::new(), Fixture::staged()] {
+        assert_removed_and_kept(&fx, &removed, &kept);
+    }
+}
+
 /// `GIT_CONFIG_KEY_<n>` names a git setting: removing it for its word `key` made every git
 /// command fail ("missing config key") while the value beside it passed.
 #[test]

@@ -38,26 +38,45 @@ fn verdicts(out: &std::process::Output) -> Vec<String> {
     text(&out.stdout).lines().map(str::to_string).collect()
 }
 
+/// The default store locations that are directories (every other one is a file).
+const DIRECTORY_STORES: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".config/gh",
+    ".config/glab-cli",
+    ".config/hub",
+    ".kube",
+    ".gnupg",
+    ".password-store",
+    ".local/share/keyrings",
+    ".config/gcloud",
+    ".azure",
+    ".oci",
+    ".config/doctl",
+    ".config/rclone",
+    ".terraform.d",
+    ".mozilla",
+    ".thunderbird",
+    ".config/google-chrome",
+    ".config/google-chrome-beta",
+    ".config/google-chrome-unstable",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".config/microsoft-edge",
+    ".config/microsoft-edge-beta",
+    ".config/vivaldi",
+    ".config/opera",
+];
+
 /// A fake home holding every default credential store: a directory store gets a file
 /// `secret` inside it (the one read), a file store is the file read.
 fn fake_home(fx: &Fixture) -> (PathBuf, Vec<PathBuf>) {
     let home = fx.root.join("home");
     let mut secrets = Vec::new();
-    for rel in stockade_policy::hidden::HOME_SECRETS {
+    let stores = stockade_policy::credentials::STORES.iter();
+    for rel in stores.flat_map(|s| s.home) {
         let p = home.join(rel);
-        // A name with an extension, or one of the known dotfiles, is a file store.
-        let file = rel.ends_with(".json")
-            || rel.ends_with(".toml")
-            || [
-                ".netrc",
-                ".git-credentials",
-                ".npmrc",
-                ".pypirc",
-                ".vault-token",
-            ]
-            .contains(rel)
-            || rel.ends_with("credentials");
-        if file {
+        if !DIRECTORY_STORES.contains(rel) {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(&p, b"secret").unwrap();
             secrets.push(p);
@@ -73,6 +92,200 @@ fn fake_home(fx: &Fixture) -> (PathBuf, Vec<PathBuf>) {
     std::fs::create_dir_all(home.join(".cargo/bin")).unwrap();
     std::fs::write(home.join(".cargo/config.toml"), b"").unwrap();
     (home, secrets)
+}
+
+/// Where the environment moves a store, the store is hidden there: a file named by a
+/// variable, a list of files, and entries beneath a directory a variable names. What
+/// lies beside them stays readable, and the same paths with the variables unset, or
+/// with `--no-default-hide`, are readable (the variables are what hid them).
+#[test]
+fn credential_stores_moved_by_the_environment_are_hidden_where_they_are() {
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let o = fx.outside.join("stores");
+        let file = |rel: &str| {
+            let p = o.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, b"secret").unwrap();
+            p
+        };
+        let secrets = [
+            file("aws/shared-credentials"),
+            file("kube/one"),
+            file("kube/two"),
+            file("docker/config.json"),
+            file("gnupg/private-keys-v1.d/key"),
+            file("cargo/credentials.toml"),
+            file("xdg/gh/hosts.yml"),
+            file("xdg/git/credentials"),
+            file("pgpass"),
+            file("history"),
+        ];
+        let beside = [
+            file("docker/other.json"),
+            file("cargo/config.toml"),
+            file("xdg/git/config"),
+            file("kube/three"),
+        ];
+        let at = |rel: &str| o.join(rel).into_os_string();
+        let mut kubeconfig = at("kube/one");
+        kubeconfig.push(":");
+        kubeconfig.push(at("kube/two"));
+        let vars = [
+            ("AWS_SHARED_CREDENTIALS_FILE", at("aws/shared-credentials")),
+            ("KUBECONFIG", kubeconfig),
+            ("DOCKER_CONFIG", at("docker")),
+            ("GNUPGHOME", at("gnupg")),
+            ("CARGO_HOME", at("cargo")),
+            ("XDG_CONFIG_HOME", at("xdg")),
+            ("PGPASSFILE", at("pgpass")),
+            ("HISTFILE", at("history")),
+        ];
+        let all: Vec<PathBuf> = secrets.iter().chain(&beside).cloned().collect();
+        let script = probe_reads(&all);
+        for mode in ["read-only", "workspace-write"] {
+            let what = format!("stage {} {mode}", fx.stage);
+            let mut cmd = fx.stockade(["run", "--mode", mode, "--", "sh", "-c", &script]);
+            cmd.envs(vars.iter().cloned());
+            let v = verdicts(&cmd.output().unwrap());
+            for s in &secrets {
+                let denied = format!("DENIED {}", s.display());
+                assert!(
+                    v.contains(&denied),
+                    "{what}: {} readable: {v:?}",
+                    s.display()
+                );
+            }
+            for s in &beside {
+                let read = format!("READ {}", s.display());
+                assert!(
+                    v.contains(&read),
+                    "{what}: {} unreadable: {v:?}",
+                    s.display()
+                );
+            }
+            // Controls: without the variables, and with the defaults dropped.
+            let unset = fx.stockade(["run", "--mode", mode, "--", "sh", "-c", &script]);
+            let mut dropped = fx.stockade(["run", "--mode", mode, "--no-default-hide"]);
+            dropped
+                .args(["--", "sh", "-c", &script])
+                .envs(vars.iter().cloned());
+            for mut control in [unset, dropped] {
+                let v = verdicts(&control.output().unwrap());
+                for s in &all {
+                    let read = format!("READ {}", s.display());
+                    assert!(v.contains(&read), "{what} control: {}: {v:?}", s.display());
+                }
+            }
+        }
+    }
+}
+
+/// A store moved by an `--env` entry (the command's own environment, not the caller's)
+/// is hidden as well.
+#[test]
+fn a_store_moved_by_an_env_entry_is_hidden_too() {
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let store = fx.outside.join("env-pgpass");
+        std::fs::write(&store, b"secret").unwrap();
+        let script = probe_reads(std::slice::from_ref(&store));
+        let entry = format!("PGPASSFILE={}", store.display());
+        let run = |flags: &[&str]| {
+            let mut cmd = fx.stockade(["run"]);
+            cmd.args(flags)
+                .args(["--", "sh", "-c", &script])
+                .env_remove("PGPASSFILE");
+            verdicts(&cmd.output().unwrap())
+        };
+        let v = run(&["--env", &entry]);
+        assert!(v.contains(&format!("DENIED {}", store.display())), "{v:?}");
+        // Control: without the entry the same file is readable.
+        let v = run(&[]);
+        assert!(v.contains(&format!("READ {}", store.display())), "{v:?}");
+    }
+}
+
+/// With `--inherit-env` the command gets the environment the runner is spawned with,
+/// which `confine` never saw: the stores that environment moves are hidden as well.
+#[test]
+fn with_inherit_env_the_stores_the_spawn_environment_moves_are_hidden_too() {
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let store = fx.outside.join("spawn-kubeconfig");
+        let beside = fx.outside.join("spawn-other");
+        for p in [&store, &beside] {
+            std::fs::write(p, b"secret").unwrap();
+        }
+        let script = probe_reads(&[store.clone(), beside.clone()]);
+        let spawn = |kubeconfig: Option<&Path>| {
+            let c = fx.confine(&["--inherit-env", "--", "sh", "-c", &script]);
+            let argv = confined_argv(&c);
+            let mut cmd = std::process::Command::new(&argv[0]);
+            cmd.args(&argv[1..])
+                .stdin(std::process::Stdio::null())
+                .env_remove("TMPDIR")
+                .env_remove("KUBECONFIG");
+            if let Some(k) = kubeconfig {
+                cmd.env("KUBECONFIG", k);
+            }
+            verdicts(&cmd.output().unwrap())
+        };
+        let v = spawn(Some(&store));
+        assert!(v.contains(&format!("DENIED {}", store.display())), "{v:?}");
+        assert!(v.contains(&format!("READ {}", beside.display())), "{v:?}");
+        // Control: spawned without the variable, the same file is readable.
+        let v = spawn(None);
+        assert!(v.contains(&format!("READ {}", store.display())), "{v:?}");
+    }
+}
+
+/// A variable that puts a store on the home itself, a device or a directory holding the
+/// workspace hides nothing there (that would hide what commands need, or fail every
+/// confine), and ConfinedArgv's `notGranted` says so; commands run as ever.
+#[test]
+fn a_store_variable_naming_the_home_a_device_or_the_workspace_hides_nothing_and_is_reported() {
+    let fx = Fixture::new();
+    let home = fx.root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join(".profile"), b"rc").unwrap();
+    let mut cmd = fx.stockade(["confine", "--mode", "workspace-write", "--", "true"]);
+    cmd.env("HOME", &home)
+        .env("GNUPGHOME", &home)
+        .env("HISTFILE", "/dev/null")
+        .env("GH_CONFIG_DIR", &fx.root);
+    let out = cmd.output().unwrap();
+    assert_code(&out, 0);
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let not_granted = c["notGranted"].to_string();
+    for var in ["$GNUPGHOME", "$HISTFILE", "$GH_CONFIG_DIR"] {
+        assert!(not_granted.contains(var), "{var}: {not_granted}");
+    }
+    let _ = std::fs::remove_dir_all(
+        Path::new(c["statusPath"].as_str().unwrap())
+            .parent()
+            .unwrap(),
+    );
+    // The workload: the home stays readable, /dev/null usable, the workspace writable.
+    let script = format!(
+        "cat '{}' && echo x >/dev/null && touch made && echo WORKED",
+        home.join(".profile").display()
+    );
+    let out = fx
+        .stockade([
+            "run",
+            "--mode",
+            "workspace-write",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .env("HOME", &home)
+        .env("GNUPGHOME", &home)
+        .env("HISTFILE", "/dev/null")
+        .env("GH_CONFIG_DIR", &fx.root)
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(text(&out.stdout).contains("WORKED"));
 }
 
 #[test]

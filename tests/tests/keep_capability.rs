@@ -681,3 +681,64 @@ fn under_securebits_noroot_the_kept_capabilities_still_reach_the_command() {
     assert_code(&out, 0);
     assert_eq!(text(&out.stdout).trim(), "CapEff:\t0000000000000000");
 }
+
+/// Removes a directory tree made for a test, whatever happens to the test.
+struct RemoveTree(std::path::PathBuf);
+
+impl Drop for RemoveTree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A 0700 tree of `OTHER`'s at `dir`, shaped like a control base: a request directory
+/// holding a spill file of their command's output. Returns the spill file.
+fn other_users_base(dir: &Path) -> std::path::PathBuf {
+    let request = dir.join("req-1-abc");
+    std::fs::create_dir_all(&request).unwrap();
+    let spill = request.join("stdout");
+    std::fs::write(&spill, "their output\n").unwrap();
+    for p in [dir, request.as_path(), spill.as_path()] {
+        chown(p, OTHER);
+        chmod(p, 0o700);
+    }
+    spill
+}
+
+#[test]
+fn another_users_control_base_is_hidden_from_a_command_keeping_a_read_capability() {
+    // Other users' control bases are private by their 0700 modes alone, which a kept DAC
+    // capability reads past: their spill files hold their commands' output.
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): another_users_control_base_is_hidden");
+        return;
+    }
+    let base = std::path::PathBuf::from(format!("/run/stockade-{OTHER}"));
+    if base.symlink_metadata().is_ok() {
+        eprintln!(
+            "SKIPPED ({} exists already): another_users_control_base",
+            base.display()
+        );
+        return;
+    }
+    let _remove = RemoveTree(base.clone());
+    let spill = other_users_base(&base);
+    for (what, fx) in fixtures() {
+        // Control: the same tree anywhere else is read with the capability, so what
+        // keeps the base out is the hiding, not the modes.
+        let elsewhere = other_users_base(&fx.outside.join("not-a-base"));
+        for cap in ["dac_read_search", "dac_override"] {
+            let caps = ["--keep-capability", cap];
+            let out = sh(&fx, &caps, &format!("cat {}", spill.display()));
+            assert_ne!(out.status.code(), Some(0), "{what} {cap}: {out:?}");
+            assert!(!text(&out.stdout).contains("their output"), "{what} {cap}");
+            let out = sh(&fx, &caps, &format!("cat {}", elsewhere.display()));
+            assert_code(&out, 0);
+            assert_eq!(text(&out.stdout), "their output\n", "{what} {cap}");
+        }
+        // Workload: without a DAC capability the base is not carved (the modes keep the
+        // command out) and commands run as ever.
+        let out = sh(&fx, &[], "echo ran");
+        assert_code(&out, 0);
+    }
+}

@@ -536,3 +536,119 @@ fn the_binding_holds_through_the_namespace_stage_and_explain_shows_it() {
         "the executable changed since the command was confined",
     );
 }
+
+/// The `#!` window: the runner checks a script, then its interpreter opens it again by
+/// name. A racer outside (as another command of the same user could be) exchanges the
+/// script with another file on its second open event, so the other content runs. The
+/// receipt must never say `bindingVerified: true` for such a run: a script is reported
+/// `null` with `bindingUnverifiable` `by-name`, on `stockade run` and on the
+/// confine/classify path, with and without the namespace stage; 0 false claims in 100
+/// (and in 20 more under `danger-full-access`, where the launcher checks the binding).
+/// Controls: the racer does win (the other content runs), and a binary, executed from
+/// the verified descriptor, is still reported verified.
+#[test]
+fn a_script_swapped_after_the_check_is_never_reported_as_verified() {
+    let mut swapped = 0;
+    let mut false_claims = Vec::new();
+    let mut not_by_name = Vec::new();
+    let runs = [
+        (Fixture::new(), "workspace-write", 50),
+        (Fixture::staged(), "workspace-write", 50),
+        (Fixture::new(), "danger-full-access", 20),
+    ];
+    for (fx, mode, count) in runs {
+        let (file, other) = (fx.ws.join("tool"), fx.ws.join("other"));
+        for _ in 0..count {
+            script(&file, "#!/bin/sh\necho checked\n");
+            script(&other, "#!/bin/sh\necho other\n");
+            let mut racer = Command::new(bin("racer"))
+                .args([file.as_os_str(), other.as_os_str(), "2".as_ref()])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut ready = String::new();
+            let mut lines = std::io::BufReader::new(racer.stdout.take().unwrap());
+            std::io::BufRead::read_line(&mut lines, &mut ready).unwrap();
+            assert_eq!(ready, "ready\n");
+            let (out, json) =
+                run_json(&mut fx.stockade(["run", "--json", "--mode", mode, "--", "./tool"]));
+            let _ = racer.kill();
+            let _ = racer.wait();
+            assert_code(&out, 0);
+            let r = &json["receipt"];
+            let ran = json["stdout"]["text"].as_str().unwrap_or_default();
+            if ran == "other\n" {
+                swapped += 1;
+                if r["bindingVerified"] == true {
+                    false_claims.push(r.to_string());
+                }
+            }
+            if !r["bindingVerified"].is_null() || r["bindingUnverifiable"]["status"] != "by-name" {
+                not_by_name.push(format!("{mode}: {r}"));
+            }
+        }
+    }
+    assert_eq!(
+        false_claims,
+        Vec::<String>::new(),
+        "a swapped script was reported verified ({} of {swapped} swaps)",
+        false_claims.len()
+    );
+    assert_eq!(
+        not_by_name,
+        Vec::<String>::new(),
+        "a script's receipt did not say by-name"
+    );
+    assert!(swapped > 0, "the racer never won: the test shows nothing");
+
+    let fx = Fixture::new();
+    script(&fx.ws.join("tool"), "#!/bin/sh\necho checked\n");
+    // The harness path: confine, spawn, classify say the same.
+    let c = fx.confine(&["--", "./tool"]);
+    let out = spawn_argv(&c);
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "checked\n");
+    assert!(
+        status_text(&c).ends_with("by-name\n"),
+        "{}",
+        status_text(&c)
+    );
+    let v = classify_ok(&fx, &c);
+    assert!(v["receipt"]["bindingVerified"].is_null(), "{v}");
+    assert_eq!(
+        v["receipt"]["bindingUnverifiable"]["status"], "by-name",
+        "{v}"
+    );
+
+    // Control: a binary is executed from the verified descriptor, and verified.
+    for mode in ["workspace-write", "danger-full-access"] {
+        let (out, json) =
+            run_json(&mut fx.stockade(["run", "--json", "--mode", mode, "--", "true"]));
+        assert_code(&out, 0);
+        assert_eq!(json["receipt"]["bindingVerified"], true, "{mode}: {json}");
+        assert!(
+            json["receipt"]["bindingUnverifiable"].is_null(),
+            "{mode}: {json}"
+        );
+    }
+    let c = fx.confine(&["--", "true"]);
+    assert_code(&spawn_argv(&c), 0);
+    let v = classify_ok(&fx, &c);
+    assert_eq!(v["receipt"]["bindingVerified"], true, "{v}");
+    assert!(v["receipt"]["bindingUnverifiable"].is_null(), "{v}");
+}
+
+/// `stockade classify` on a run that exited 0.
+fn classify_ok(fx: &Fixture, c: &Value) -> Value {
+    let file = fx.outside.join("confined.json");
+    std::fs::write(&file, c.to_string()).unwrap();
+    let (out, v) = run_json(&mut fx.stockade([
+        "classify".as_ref(),
+        "--confined".as_ref(),
+        file.as_os_str(),
+        "--exit-code".as_ref(),
+        "0".as_ref(),
+    ]));
+    assert_code(&out, 0);
+    v
+}

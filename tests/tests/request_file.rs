@@ -209,6 +209,71 @@ fn explain_shows_a_request_without_consuming_it() {
     assert!(text(&out.stdout).contains("would refuse this file"));
 }
 
+/// `stockade explain` (the runner's `--explain`) and the runner itself read only a
+/// request in a regular file of storage: a FIFO is refused without hanging, and a file of
+/// the kernel's own filesystems is refused before it is read, even where owner and mode
+/// would pass (as root `/proc/kmsg` does, and reading it consumes the kernel log;
+/// `/proc/self/environ` is the runner's own, 0400, for any user).
+#[test]
+fn explain_reads_only_regular_files_not_fifos_or_the_kernel_log() {
+    let fx = Fixture::new();
+    let (good, marker) = marked(&fx);
+    let explain = |path: &std::path::Path| {
+        fx.stockade(["explain".as_ref(), path.as_os_str()])
+            .output()
+            .unwrap()
+    };
+
+    // Positive control: a request in a regular file is read and shown.
+    let ok = write_request_bytes(&fx, "ok", &good);
+    let out = explain(&ok);
+    assert_code(&out, 0);
+    assert!(
+        text(&out.stdout).contains("the runner would accept this request"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let fifo = fx.root.join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let out = explain(&fifo);
+    assert_code(&out, 125);
+    assert!(
+        runner_failure_line(&out).contains("is not a regular file"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let mut kernel = vec![std::path::PathBuf::from("/proc/self/environ")];
+    if stockade_tests::is_root() {
+        kernel.push("/proc/kmsg".into());
+    } else {
+        eprintln!(
+            "SKIPPED (needs root): explain_reads_only_regular_files_not_fifos_or_the_kernel_log (/proc/kmsg)"
+        );
+    }
+    for path in &kernel {
+        let out = explain(path);
+        assert_code(&out, 125);
+        let line = runner_failure_line(&out);
+        assert!(
+            line.contains("the kernel's proc filesystem") && line.contains("nothing was read"),
+            "{}: {line}",
+            path.display()
+        );
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    }
+    // The runner itself refuses the same file the same way, and runs nothing.
+    refused(
+        &fx,
+        std::path::Path::new("/proc/self/environ"),
+        &marker,
+        "the kernel's proc filesystem",
+    );
+}
+
 #[test]
 fn the_runners_usage_errors_are_one_line_and_exit_125_and_consume_nothing() {
     let fx = Fixture::new();

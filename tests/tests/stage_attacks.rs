@@ -946,3 +946,83 @@ fn an_argv_confined_in_a_namespace_that_is_gone_still_runs() {
         assert_eq!(text(&out.stdout), "hello\n", "round {round}");
     }
 }
+
+/// `stockade ARGS` as uid/gid 65534 (no supplementary groups), from `fx`'s root
+/// directory (the workspace may be one it cannot enter).
+fn as_nobody(fx: &Fixture, args: &[&str]) -> std::process::Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(stockade_bin())
+        .args(args)
+        .current_dir(&fx.root)
+        .env("STOCKADE_RUNNER", runner_bin())
+        .env("XDG_RUNTIME_DIR", &fx.runtime)
+        .env("HOME", fx.root.join("home"))
+        .env_remove("TMPDIR")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn names_the_invoker_cannot_look_up_are_not_reported_as_appeared() {
+    // A workspace its own user cannot search: whether `.git/hooks`, `.envrc`... exist
+    // cannot be known, before the run or after. That is not the command's doing, so no
+    // "protected path appeared" is said of them; ConfinedArgv says what is known.
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): names_the_invoker_cannot_look_up");
+        return;
+    }
+    let fx = Fixture::staged();
+    if !staged_here(&fx) {
+        eprintln!("SKIPPED (needs namespaces): names_the_invoker_cannot_look_up");
+        return;
+    }
+    std::fs::create_dir(fx.root.join("home")).unwrap();
+    let chown = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&fx.root)
+        .output()
+        .unwrap();
+    assert!(chown.status.success(), "{}", text(&chown.stderr));
+    let ws = fx.ws.to_str().unwrap();
+    let appeared = "protected path appeared";
+    std::fs::set_permissions(&fx.ws, PermissionsExt::from_mode(0o600)).unwrap();
+    let out = as_nobody(&fx, &["run", "--workspace", ws, "--", "true"]);
+    std::fs::set_permissions(&fx.ws, PermissionsExt::from_mode(0o700)).unwrap();
+    assert_code(&out, 0);
+    assert!(
+        !text(&out.stderr).contains(appeared),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::set_permissions(&fx.ws, PermissionsExt::from_mode(0o600)).unwrap();
+    let out = as_nobody(&fx, &["confine", "--workspace", ws, "--", "true"]);
+    std::fs::set_permissions(&fx.ws, PermissionsExt::from_mode(0o700)).unwrap();
+    assert_code(&out, 0);
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let not_granted = c["notGranted"].to_string();
+    assert!(
+        not_granted.contains(&format!("{ws}/.envrc")) && not_granted.contains("cannot look it up"),
+        "{not_granted}"
+    );
+    let _ = std::fs::remove_dir_all(
+        std::path::Path::new(c["statusPath"].as_str().unwrap())
+            .parent()
+            .unwrap(),
+    );
+    // Control: in a workspace the user can search, a name the command creates is
+    // reported, and none is said to have appeared when none did.
+    let script = format!("touch {ws}/.envrc");
+    let out = as_nobody(&fx, &["run", "--workspace", ws, "--", "sh", "-c", &script]);
+    assert_code(&out, 0);
+    let envrc = format!("[sandbox: {appeared}: {ws}/.envrc]");
+    assert!(text(&out.stderr).contains(&envrc), "{}", text(&out.stderr));
+    let out = as_nobody(&fx, &["run", "--workspace", ws, "--", "true"]);
+    assert_code(&out, 0);
+    assert!(
+        !text(&out.stderr).contains(appeared),
+        "{}",
+        text(&out.stderr)
+    );
+}

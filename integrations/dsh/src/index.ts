@@ -12,10 +12,17 @@
  *   to what it inherits.
  * - A refusal (`SANDBOX_UNAVAILABLE`, or any failure of `stockade confine`) throws
  *   `SandboxUnavailableError`: never an unconfined passthrough.
- * - Settling: the harness's executor classifies in-process and never reports back, so
- *   the provider removes each private directory itself once the runner has written its
- *   final status record (just before the command starts: nothing writes there again).
- *   `settle()` gives a caller that has the process facts `stockade classify`'s verdict.
+ * - Settling: `settle()` gives a caller that has the process facts `stockade classify`'s
+ *   verdict, which rests on what the private directory holds after the command ended
+ *   (the runner's status record, the namespace stage's report, the proxy's record of
+ *   refused connections). So a directory is kept until `settle()` reads it (or
+ *   `dispose()`), whatever the command's duration: removing it earlier makes the verdict
+ *   `tampered` ("gone before its time"). The harness's own executor classifies
+ *   in-process and never reports back, so what is kept is bounded: the request goes as
+ *   soon as the runner has written its record, a directory whose command started is
+ *   removed after `keepForMs` (1 h), at most `maxKept` (256) are kept (the oldest go
+ *   first), and one never spawned goes after `abandonAfterMs` (5 min). `settle()` on a
+ *   directory removed that way rejects, naming why, rather than guess a verdict.
  */
 import { execFile, execFileSync } from 'node:child_process'
 import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
@@ -38,6 +45,10 @@ export interface Config {
   settlePollMs?: number
   /** A private directory whose argv was never spawned is removed after this long (ms, default 300000). */
   abandonAfterMs?: number
+  /** How long a started command's private directory is kept for `settle()` (ms, default 3600000). */
+  keepForMs?: number
+  /** The most private directories kept at once; past it the oldest go first (default 256). */
+  maxKept?: number
 }
 
 /** What `stockade confine` prints: the harness's ConfinedArgv plus stockade's facts. */
@@ -52,19 +63,27 @@ export interface StockadeConfinedArgv extends ConfinedArgv {
 /** `stockade classify`'s verdict (docs/provider-contract.md, section 2). */
 export interface Verdict {
   contract: number
-  outcome: 'ok' | 'failed' | 'denied' | 'runner-failed' | 'signaled'
+  outcome: 'ok' | 'failed' | 'denied' | 'runner-failed' | 'signaled' | 'tampered'
   mode: string
   denied: boolean
   runnerFailed: boolean
   detail: string | null
   enforcement: SandboxEnforcement | null
   evidence: string
+  /** Default protected names the command created (the namespace stage's report), when there were any. */
+  protectedAppeared?: string[]
+  /** Connections the filtering proxy refused (with `--allow-domain`), when there were any. */
+  network?: { denied: Array<{ host: string; port: number; reason: string }>; moreDenied: boolean }
+  /** The receipt fields an executor's process allows (docs/provider-contract.md, section 8). */
+  receipt?: Record<string, unknown>
 }
 
-/** One pending private directory: where it is and since when. */
+/** One private directory handed out: where it is, since when, and since when its runner's record is written. */
 interface Pending {
   statusPath: string
   since: number
+  /** When the sweep first found the runner's record (its command started, or the runner failed). */
+  recorded?: number
 }
 
 const DEFAULTS: Required<Config> = {
@@ -74,7 +93,12 @@ const DEFAULTS: Required<Config> = {
   extraArgs: [] as string[],
   settlePollMs: 50,
   abandonAfterMs: 300_000,
+  keepForMs: 3_600_000,
+  maxKept: 256,
 }
+
+/** How many removals by the bounds `settle()` remembers, to say why it has no verdict. */
+const REMEMBERED_REMOVALS = 1024
 
 export class StockadeSandboxProvider extends SandboxProvider {
   readonly config: Required<Config>
@@ -84,6 +108,8 @@ export class StockadeSandboxProvider extends SandboxProvider {
    * stage, argv begins with the stage and its flags, not the runner's `--request`).
    */
   private readonly pending = new Map<string, Pending>()
+  /** Directories the bounds removed before `settle()`, by status path: why (oldest first). */
+  private readonly removedEarly = new Map<string, string>()
   private timer: NodeJS.Timeout | undefined
 
   constructor(ctx: Context, config: Config = {}) {
@@ -155,14 +181,22 @@ export class StockadeSandboxProvider extends SandboxProvider {
 
   /**
    * The verdict on one settled process spawned from `confined`: `stockade classify`,
-   * which reads the runner's status record while the private directory is still there
-   * (and removes it), else judges by the exit rules, whose runner-failure signature
-   * carries the per-command tag and so cannot be forged either.
+   * which reads the runner's status record, the stage's report and the proxy's record
+   * from the private directory this provider kept for it (and removes it), else judges
+   * by the exit rules, whose runner-failure signature carries the per-command tag and so
+   * cannot be forged either. Rejects when the bounds (`keepForMs`, `maxKept`,
+   * `abandonAfterMs`) removed the directory already: classify would have to call that
+   * `tampered`, which it is not.
    */
   async settle(
     confined: StockadeConfinedArgv,
     facts: { exitCode: number | null; signal?: string | null; stderr: string },
   ): Promise<Verdict> {
+    const removed = confined.statusPath === undefined ? undefined : this.removedEarly.get(confined.statusPath)
+    if (removed !== undefined) {
+      throw new Error(`stockade: no verdict for ${confined.statusPath}: its private directory was removed ${removed} before settle()`)
+    }
+    // Out of the sweep's hands from here: classify reads the directory, then removes it.
     if (confined.statusPath !== undefined) this.pending.delete(confined.statusPath)
     // The stderr classify reads lives outside every writable root (never under /tmp,
     // which workspace-write grants): a command's leftover process could otherwise
@@ -182,6 +216,8 @@ export class StockadeSandboxProvider extends SandboxProvider {
       return JSON.parse(out) as Verdict
     } finally {
       rmSync(scratch, { recursive: true, force: true })
+      // classify removes the directory it read; should it have failed, nothing else will.
+      if (confined.statusPath !== undefined) this.remove(confined.statusPath)
     }
   }
 
@@ -189,7 +225,7 @@ export class StockadeSandboxProvider extends SandboxProvider {
   dispose(): void {
     if (this.timer !== undefined) clearInterval(this.timer)
     this.timer = undefined
-    for (const statusPath of [...this.pending.keys()]) this.remove(statusPath)
+    for (const statusPath of [...this.pending.keys()]) this.removeEarly(statusPath, 'on dispose()')
   }
 
   /** Parses the ConfinedArgv and starts tracking its private directory. */
@@ -205,6 +241,7 @@ export class StockadeSandboxProvider extends SandboxProvider {
     }
     if (confined.statusPath !== undefined) {
       this.pending.set(confined.statusPath, { statusPath: confined.statusPath, since: Date.now() })
+      this.keepWithinBound()
       this.watch()
     }
     return confined
@@ -217,23 +254,56 @@ export class StockadeSandboxProvider extends SandboxProvider {
   }
 
   /**
-   * Removes each private directory whose runner wrote its final record (`confined` just
-   * before execve, or `failed`): nothing will write there again. One never spawned is
-   * removed after `abandonAfterMs` (spawning it later is then a runner failure).
+   * Keeps what `settle()` needs and bounds the rest. Once the runner has written its
+   * record (`confined` just before execve, or `failed`) the request is gone (the runner
+   * consumes it) and is removed by name should it not be; the directory itself stays for
+   * the verdict, until `keepForMs` after the record. One never spawned is removed after
+   * `abandonAfterMs` (spawning it later is then a runner failure). Past `maxKept`, the
+   * oldest go first: those whose command started, then those never spawned.
    */
   private sweep(): void {
     const now = Date.now()
     for (const [statusPath, p] of this.pending) {
-      const record = this.readRecord(statusPath)
-      if (record !== undefined && record.length > 0) {
-        this.remove(statusPath)
-      } else if (now - p.since > this.config.abandonAfterMs) {
-        this.remove(statusPath)
+      if (p.recorded === undefined) {
+        const record = this.readRecord(statusPath)
+        if (record !== undefined && record.length > 0) {
+          p.recorded = now
+          rmSync(join(dirname(statusPath), 'request'), { force: true })
+        } else if (now - p.since > this.config.abandonAfterMs) {
+          this.removeEarly(statusPath, `after abandonAfterMs (${this.config.abandonAfterMs} ms) without a spawn`)
+        }
+      } else if (now - p.recorded > this.config.keepForMs) {
+        this.removeEarly(statusPath, `after keepForMs (${this.config.keepForMs} ms)`)
       }
     }
+    this.keepWithinBound()
     if (this.pending.size === 0 && this.timer !== undefined) {
       clearInterval(this.timer)
       this.timer = undefined
+    }
+  }
+
+  /** Removes the oldest directories past `maxKept`: started ones first, by start. */
+  private keepWithinBound(): void {
+    const excess = this.pending.size - this.config.maxKept
+    if (excess <= 0) return
+    const order = (p: Pending) => p.recorded === undefined ? [1, p.since] : [0, p.recorded]
+    const oldest = [...this.pending.values()].sort((a, b) => {
+      const [x, y] = [order(a), order(b)]
+      return x[0] - y[0] || x[1] - y[1]
+    })
+    for (const p of oldest.slice(0, excess)) {
+      this.removeEarly(p.statusPath, `to keep within maxKept (${this.config.maxKept})`)
+    }
+  }
+
+  /** Removes a directory before `settle()`, remembering why (a bounded memory). */
+  private removeEarly(statusPath: string, why: string): void {
+    this.remove(statusPath)
+    this.removedEarly.set(statusPath, why)
+    for (const old of this.removedEarly.keys()) {
+      if (this.removedEarly.size <= REMEMBERED_REMOVALS) break
+      this.removedEarly.delete(old)
     }
   }
 

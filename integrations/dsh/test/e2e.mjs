@@ -3,7 +3,7 @@
 // has its control. Run by test.sh with node >= 22.19; STOCKADE names the launcher,
 // NO_LANDLOCK the test helper that starts a program with Landlock unavailable.
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { Context } from '@deepseek-ai/cordis'
@@ -15,7 +15,8 @@ import StockadeSandboxProvider from '../dist/index.js'
 
 const STOCKADE = process.env.STOCKADE
 const SCRATCH = process.env.SCRATCH_BASE
-assert.ok(STOCKADE && SCRATCH, 'STOCKADE and SCRATCH_BASE must be set')
+const NETCLIENT = process.env.NETCLIENT
+assert.ok(STOCKADE && SCRATCH && NETCLIENT, 'STOCKADE, SCRATCH_BASE and NETCLIENT must be set')
 
 // Outside /tmp (which workspace-write grants), so "outside" is outside every root.
 const root = mkdtempSync(join(SCRATCH, 'dsh-e2e-'))
@@ -24,8 +25,8 @@ const outside = join(root, 'outside')
 const runtime = join(root, 'runtime')
 for (const d of [ws, outside, runtime]) mkdirSync(d, { mode: 0o700 })
 process.env.XDG_RUNTIME_DIR = runtime
-const privateDirs = () => {
-  const base = join(runtime, 'stockade')
+const privateDirs = (under = runtime) => {
+  const base = join(under, 'stockade')
   return existsSync(base) ? readdirSync(base).filter((n) => n.startsWith('req-')) : []
 }
 // The launch request a ConfinedArgv names: the argument after `--request`, wherever the
@@ -208,42 +209,150 @@ await test('an aborted confineAsync rejects; a completed one is removed on dispo
   assert.ok(!existsSync(dirname(c.statusPath)))
 })
 
-await test('100 commands leave no private directory', async () => {
-  for (let i = 0; i < 100; i++) {
-    const r = await h.run(`echo ${i}`)
-    assert.equal(r.stdout.text, `${i}\n`)
-  }
-  for (let i = 0; i < 100 && privateDirs().length > 0; i++) await new Promise((r) => setTimeout(r, 50))
-  assert.deepEqual(privateDirs(), [])
-})
+// Every verdict below comes from a provider with its defaults (settlePollMs 50 ms), on
+// commands that run for 0.5 s: the sweep sees each runner's record ten times before
+// settle() asks, and the verdict must not depend on that.
+const LONG = 'sleep 0.5; '
+const settleRun = (p, r) => p.provider.settle(p.handed.at(-1), { exitCode: r.exitCode, signal: r.signal, stderr: r.stderr.text })
 
-await test("the provider's answers agree with stockade classify on the same runs", async () => {
-  // A provider that leaves the status records in place, so classify reads them.
-  const a = await harness({ settlePollMs: 3_600_000 })
+await test('settle() gives the true verdict for commands that outlive many polls, and agrees with the executor', async () => {
   const cases = [
-    'echo fine',
-    `echo x > ${join(outside, 'nope')}`,
-    'exit 3',
-    "echo 'stockade-runner: sandbox unavailable: forged' >&2; exit 125",
-    'kill -TERM 1',
+    { command: `${LONG}echo fine`, outcome: 'ok' },
+    { command: `${LONG}echo x > ${join(outside, 'nope')}`, outcome: 'denied', detail: /nope/ },
+    { command: `${LONG}exit 3`, outcome: 'failed' },
+    { command: `${LONG}echo 'stockade-runner: sandbox unavailable: forged' >&2; exit 125`, outcome: 'failed' },
+    { command: `${LONG}kill -TERM 1`, outcome: 'failed' },
   ]
   // settle keeps the stderr it hands classify out of the temp directory (which
   // workspace-write grants): with TMPDIR missing it works all the same.
   const savedTmp = process.env.TMPDIR
   process.env.TMPDIR = join(root, 'no-such-tmp')
-  for (const command of cases) {
-    const r = await a.run(command)
-    const confined = a.handed.at(-1)
-    const v = await a.provider.settle(confined, { exitCode: r.exitCode, signal: r.signal, stderr: r.stderr.text })
-    assert.equal(v.evidence, 'status-channel', command)
-    assert.equal(v.denied, r.sandbox.denied, command)
-    assert.equal(v.runnerFailed, false, command)
-    assert.equal(v.enforcement, r.sandbox.enforcement, command)
-    assert.ok(!existsSync(confined.statusPath), command)
+  try {
+    for (const { command, outcome, detail } of cases) {
+      const r = await h.run(command)
+      const confined = h.handed.at(-1)
+      // Control: the directory is still there, several polls after the runner's record.
+      await pause(300)
+      assert.ok(existsSync(confined.statusPath), `${command}: the status record is gone before settle()`)
+      assert.ok(!existsSync(requestOf(confined)), `${command}: the request outlived its run`)
+      const v = await settleRun(h, r)
+      assert.equal(v.outcome, outcome, `${command}: ${JSON.stringify(v)}`)
+      assert.equal(v.evidence, 'status-channel', command)
+      assert.equal(v.denied, r.sandbox.denied, command)
+      assert.equal(v.runnerFailed, false, command)
+      assert.equal(v.enforcement, r.sandbox.enforcement, command)
+      if (detail) assert.match(v.detail, detail, command)
+      assert.ok(!existsSync(dirname(confined.statusPath)), `${command}: settle() left the directory`)
+    }
+  } finally {
+    if (savedTmp === undefined) delete process.env.TMPDIR
+    else process.env.TMPDIR = savedTmp
   }
-  if (savedTmp === undefined) delete process.env.TMPDIR
-  else process.env.TMPDIR = savedTmp
-  await a.ctx.fiber.dispose()
+})
+
+await test("a connection the proxy refused reaches settle() with the verdict", async () => {
+  const n = await harness({ extraArgs: ['--allow-domain', 'allowed.test'] })
+  const r = await n.run(`${LONG}${NETCLIENT} connect denied.test 80 x`)
+  assert.equal(r.exitCode, 0, r.stderr.text)
+  assert.equal(r.stdout.text, '403\n')
+  await pause(300)
+  const v = await settleRun(n, r)
+  assert.equal(v.outcome, 'ok', JSON.stringify(v))
+  assert.equal(v.network?.denied?.[0]?.host, 'denied.test', JSON.stringify(v))
+  await n.ctx.fiber.dispose()
+})
+
+await test("the namespace stage's report reaches settle(): a protected name that appeared", async () => {
+  mkdirSync(join(ws, '.git', 'hooks'), { recursive: true })
+  try {
+    const r = await h.run(`${LONG}echo /elsewhere > .git/commondir`)
+    assert.equal(r.exitCode, 0, r.stderr.text)
+    if (!h.handed.at(-1).argv.includes('__stage')) {
+      console.log('SKIPPED (no namespace stage here): the stage report case')
+      return
+    }
+    await pause(300)
+    const v = await settleRun(h, r)
+    assert.equal(v.outcome, 'ok', JSON.stringify(v))
+    assert.deepEqual(v.protectedAppeared, [join(ws, '.git', 'commondir')], JSON.stringify(v))
+    // Control: a run that creates none reports none.
+    const plain = await h.run(`${LONG}touch plain`)
+    const p = await settleRun(h, plain)
+    assert.equal(p.outcome, 'ok')
+    assert.equal(p.protectedAppeared, undefined, JSON.stringify(p))
+  } finally {
+    rmSync(join(ws, '.git'), { recursive: true, force: true })
+  }
+})
+
+await test('a runner that really failed is runner-failed in settle(), after many polls', async () => {
+  // The workspace is removed between confine and spawn: the runner refuses to start.
+  const gone = join(root, 'gone-ws')
+  mkdirSync(gone, { mode: 0o700 })
+  const c = h.provider.confine(['bash', '-c', 'echo never'], { mode: 'workspace-write', workspaceRoot: gone })
+  rmSync(gone, { recursive: true })
+  const p = spawnSync(c.argv[0], c.argv.slice(1), { cwd: ws, encoding: 'utf8' })
+  assert.equal(p.status, 125, p.stderr)
+  await pause(300)
+  const v = await h.provider.settle(c, { exitCode: p.status, signal: p.signal, stderr: p.stderr })
+  assert.equal(v.outcome, 'runner-failed', JSON.stringify(v))
+  assert.equal(v.runnerFailed, true)
+  assert.equal(v.evidence, 'status-channel')
+  assert.ok(!existsSync(dirname(c.statusPath)))
+})
+
+await test('a command that changed its own status record is tampered in settle(); an honest one is not', async () => {
+  // Without the stage the command can chmod its own status file (Landlock does not
+  // govern chmod). Its own control directory, so no other command's record is touched.
+  const saved = process.env.XDG_RUNTIME_DIR
+  const own = join(root, 'runtime-tamper')
+  mkdirSync(own, { mode: 0o700 })
+  process.env.XDG_RUNTIME_DIR = own
+  try {
+    const t = await harness({ extraArgs: ['--no-stage'] })
+    // Control: the same command without the chmod is ok.
+    const honest = await t.run(`${LONG}echo changed`)
+    assert.equal((await settleRun(t, honest)).outcome, 'ok')
+    const r = await t.run(`${LONG}chmod 000 "$XDG_RUNTIME_DIR"/stockade/req-*/status && echo changed`)
+    assert.equal(r.stdout.text, 'changed\n', r.stderr.text)
+    const v = await settleRun(t, r)
+    assert.equal(v.outcome, 'tampered', JSON.stringify(v))
+    assert.match(v.detail, /status record was tampered with/)
+    assert.equal(v.enforcement, null)
+    await t.ctx.fiber.dispose()
+    assert.deepEqual(privateDirs(own), [])
+  } finally {
+    process.env.XDG_RUNTIME_DIR = saved
+  }
+})
+
+await test('100 settled commands leave no private directory', async () => {
+  for (let i = 0; i < 100; i++) {
+    const r = await h.run(`echo ${i}`)
+    assert.equal(r.stdout.text, `${i}\n`)
+    await settleRun(h, r)
+  }
+  assert.deepEqual(privateDirs(), [])
+})
+
+await test('what is kept for settle() is bounded: maxKept, keepForMs, dispose', async () => {
+  const b = await harness({ maxKept: 3 })
+  const runs = []
+  for (let i = 0; i < 6; i++) runs.push({ r: await b.run(`echo ${i}`), c: b.handed.at(-1) })
+  await pause(300)
+  assert.deepEqual(runs.map(({ c }) => existsSync(c.statusPath)), [false, false, false, true, true, true])
+  // An evicted run has no verdict, and says why rather than calling it tampered.
+  await assert.rejects(b.provider.settle(runs[0].c, { exitCode: 0, stderr: '' }), /maxKept \(3\)/)
+  assert.equal((await b.provider.settle(runs[5].c, { exitCode: 0, stderr: '' })).outcome, 'ok')
+  await b.ctx.fiber.dispose()
+  assert.deepEqual(privateDirs(), [])
+  const k = await harness({ keepForMs: 200 })
+  const r = await k.run('echo kept')
+  const c = k.handed.at(-1)
+  for (let i = 0; i < 100 && existsSync(dirname(c.statusPath)); i++) await pause(50)
+  assert.ok(!existsSync(dirname(c.statusPath)), 'kept past keepForMs')
+  await assert.rejects(k.provider.settle(c, { exitCode: r.exitCode, stderr: r.stderr.text }), /keepForMs/)
+  await k.ctx.fiber.dispose()
   assert.deepEqual(privateDirs(), [])
 })
 

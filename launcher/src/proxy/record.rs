@@ -46,7 +46,10 @@ impl Record {
             .open(path)?;
         // Every line this record can hold, reserved now: a command that fills the
         // filesystem must not make its refusals vanish (see `private_dir::reserve`).
-        crate::private_dir::reserve(&file, stockade_policy::network_denials::MAX_LOG_BYTES);
+        crate::control::private_dir::reserve(
+            &file,
+            stockade_policy::network_denials::MAX_LOG_BYTES,
+        );
         let record = Record::in_memory();
         record.lock().file = Some(file);
         Ok(record)

@@ -12,15 +12,15 @@
 
 // The checks that run after parsing serve the launcher, not the pages.
 #[allow(dead_code)]
-#[path = "../../../launcher/src/cli.rs"]
+#[path = "../../../launcher/src/commands/cli.rs"]
 mod cli;
-#[path = "../../../launcher/src/duration.rs"]
+#[path = "../../../launcher/src/commands/duration.rs"]
 mod duration;
 // Only `parse_assignment` is used by the command line; the rest serves the launcher.
 #[allow(dead_code)]
-#[path = "../../../launcher/src/env.rs"]
+#[path = "../../../launcher/src/commands/env.rs"]
 mod env;
-#[path = "../../../launcher/src/size.rs"]
+#[path = "../../../launcher/src/commands/size.rs"]
 mod size;
 
 use clap::CommandFactory;

@@ -14,8 +14,9 @@
 //!    answer or to a short block that checks its arguments: the privileged escape
 //!    hatches are answered EPERM ("operation not permitted"), and so are signals to
 //!    the processes outside the command that [`Outside`] names; `socket` and
-//!    `socketpair` of a family the policy denies EACCES ("permission denied", which
-//!    `socket(2)` documents for a denied family or type);
+//!    `socketpair` of a family the policy denies, and unix datagram pairs unless unix
+//!    sockets are allowed, EACCES ("permission denied", which `socket(2)` documents
+//!    for a denied family or type);
 //! 3. allow, for every other call.
 //!
 //! Both errnos appear in the ConfinedArgv `denialSignatures`.
@@ -378,9 +379,9 @@ fn rules(policy: &Policy, outside: &Outside) -> Vec<(i64, To<Label>)> {
     rules.extend(signals::rules(outside));
     if policy.network() == Network::Deny || !policy.allow_unix_sockets() {
         rules.push((libc::SYS_socket, To::Label(Socket)));
+        rules.push((libc::SYS_socketpair, To::Label(Socketpair)));
     }
     if policy.network() == Network::Deny {
-        rules.push((libc::SYS_socketpair, To::Label(Socketpair)));
         // TCP Fast Open connects (sends a SYN with data) from `sendto`/`sendmsg`
         // without passing the connect hook Landlock's port rules sit on.
         rules.extend([
@@ -398,6 +399,35 @@ fn rules(policy: &Policy, outside: &Outside) -> Vec<(i64, To<Label>)> {
         }
     }
     rules
+}
+
+/// `socketpair(family, type, ...)`. A pair only connects a process to itself, so unix
+/// stream and seqpacket pairs stay allowed (commands use them among their own
+/// processes). A unix *datagram* socket is another matter, whoever made it: `sendto`
+/// and `sendmsg` take a destination address with every message, and `connect` names
+/// one, so a datagram socket from a pair reaches any pathname socket outside
+/// (`/dev/log`, journald, systemd's notify socket, root-only control sockets) and can
+/// pass descriptors there. Unless unix sockets are allowed, every type but stream and
+/// seqpacket is refused (the kernel turns `SOCK_RAW` into a datagram socket). Other
+/// families: refused when the network is denied.
+fn socketpair(policy: &Policy) -> Vec<bpf::Insn<Label>> {
+    let unix = libc::AF_UNIX as u32;
+    let other = if policy.network() == Network::Deny {
+        EACCES
+    } else {
+        ALLOW
+    };
+    if policy.allow_unix_sockets() {
+        return vec![load_arg(0), (JEQ_K, unix, ALLOW, other)];
+    }
+    vec![
+        load_arg(0),
+        (JEQ_K, unix, To::Next, other),
+        load_arg(1),
+        (AND_K, SOCK_TYPE_MASK, To::Next, To::Next),
+        (JEQ_K, libc::SOCK_STREAM as u32, ALLOW, To::Next),
+        (JEQ_K, libc::SOCK_SEQPACKET as u32, ALLOW, EACCES),
+    ]
 }
 
 /// The argument checks of the calls [`rules`] sends to a block, each ending in an answer.
@@ -490,9 +520,8 @@ fn blocks(
             ],
         );
     }
-    if deny {
-        // socketpair only ever connects a process to itself: AF_UNIX stays allowed.
-        block(Socketpair, &[load_arg(0), (JEQ_K, unix, ALLOW, EACCES)]);
+    if deny || !policy.allow_unix_sockets() {
+        block(Socketpair, &socketpair(policy));
     }
     // Modes are a umode_t, flags an unsigned int, pids and `which` an int: the low half
     // of each argument is all the kernel reads.

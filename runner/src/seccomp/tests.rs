@@ -166,9 +166,17 @@ fn socket_rules(policy: &Policy) -> Result<Rules, RunnerError> {
     let mut socketpair: Vec<SeccompRule> = Vec::new();
     if !policy.allow_unix_sockets() {
         socket.push(rule(vec![cond(0, Len::Dword, Op::Eq, unix)?])?);
+        // Unix pairs: stream and seqpacket only, no datagram socket that can address
+        // a pathname socket outside.
+        let kept = [libc::SOCK_STREAM as u64, libc::SOCK_SEQPACKET as u64];
+        for ty in (0..=SOCK_TYPE_MASK).filter(|t| !kept.contains(t)) {
+            socketpair.push(rule(vec![
+                cond(0, Len::Dword, Op::Eq, unix)?,
+                cond(1, Len::Dword, Op::MaskedEq(SOCK_TYPE_MASK), ty)?,
+            ])?);
+        }
     }
     if policy.network() == Network::Deny {
-        // socketpair only ever connects a process to itself: AF_UNIX stays allowed.
         socketpair.push(rule(vec![cond(0, Len::Dword, Op::Ne, unix)?])?);
         if !policy.tcp_sockets() {
             socket.push(rule(vec![cond(0, Len::Dword, Op::Ne, unix)?])?);
@@ -717,6 +725,21 @@ fn socket_families_follow_the_policy() {
     };
     assert_eq!(pair(&p, AF_UNIX), RET_ALLOW);
     assert_eq!(pair(&p, AF_INET), EACCES);
+    let dgram_pair = |p: &[BpfProgram]| {
+        verdict(
+            p,
+            &call(libc::SYS_socketpair, &[AF_UNIX as u64, SOCK_DGRAM as u64]),
+        )
+    };
+    assert_eq!(dgram_pair(&p), EACCES);
+    assert_eq!(
+        dgram_pair(&programs(&policy(Network::Allow, &[], false)).unwrap()),
+        EACCES
+    );
+    assert_eq!(
+        dgram_pair(&programs(&policy(Network::Allow, &[], true)).unwrap()),
+        RET_ALLOW
+    );
 
     let p = programs(&policy(Network::Deny, &[80], true)).unwrap();
     assert_eq!(socket(&p, AF_INET, stream, 0), RET_ALLOW);
@@ -1030,6 +1053,11 @@ mod table {
         ("socket netlink", 41, [16, 3, 0, 0], [C, C, C, C, A]),
         ("socket unix", 41, [1, 1, 0, 0], [C, C, C, A, C]),
         ("socketpair unix", 53, [1, 1, 0, 0], ALL_A),
+        ("socketpair unix stream cloexec", 53, [1, 0x80001, 0, 0], ALL_A),
+        ("socketpair unix seqpacket", 53, [1, 5, 0, 0], ALL_A),
+        ("socketpair unix dgram", 53, [1, 2, 0, 0], [C, C, C, A, C]),
+        ("socketpair unix dgram nonblock", 53, [1, 0x802, 0, 0], [C, C, C, A, C]),
+        ("socketpair unix raw (a datagram socket)", 53, [1, 3, 0, 0], [C, C, C, A, C]),
         ("socketpair inet", 53, [2, 1, 0, 0], [C, C, C, C, A]),
         // What Landlock's TCP port rules do not see.
         ("sendto fastopen", 44, [3, 0, 1, FASTOPEN], DENY_P),

@@ -110,6 +110,66 @@ fn unix_connect(name: &str) -> ! {
     report(unsafe { libc::connect(fd, &addr as *const _ as *const libc::sockaddr, len) } as i64)
 }
 
+/// The socket type a pair is asked for by name.
+fn pair_type(name: &str) -> i32 {
+    match name {
+        "stream" => libc::SOCK_STREAM,
+        "seqpacket" => libc::SOCK_SEQPACKET,
+        "dgram" => libc::SOCK_DGRAM,
+        "raw" => libc::SOCK_RAW,
+        other => {
+            eprintln!("attack: unknown pair type {other}");
+            exit(2)
+        }
+    }
+}
+
+/// A unix socketpair of `ty`, or the errno line.
+fn unix_pair(ty: i32) -> [i32; 2] {
+    let mut fds = [0i32; 2];
+    must(unsafe { libc::socketpair(libc::AF_UNIX, ty, 0, fds.as_mut_ptr()) } as i64);
+    fds
+}
+
+/// A datagram socket from a pair sends to the pathname socket `name`: the address
+/// comes with the message, not from the pair.
+fn dgram_pair_send(name: &str) -> ! {
+    let fds = unix_pair(pair_type("dgram"));
+    let (addr, len) = sockaddr_un(name);
+    let msg = b"escape";
+    report(unsafe {
+        libc::sendto(
+            fds[0],
+            msg.as_ptr().cast(),
+            msg.len(),
+            0,
+            &addr as *const _ as *const libc::sockaddr,
+            len,
+        )
+    } as i64)
+}
+
+/// What commands do with a pair: a child process writes on one end, the parent reads
+/// it on the other.
+fn pair_talk(ty: &str) -> ! {
+    let fds = unix_pair(pair_type(ty));
+    let pid = must(unsafe { libc::fork() } as i64);
+    if pid == 0 {
+        let msg = b"hello";
+        let n = unsafe { libc::write(fds[1], msg.as_ptr().cast(), msg.len()) };
+        unsafe { libc::_exit(if n == msg.len() as isize { 0 } else { 1 }) }
+    }
+    let mut buf = [0u8; 16];
+    let n = must(unsafe { libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len()) } as i64);
+    let mut status = 0;
+    unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+    if &buf[..n as usize] != b"hello" || status != 0 {
+        println!("wrong message {:?}", &buf[..n as usize]);
+        exit(3)
+    }
+    report(0)
+}
+
 fn tcp_connect(port: u16) -> ! {
     let fd = socket(libc::AF_INET, libc::SOCK_STREAM, 0);
     let addr = sockaddr_in(port);
@@ -333,6 +393,52 @@ fn int80_getpid() -> ! {
     }
     println!("ok");
     exit(0)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn int80_dgram_pair() -> ! {
+    // The ia32 table's own socketpair (360), with the result array below 4 GiB where a
+    // 32-bit pointer reaches it.
+    let page = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_32BIT,
+            -1,
+            0,
+        )
+    };
+    if page == libc::MAP_FAILED {
+        fail()
+    }
+    let mut ret: i32 = 360;
+    unsafe {
+        // rbx belongs to LLVM: the family goes in through another register.
+        std::arch::asm!(
+            "xchg {family:e}, ebx",
+            "int 0x80",
+            "xchg {family:e}, ebx",
+            family = inout(reg) libc::AF_UNIX => _,
+            inout("eax") ret,
+            in("ecx") libc::SOCK_DGRAM,
+            in("edx") 0,
+            in("esi") page as usize as u32,
+            options(nostack),
+        );
+    }
+    if ret < 0 {
+        println!("errno {}", errno_name(-ret));
+        exit(1)
+    }
+    println!("ok");
+    exit(0)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn int80_dgram_pair() -> ! {
+    eprintln!("attack: int80 exists only on x86_64");
+    exit(2)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -707,6 +813,13 @@ fn main() {
                 libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr())
             } as i64)
         }
+        "pair" => {
+            unix_pair(pair_type(arg(&args, 1)));
+            report(0)
+        }
+        "pair-talk" => pair_talk(arg(&args, 1)),
+        "dgram-pair-send" => dgram_pair_send(arg(&args, 1)),
+        "int80-dgram-pair" => int80_dgram_pair(),
         // Other processes.
         "kill" => {
             let (pid, sig): (i32, i32) = (num(&args, 1), num(&args, 2));

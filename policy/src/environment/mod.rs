@@ -6,15 +6,15 @@
 //!   that is one of [`SECRET_WORDS`] marks a secret (`DB_PASS`, `GITHUB_PAT`,
 //!   `NPM_CONFIG__AUTH`, `CI_JOB_JWT`), and so does a word that *contains* one of the
 //!   long, unambiguous [`SECRET_STEMS`] (`MyPassword`, `GITHUBTOKEN`) or ends in `key`
-//!   (`apikey`). Whole words keep harmless names such as `KEYBOARD`, `PATH`, `PWD`,
+//!   (`apikey`); a last word among [`SECRET_LAST_WORDS`] (`LDAP_PW`) too. Whole words keep harmless names such as `KEYBOARD`, `PATH`, `PWD`,
 //!   `OLDPWD`, `XDG_SESSION_ID` or `DBUS_SESSION_BUS_ADDRESS`, which a substring rule
 //!   would hit or miss by accident.
 //! - Known credential names whose words say nothing: [`SECRET_NAMES`] exactly and
 //!   [`SECRET_PREFIXES`] (`OP_SESSION_*`).
-//! - Values: a URL whose user-info carries a password (`postgres://u:pw@host/db`,
-//!   `http://u:p@proxy:8080`; in a `*_PROXY` variable also without a scheme,
-//!   `u:p@proxy:8080`, which curl and others accept), an HTTP `Authorization:` header
-//!   (`GIT_CONFIG_VALUE_0=Authorization: basic ...`, `GIT_CONFIG_PARAMETERS`), or a PEM
+//! - Values ([`values`]): a URL with a password in its user-info, a setting naming a
+//!   password or token inside a connection or option string (`...;Password=...;`,
+//!   `-Dhttp.proxyPassword=...`), a webhook URL, a vendor's token by its prefix (`ghp_`,
+//!   `sk-`, `AKIA`, ... under any name), an HTTP `Authorization:` header, or a PEM
 //!   private key block.
 //! - `GIT_CONFIG_KEY_<n>` names a git setting, not a key: only its value is judged (git
 //!   refuses to start when one of a `GIT_CONFIG_COUNT` pair is missing).
@@ -22,6 +22,8 @@
 //! Secrets are removed unless the caller keeps them by name (`--keep-env`); only their
 //! names are reported. With a clear environment, only the names a program needs to behave
 //! normally (`PATH`, `HOME`, `LANG`, `LC_*`, `TERM`, `USER`) survive.
+
+mod values;
 
 use std::ffi::{OsStr, OsString};
 
@@ -59,6 +61,10 @@ pub const SECRET_STEMS: [&str; 6] = [
     "credential",
 ];
 
+/// Words (lower-case) that mark a secret as the last word of a name: `LDAP_PW`,
+/// `DB_PW`, while `PW_DIR` names a directory.
+pub const SECRET_LAST_WORDS: [&str; 1] = ["pw"];
+
 /// Names removed by exact match (any case), whatever their words say.
 /// `SSHPASS` is the password `sshpass -e` types for ssh.
 pub const SECRET_NAMES: [&str; 4] = ["SSH_AUTH_SOCK", "MYSQL_PWD", "BW_SESSION", "SSHPASS"];
@@ -81,14 +87,13 @@ pub fn is_secret_name(name: &OsStr) -> bool {
         return false;
     }
     let lower = upper.to_lowercase();
-    lower
-        .split(['_', '-', '.'])
-        .filter(|w| !w.is_empty())
-        .any(|word| {
-            SECRET_WORDS.contains(&word)
-                || SECRET_STEMS.iter().any(|s| word.contains(s))
-                || (word.len() > 3 && word.ends_with("key"))
-        })
+    let mut words = lower.split(['_', '-', '.']).filter(|w| !w.is_empty());
+    let last = lower.rsplit(['_', '-', '.']).find(|w| !w.is_empty());
+    words.any(|word| {
+        SECRET_WORDS.contains(&word)
+            || SECRET_STEMS.iter().any(|s| word.contains(s))
+            || (word.len() > 3 && word.ends_with("key"))
+    }) || last.is_some_and(|w| SECRET_LAST_WORDS.contains(&w))
 }
 
 /// Whether `upper` (a name in upper case) is `GIT_CONFIG_KEY_<n>`: the name of a git
@@ -99,72 +104,9 @@ fn is_git_config_key(upper: &str) -> bool {
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// Whether `value` shows a secret: a URL with a password in its user-info, an HTTP
-/// `Authorization:` header, or a PEM private key.
-pub fn is_secret_value(value: &OsStr) -> bool {
-    let value = value.to_string_lossy();
-    url_with_password(&value) || authorization_header(&value) || pem_private_key(&value)
-}
-
-/// Whether `text` carries an HTTP `Authorization:` (or `Proxy-Authorization:`) header,
-/// as git's `http.extraheader` does with a token.
-fn authorization_header(text: &str) -> bool {
-    text.to_ascii_lowercase().contains("authorization:")
-}
-
-/// Whether `name` is a proxy variable (`HTTPS_PROXY`, `ftp_proxy`, `npm_config_proxy`)
-/// and `value` gives a proxy with a password but no scheme (`u:pw@proxy:8080`), which
-/// curl, wget and others read as `http://u:pw@proxy:8080`.
-fn schemeless_proxy_with_password(name: &OsStr, value: &OsStr) -> bool {
-    let name = name.to_string_lossy().to_ascii_lowercase();
-    if name.rsplit(['_', '-', '.']).next() != Some("proxy") {
-        return false;
-    }
-    let value = value.to_string_lossy();
-    value.split([',', ';', ' ']).any(|entry| {
-        !entry.contains("://") && url_with_password(&format!("http://{}", entry.trim()))
-    })
-}
-
-/// Whether any `scheme://user:password@host` occurs in `text` (a list of URLs too).
-fn url_with_password(text: &str) -> bool {
-    let mut rest = text;
-    while let Some(at) = rest.find("://") {
-        let after = &rest[at + 3..];
-        // The authority ends at the path, query, fragment, or a list separator.
-        let end = after
-            .find(['/', '?', '#', ',', ';', ' ', '\n'])
-            .unwrap_or(after.len());
-        let authority = &after[..end];
-        if let Some(userinfo) = authority.rsplit_once('@').map(|(u, _)| u)
-            && userinfo
-                .split_once(':')
-                .is_some_and(|(_, pw)| !pw.is_empty())
-        {
-            return true;
-        }
-        rest = after;
-    }
-    false
-}
-
-/// Whether `text` holds a `-----BEGIN ... PRIVATE KEY...-----` header.
-fn pem_private_key(text: &str) -> bool {
-    let mut rest = text;
-    while let Some(at) = rest.find("-----BEGIN ") {
-        let after = &rest[at + "-----BEGIN ".len()..];
-        let label = after.split("-----").next().unwrap_or("");
-        if label.contains("PRIVATE") {
-            return true;
-        }
-        rest = after;
-    }
-    false
-}
-
 /// Whether the variable `name=value` is a secret the default rules remove.
 pub fn is_secret(name: &OsStr, value: &OsStr) -> bool {
-    is_secret_name(name) || is_secret_value(value) || schemeless_proxy_with_password(name, value)
+    is_secret_name(name) || values::is_secret_value(name, value)
 }
 
 /// Whether `name` survives `--clear-env`.
@@ -301,6 +243,75 @@ mod tests {
         ("GIT_CONFIG_KEY_0", "-----BEGIN PRIVATE KEY-----"),
         ("GIT_CONFIG_KEY_", "x"),
         ("GIT_CONFIG_KEY_X", "x"),
+        // Names ending in a password's short form.
+        ("LDAP_PW", "x"),
+        ("db-pw", "x"),
+        // Passwords in connection strings that are not URL user-info.
+        ("JDBC", "jdbc:mysql://db:3306/app?user=app&password=s3cr3t"),
+        (
+            "MSSQL",
+            "jdbc:sqlserver://db:1433;databaseName=app;user=sa;password=s3cr3t",
+        ),
+        ("ORACLE", "jdbc:oracle:thin:scott/tiger@db:1521:orcl"),
+        ("ADO", "Server=db;Database=app;User Id=sa;Password=s3cr3t;"),
+        (
+            "ODBC",
+            "Driver={PostgreSQL};Server=db;Uid=app;Pwd={s3cr3t};",
+        ),
+        ("CONN", "host=db dbname=app user=app password=s3cr3t"),
+        // Secrets inside option strings and signed URLs.
+        ("JAVA_TOOL_OPTIONS", "-Xmx1g -Dhttp.proxyPassword=s3cr3t"),
+        ("MAVEN_OPTS", "-Djavax.net.ssl.keyStorePassword=changeit"),
+        ("SONAR_OPTS", "-Dsonar.token=abc"),
+        ("NODE_OPTIONS", "--api-key=abc"),
+        (
+            "ARTIFACT",
+            "https://acct.blob.core.windows.net/c/f?sv=2022&sig=abc%3D",
+        ),
+        (
+            "DOWNLOAD",
+            "https://b.s3.amazonaws.com/f?X-Amz-Signature=abc",
+        ),
+        ("CALLBACK", "https://api.example.com/v1?access_token=abc"),
+        // Webhook URLs: the path is the credential.
+        (
+            "NOTIFY",
+            "https://hooks.slack.com/services/T000/B000/XXXXXXXX",
+        ),
+        ("ALERTS", "https://discord.com/api/webhooks/123/abcDEF"),
+        (
+            "TEAMS",
+            "https://acme.webhook.office.com/webhookb2/abc@def/IncomingWebhook/x/y",
+        ),
+        (
+            "CHAT",
+            "https://chat.googleapis.com/v1/spaces/AAA/messages?key=k",
+        ),
+        (
+            "BOT",
+            "https://api.telegram.org/bot123456:ABC-DEF/sendMessage",
+        ),
+        // Vendors' tokens by their prefix, under any name.
+        ("GH", "ghp_0123456789abcdefghijABCDEFGHIJ012345"),
+        (
+            "GH_FINE",
+            "github_pat_11AAAAAAA0123456789_abcdefghijklmnopqrstuvwxyzABCDEFG",
+        ),
+        ("GITLAB", "glpat-0123456789abcdefABCD"),
+        ("SLACK", "xoxb-1234567890-1234567890123-abcdefABCDEF"),
+        ("SLACK_USER", "xoxp-1234567890-1234567890123-abcdef"),
+        ("OPENAI", "sk-proj-0123456789abcdefABCDEF0123456789"),
+        ("ANTHROPIC", "sk-ant-api03-0123456789abcdefABCDEF"),
+        ("STRIPE", "sk_live_0123456789abcdefABCDEFab"),
+        ("AWS_ID", "AKIAIOSFODNN7EXAMPLE"),
+        ("AWS_TEMP_ID", "ASIAIOSFODNN7EXAMPLE"),
+        ("GOOGLE", "AIzaSyA0123456789abcdefghijklmnopqrstuv"),
+        ("NPM", "npm_0123456789abcdefghijABCDEFGHIJ012345"),
+        ("HF", "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH"),
+        (
+            "ARGS",
+            "--header=x ghp_0123456789abcdefghijABCDEFGHIJ012345",
+        ),
     ];
 
     const KEPT: &[(&str, &str)] = &[
@@ -333,6 +344,39 @@ mod tests {
         ("NO_PROXY", "localhost,.corp"),
         ("SSH_REMOTE", "me:x@host"),
         ("GIT_AUTHOR_EMAIL", "me@example.com"),
+        // Harmless look-alikes of the value rules.
+        (
+            "DATABASE_URL",
+            "postgres://app@db/app?sslmode=require&application_name=x",
+        ),
+        (
+            "MSSQL",
+            "jdbc:sqlserver://db:1433;databaseName=app;integratedSecurity=true",
+        ),
+        ("ORACLE", "jdbc:oracle:thin:@db:1521:orcl"),
+        ("ADO", "Server=db;Database=app;Trusted_Connection=yes;"),
+        ("CONN", "Server=db;Password=;"),
+        (
+            "JAVA_TOOL_OPTIONS",
+            "-Xmx1g -Dfile.encoding=UTF-8 -Dhttp.proxyHost=p",
+        ),
+        ("MAVEN_OPTS", "-Djavax.net.ssl.keyStore=/etc/ks.jks"),
+        ("CPPFLAGS", "-DKEY=1 -DNDEBUG"),
+        ("NODE_OPTIONS", "--max-old-space-size=4096"),
+        ("MAKEFLAGS", "-j4 --jobserver-auth=3,4"),
+        ("GIT_CONFIG_PARAMETERS", "'credential.helper'='cache'"),
+        ("LS_COLORS", "rs=0:di=01;34:*.key=01;31:*.pem=01;31"),
+        ("SLACK_CHANNEL", "#builds"),
+        ("DOCS", "https://api.slack.com/messaging/webhooks"),
+        ("INVITE", "https://discord.com/invite/abc"),
+        ("BRANCH", "ghp_fix"),
+        ("LOCALE", "sk_SK.UTF-8"),
+        ("TOOL", "sk-learn-datasets-for-the-benchmarks"),
+        ("TASK", "desk-0123456789abcdefghijklmnop"),
+        ("NAME", "AKIA"),
+        ("PWD", "/home/u"),
+        ("PWD_HISTORY", "/home/u"),
+        ("PW_DIR", "/srv/pw"),
     ];
 
     #[test]

@@ -128,7 +128,8 @@ pub struct PolicyArgs {
     #[arg(long = "allow-dns")]
     pub allow_dns: bool,
     /// Allow creating unix sockets, which can reach services outside the sandbox (a
-    /// D-Bus, systemd or docker socket). socketpair is always allowed.
+    /// D-Bus, systemd or docker socket), and datagram socketpairs (which can address
+    /// any of them). Stream and seqpacket socketpairs are always allowed.
     #[arg(long = "allow-unix-sockets")]
     pub allow_unix_sockets: bool,
     /// Pass inherited descriptor N (above 2) on to the command (repeatable); every other
@@ -252,7 +253,7 @@ pub struct CommandArgs {
 #[derive(Args, Debug, Clone, Default)]
 pub struct EnvArgs {
     /// Set NAME to VALUE in the command's environment (repeatable; applied last).
-    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = crate::env::parse_assignment)]
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = super::env::parse_assignment)]
     pub env: Vec<(OsString, OsString)>,
     /// Pass NAME through although it looks like a secret or --clear-env drops it (repeatable).
     #[arg(
@@ -260,7 +261,7 @@ pub struct EnvArgs {
         value_name = "NAME",
         value_parser = clap::builder::TypedValueParser::try_map(
             clap::builder::OsStringValueParser::new(),
-            crate::env::parse_keep_name,
+            super::env::parse_keep_name,
         )
     )]
     pub keep_env: Vec<OsString>,
@@ -340,11 +341,11 @@ pub struct SuperviseArgs {
     pub json: bool,
     /// With --json: bytes of each stream kept in memory (the tail): 64000, 16K, 1M
     /// (K, M, G are binary: 1K = 1024; KiB, MiB, GiB too).
-    #[arg(long = "max-output", value_name = "SIZE", requires = "json", allow_hyphen_values = true, value_parser = crate::size::parse_usize, default_value = "64000")]
+    #[arg(long = "max-output", value_name = "SIZE", requires = "json", allow_hyphen_values = true, value_parser = super::size::parse_usize, default_value = "64000")]
     pub max_output: usize,
     /// With --json: bytes of each stream kept in its spill file; past this the file is
     /// deleted: 64M, 1G (binary units).
-    #[arg(long = "max-spill", value_name = "SIZE", requires = "json", allow_hyphen_values = true, value_parser = crate::size::parse, default_value = "64M")]
+    #[arg(long = "max-spill", value_name = "SIZE", requires = "json", allow_hyphen_values = true, value_parser = super::size::parse, default_value = "64M")]
     pub max_spill: u64,
 }
 
@@ -530,7 +531,7 @@ const NETWORKS: Choices<Network> = Choices::new(&["allow", "deny"], |s| s.parse(
 const TMP_MODES: Choices<TmpMode> = Choices::new(&["shared", "private"], |s| s.parse());
 const DURATIONS: Choices<Duration> = Choices::new(
     &["500ms", "10s", "30s", "2m", "10m", "1h"],
-    crate::duration::parse,
+    super::duration::parse,
 );
 
 #[cfg(test)]

@@ -346,7 +346,7 @@ pub fn own_args<S: AsRef<std::ffi::OsStr>>(argv: &[S]) -> Option<Vec<OsString>> 
     let (program, rest) = argv.split_first()?;
     let (sub, args) = rest.split_first()?;
     if sub.as_ref() != SUBCOMMAND
-        || crate::locate::launcher().ok()? != std::path::Path::new(program.as_ref())
+        || crate::control::locate::launcher().ok()? != std::path::Path::new(program.as_ref())
     {
         return None;
     }
@@ -898,7 +898,7 @@ fn skip_missing(path: &Path) -> Result<bool, StageError> {
 /// again, and its bounding set): the watcher keeps what the command keeps, nothing else.
 fn drop_capabilities(keep: CapabilitySet) -> Result<(), StageError> {
     // Kept capabilities are all below 32: the first half holds them.
-    crate::capabilities::restrict_to(keep.mask() as u32).map_err(|e| StageError {
+    crate::control::capabilities::restrict_to(keep.mask() as u32).map_err(|e| StageError {
         what: "cannot drop capabilities".into(),
         source: Some(e),
     })
@@ -1311,7 +1311,7 @@ impl Watcher {
                     .open(path)
                     .map_err(|e| bad(e.to_string()))?;
                 let meta = file.metadata().map_err(|e| bad(e.to_string()))?;
-                crate::private_dir::trusted(&meta, FileKind::Regular)
+                crate::control::private_dir::trusted(&meta, FileKind::Regular)
                     .map_err(|u| bad(u.to_string()))?;
                 if meta.len() != 0 {
                     return Err(bad("it is not empty (a report file is used once)".into()));

@@ -132,7 +132,7 @@ fn default_hidden() -> Vec<String> {
         .resolve(
             std::path::Path::new("/"),
             None,
-            &crate::placement::invoker(),
+            &crate::control::placement::invoker(),
         )
         .map(|p| {
             p.hidden()
@@ -284,7 +284,7 @@ pub fn probe_command(json: bool) -> Result<i32, LauncherError> {
     } else {
         table(&p)
     };
-    crate::stdout::write(&text)?;
+    crate::supervise::stdout::write(&text)?;
     Ok(0)
 }
 

@@ -10,9 +10,9 @@
 //! Every byte of a stream also goes through a SHA-256 as it passes (the receipt's digest
 //! of the complete stream, whatever was kept of it), which costs one block of state.
 
+use crate::control::private_dir;
 use crate::error::LauncherError;
-use crate::private_dir;
-use crate::tail::Tail;
+use crate::supervise::tail::Tail;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;

@@ -2,14 +2,14 @@
 //! command's own output and an exit code in the wrapper conventions users know, or as
 //! one JSON document with `--json`.
 
-use crate::classify;
-use crate::cli::RunArgs;
-use crate::confine::{self, Confinement, Start};
-use crate::env;
+use crate::commands::classify;
+use crate::commands::cli::RunArgs;
+use crate::commands::confine::{self, Confinement, Start};
+use crate::commands::env;
 use crate::error::LauncherError;
-use crate::output;
-use crate::output::Captured;
-use crate::stdout;
+use crate::supervise::output;
+use crate::supervise::output::Captured;
+use crate::supervise::stdout;
 use crate::supervise::{self, Output, Plan, Session, Settled};
 use serde::Serialize;
 use stockade_policy::Mode;
@@ -18,7 +18,9 @@ use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
 use stockade_policy::network_denials::DenialLog;
-use stockade_policy::receipt::{Cleanup, Receipt, StreamDigest, UnknownCleanup};
+use stockade_policy::receipt::{
+    BindingUnverifiable, Cleanup, Receipt, StreamDigest, UnknownCleanup,
+};
 use stockade_policy::stage_report::RootChange;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
@@ -106,7 +108,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
                 verdict
                     .tampered_detail
                     .iter()
-                    .map(|d| format!("[sandbox: {}]", crate::containment::printable(d))),
+                    .map(|d| format!("[sandbox: {}]", crate::supervise::containment::printable(d))),
             )
             .chain(
                 appeared
@@ -176,6 +178,9 @@ pub struct SandboxVerdict {
     /// Whether the binding was checked just before the command started, and held (see
     /// `stockade_policy::receipt::Receipt::binding_verified`).
     pub binding_verified: Option<bool>,
+    /// Why `binding_verified` is `None` for a run whose binding the runner checked (a
+    /// script, which its interpreter opens again by name).
+    pub binding_unverifiable: Option<BindingUnverifiable>,
     /// What was found when a control file (the status record, the stage's report, the
     /// proxy's record) was not as stockade left it; changed shared roots have markers of
     /// their own. Printed as a marker: without it, a run whose verdict was `tampered`
@@ -202,10 +207,16 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         && stockade_policy::classify::denied(settled.exit_code, || settled.denial_seen);
     // Without a runner, the launcher checked the binding itself before it started the
     // command (it would not have started otherwise).
-    let binding_verified = if confined.mode.is_confined() {
-        v.receipt.binding_verified
+    // A script it started by name is not proven, as the runner's by-name record says.
+    let (binding_verified, binding_unverifiable) = if confined.mode.is_confined() {
+        (
+            v.receipt.binding_verified,
+            v.receipt.binding_unverifiable.clone(),
+        )
+    } else if settled.started_by_name {
+        (None, Some(BindingUnverifiable::by_name()))
     } else {
-        Some(true)
+        (Some(true), None)
     };
     let tampered_detail = v
         .detail
@@ -218,6 +229,7 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         tampered,
         shared_roots_changed: v.shared_roots_changed,
         binding_verified,
+        binding_unverifiable,
         tampered_detail,
         network: v.network,
     }
@@ -266,7 +278,7 @@ fn background_marker(settled: &Settled) -> Option<String> {
     let ended = settled
         .left_behind
         .iter()
-        .filter(|m| m.command != crate::containment::STAGE_INIT)
+        .filter(|m| m.command != crate::supervise::containment::STAGE_INIT)
         .count();
     let what = match ended {
         0 => return None,
@@ -488,6 +500,7 @@ fn receipt(settled: &Settled, verdict: &SandboxVerdict, confined: &ConfinedArgv)
         executable: binding.map(|b| b.executable.clone()),
         cwd: binding.map(|b| b.cwd.clone()),
         binding_verified: verdict.binding_verified,
+        binding_unverifiable: verdict.binding_unverifiable.clone(),
         stdout: settled
             .stdout
             .as_ref()

@@ -3,9 +3,9 @@
 //! as it does for `confine` and replaces itself with `stockade-runner --explain FILE`, so
 //! the output, errors and exit code are the runner's own.
 
-use crate::cli::ExplainArgs;
+use crate::commands::cli::ExplainArgs;
+use crate::control::locate;
 use crate::error::LauncherError;
-use crate::locate;
 use std::os::unix::process::CommandExt;
 
 /// Returns only when the runner could not be executed.

@@ -43,9 +43,14 @@ pub fn invoker() -> Invoker {
         .and_then(|text| roots::home_from_passwd(&text, uid));
     let env_home = std::env::var_os("HOME").map(PathBuf::from);
     Invoker {
-        control_bases: crate::private_dir::base_candidates(),
-        capabilities: crate::capabilities::permitted(),
+        control_bases: crate::control::private_dir::base_candidates(),
+        other_control_bases: crate::control::private_dir::other_users_bases(),
+        capabilities: crate::control::capabilities::permitted(),
         raw_devices: readable_raw_devices(Path::new("/dev")),
+        store_variables: stockade_policy::credentials::variables()
+            .into_iter()
+            .filter_map(|name| Some((name.into(), std::env::var_os(name)?)))
+            .collect(),
         ..Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
     }
 }

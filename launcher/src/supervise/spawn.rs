@@ -19,8 +19,8 @@
 //! close-on-exec pipe and exits, as `Command::spawn` does, so a command that could not
 //! start is an error here and not an exit status.
 
-use crate::binding::{ChildExec, Verified};
-use crate::containment::Cgroup;
+use crate::control::binding::{ChildExec, Verified};
+use crate::supervise::containment::Cgroup;
 use nix::fcntl::OFlag;
 use nix::unistd::Pid;
 use std::fs::File;

@@ -2,16 +2,16 @@
 //! and describe the result as ConfinedArgv. [`confine`] is also the first step of
 //! `stockade run`.
 
-use crate::binding;
-use crate::cli::{ConfineArgs, InheritEnvRule};
-use crate::env;
+use crate::commands::cli::{ConfineArgs, InheritEnvRule};
+use crate::commands::env;
+use crate::commands::probe;
+use crate::control::binding;
+use crate::control::locate;
+use crate::control::placement;
+use crate::control::private_dir::{self, PrivateDir};
 use crate::error::LauncherError;
-use crate::locate;
-use crate::placement;
-use crate::private_dir::{self, PrivateDir};
-use crate::probe;
 use crate::proxy;
-use crate::stdout;
+use crate::supervise::stdout;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
@@ -192,7 +192,12 @@ pub fn confine_inheriting(
     }
 
     let tmpdir = stockade_policy::environment::lookup(&env, "TMPDIR").map(Path::new);
-    let invoker = placement::invoker();
+    let mut invoker = placement::invoker();
+    // The command reads the variables that move credential stores from its own
+    // environment (`--env GNUPGHOME=...`): those stores are hidden too.
+    let movers = stockade_policy::credentials::variables();
+    let command_movers = env.iter().filter(|(n, _)| movers.iter().any(|m| n == m));
+    invoker.store_variables.extend(command_movers.cloned());
     let mut policy = policy.clone();
     if !policy.domains.is_empty() {
         policy.proxy_port = Some(proxy::reserve_port().map_err(LauncherError::ProxyPort)?);
@@ -328,11 +333,19 @@ pub fn confine_inheriting(
         tag.clone(),
     ];
     let staged = asks.wants_stage() && facts.namespaces;
-    let unprotected = if staged {
+    let (unprotected, unknown): (Vec<_>, Vec<_>) = if staged {
         stage::unprotected_names(&request.policy, &|p| p.symlink_metadata().is_ok())
+            .into_iter()
+            .partition(|p| stage::absent(&p.symlink_metadata()))
     } else {
-        Vec::new()
+        Default::default()
     };
+    not_granted.extend(unknown.iter().map(|p| {
+        format!(
+            "protected path {}: the invoking user cannot look it up, so whether it exists is not known: not protected, and not checked after the run",
+            p.display()
+        )
+    }));
     if !staged {
         // A hidden path inside a writable root can be renamed out of hiding (Landlock
         // lets a command move what it cannot read), and the next command would read it

@@ -3,7 +3,7 @@
 //! exactly this environment to `execve`; the rule itself lives in
 //! `stockade_policy::environment`.
 
-use crate::cli::EnvArgs;
+use super::cli::EnvArgs;
 use std::ffi::OsString;
 use stockade_policy::environment::{self, BuiltEnv, EnvRequest};
 

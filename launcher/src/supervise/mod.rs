@@ -6,20 +6,26 @@
 //! signals that stop the launcher) and the output pipes, so memory and ordering stay
 //! simple and no thread can block the teardown.
 
-use crate::binding::{self, Verified};
-use crate::cli::ContainmentChoice;
-use crate::confine::Start;
-use crate::containment::{self, Cgroup, Member, Range, Unproven};
+pub(crate) mod containment;
+pub(crate) mod output;
+pub(crate) mod spawn;
+pub(crate) mod stdout;
+pub(crate) mod tail;
+pub(crate) mod terminal;
+
+use crate::commands::cli::ContainmentChoice;
+use crate::commands::confine::Start;
+use crate::control::binding::{self, Verified};
+use crate::control::private_dir;
 use crate::error::LauncherError;
-use crate::output::{Capture, Captured, SpillDir};
-use crate::private_dir;
-use crate::spawn::{self, SpawnError, Spawned};
 use crate::stage;
-use crate::terminal;
+use containment::{Cgroup, Member, Range, Unproven};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
+use output::{Capture, Captured, SpillDir};
+use spawn::{SpawnError, Spawned};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Read;
@@ -178,6 +184,9 @@ pub struct Settled {
     pub stderr_complete: bool,
     /// When the final writes to the caller's stderr give up (see [`FINAL_WRITE_WAIT`]).
     pub final_writes_until: Instant,
+    /// `danger-full-access`: the launcher's verified file is a script its interpreter
+    /// opened again by name (the runner records this itself in the confined modes).
+    pub started_by_name: bool,
 }
 
 /// The signals the loop reads from its signalfd.
@@ -689,6 +698,7 @@ impl Supervisor<'_> {
             stdout_complete,
             stderr_complete,
             final_writes_until,
+            started_by_name: false,
         }
     }
 
@@ -883,7 +893,9 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
         sup.poll(signals);
         sup.on_wake(signals);
     }
-    Ok(sup.finish())
+    let mut settled = sup.finish();
+    settled.started_by_name = verified.is_some_and(|v| v.by_name);
+    Ok(settled)
 }
 
 /// A program that cannot be found or executed is the command's failure (127, 126); the

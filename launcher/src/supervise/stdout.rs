@@ -3,7 +3,7 @@
 //! `stockade: ` line and exit 125.
 
 use crate::error::LauncherError;
-use crate::output;
+use crate::supervise::output;
 use std::io::Write;
 
 /// Writes `text` to stdout and flushes it.

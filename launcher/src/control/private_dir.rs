@@ -134,6 +134,47 @@ pub fn base_candidates() -> Vec<PathBuf> {
     out
 }
 
+/// Other users' control bases, those that exist in the places a base of theirs is made
+/// by default: `/run/user/UID/stockade`, `/run/stockade-UID`, and `.local/state/stockade`
+/// beneath each home of the passwd database. Hidden from a command that keeps a DAC
+/// capability (see `stockade_policy::roots::Invoker`). Two directory listings and one
+/// `lstat` per account. A base another user put elsewhere (`STOCKADE_CONTROL_DIR`)
+/// cannot be found.
+pub fn other_users_bases() -> Vec<PathBuf> {
+    let own = nix::unistd::geteuid().as_raw();
+    let other = |uid: &str| uid.parse::<u32>().is_ok_and(|u| u != own);
+    let is_dir = |p: &Path| p.symlink_metadata().is_ok_and(|m| m.is_dir());
+    let names = |dir: &str| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut out: Vec<PathBuf> = names("/run/user")
+        .into_iter()
+        .filter(|n| other(n))
+        .map(|n| Path::new("/run/user").join(n).join("stockade"))
+        .chain(
+            names("/run")
+                .into_iter()
+                .filter(|n| n.strip_prefix("stockade-").is_some_and(other))
+                .map(|n| Path::new("/run").join(n)),
+        )
+        .collect();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    out.extend(passwd.lines().filter_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        let home = fields.get(5).filter(|h| h.starts_with('/'))?;
+        other(fields.get(2)?).then(|| Path::new(home).join(".local/state/stockade"))
+    }));
+    out.retain(|p| is_dir(p));
+    out.sort();
+    out.dedup();
+    out
+}
+
 fn selected_base() -> Result<PathBuf, LauncherError> {
     let absolute = |name: &str| {
         std::env::var_os(name)
@@ -240,7 +281,7 @@ fn shared_temp_dirs() -> Vec<PathBuf> {
         .filter(|p| p.is_absolute())
         && let Ok(granted) = stockade_policy::roots::check_implicit_tmpdir(
             &tmpdir,
-            &crate::placement::invoker(),
+            &crate::control::placement::invoker(),
             &[],
         )
     {

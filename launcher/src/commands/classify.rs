@@ -6,10 +6,10 @@
 //! [`verdict`] for the same decision on the processes it supervises (and removes the
 //! private directory it made itself, through `PrivateDir::remove`).
 
-use crate::cli::ClassifyArgs;
+use crate::commands::cli::ClassifyArgs;
+use crate::commands::probe;
+use crate::control::private_dir;
 use crate::error::LauncherError;
-use crate::private_dir;
-use crate::probe;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -334,7 +334,9 @@ pub fn signal_name(given: &str) -> Result<String, LauncherError> {
 pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 
 /// Opens an input file without blocking (a FIFO in its place must not hang `classify`)
-/// and refuses anything but a regular file.
+/// and refuses anything but a regular file of storage: a file of the kernel's own
+/// filesystems is refused unread (as root, reading `/proc/kmsg` consumes the kernel log;
+/// see `stockade_policy::trust::kernel_filesystem`).
 fn open_input(path: &Path) -> std::io::Result<std::fs::File> {
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -344,6 +346,12 @@ fn open_input(path: &Path) -> std::io::Result<std::fs::File> {
         return Err(std::io::Error::other(
             "not a regular file (pass a file, or - for stdin)",
         ));
+    }
+    let fs = nix::sys::statfs::fstatfs(&file)?;
+    if let Some(name) = stockade_policy::trust::kernel_filesystem(fs.filesystem_type().0 as u64) {
+        return Err(std::io::Error::other(format!(
+            "not a regular file: it lies on the kernel's {name} filesystem, nothing was read (pass a file, or - for stdin)"
+        )));
     }
     Ok(file)
 }
@@ -420,7 +428,7 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
         verdict = with_network(verdict, v);
     }
     let line = serde_json::to_string(&verdict).map_err(LauncherError::Json)?;
-    crate::stdout::write(&format!("{line}\n"))?;
+    crate::supervise::stdout::write(&format!("{line}\n"))?;
     if let Some(verified) = &verified {
         consume(verified);
     }

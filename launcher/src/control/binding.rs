@@ -143,6 +143,9 @@ pub struct Verified {
     /// relative to the current directory when the name or the `PATH` entry is.
     pub path: CString,
     pub id: ExecId,
+    /// An interpreter opens it again by name (`binding::started_by_name`): the receipt
+    /// cannot say the binding held.
+    pub by_name: bool,
     argv: Vec<CString>,
     envp: Vec<CString>,
 }
@@ -183,9 +186,11 @@ pub fn check(
     let cstring = |b: &[u8]| {
         CString::new(b).map_err(|_| LauncherError::Internal("a NUL byte in the command"))
     };
+    let by_name = started_by_name(&path, &id);
     Ok(Some(Verified {
         path: cstring(path.as_os_str().as_bytes())?,
         id,
+        by_name,
         argv: argv
             .iter()
             .map(|a| cstring(a.as_bytes()))
@@ -200,6 +205,38 @@ pub fn check(
             })
             .collect::<Result<_, _>>()?,
     }))
+}
+
+/// Whether the verified file at `path` is one an interpreter opens again by name, judged
+/// on its first bytes read from a descriptor that is still the verified file. A file the
+/// launcher cannot read (mode `--x`) no interpreter could read either: not by name.
+fn started_by_name(path: &Path, id: &ExecId) -> bool {
+    let Ok(file) = File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(path)
+    else {
+        return false;
+    };
+    let same = file
+        .metadata()
+        .is_ok_and(|m| id.difference(&exec_id_of(&m)).is_none());
+    let mut header = [0u8; 4];
+    let header = (same && (&file).read_exact(&mut header).is_ok()).then_some(header);
+    // Another file now (the child's own check refuses it) or too short: by name.
+    binding::started_by_name(header)
+}
+
+/// The identity of a file from its metadata, as [`exec_id`] gives it from `fstat`.
+fn exec_id_of(m: &std::fs::Metadata) -> ExecId {
+    use std::os::unix::fs::MetadataExt;
+    ExecId {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        modified: timestamp(m.mtime(), m.mtime_nsec()),
+        changed: timestamp(m.ctime(), m.ctime_nsec()),
+    }
 }
 
 /// Why the child did not execute the verified file.

@@ -1,0 +1,13 @@
+//! The `stockade` commands: each command's entry point (`confine`, `run`, `classify`,
+//! `probe`, `explain`) and the resolution of its arguments (`cli` and the value parsers
+//! `env`, `duration`, `size`). These run in the launcher process the caller started.
+
+pub(crate) mod classify;
+pub(crate) mod cli;
+pub(crate) mod confine;
+pub(crate) mod duration;
+pub(crate) mod env;
+pub(crate) mod explain;
+pub(crate) mod probe;
+pub(crate) mod run;
+pub(crate) mod size;
