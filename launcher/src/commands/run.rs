@@ -261,11 +261,15 @@ fn exit_code(settled: &Settled, verdict: &SandboxVerdict) -> i32 {
     }
 }
 
-/// Processes the command left running that stockade ended, said in text mode as JSON
-/// says them in `leftBehind`: a command that starts a server in the background and exits
+/// Processes the command left running when it exited, which stockade then ended, said in
+/// text mode as JSON says them in `leftBehind`: a command that starts a server in the background and exits
 /// would otherwise see it vanish without a word. Kept ones (`--keep-background`) have the
 /// cleanup marker instead; the stage's init, which only reaps, is not the command's.
 fn background_marker(settled: &Settled) -> Option<String> {
+    // A timeout or a signal to stockade ends everything, and its own marker says so.
+    if settled.timed_out || settled.aborted.is_some() {
+        return None;
+    }
     if matches!(
         settled.cleanup,
         Cleanup::Unknown {
