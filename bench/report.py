@@ -636,7 +636,7 @@ if json_ok:
       "a ring buffer, calling `waitpid` only after SIGCHLD, reading only the descriptors "
       "`poll` reports, `epoll`, a 256 KiB or 1 MiB pipe, and pausing or spinning after a "
       "small read were each measured and dropped (numbers: bench/results.md as of commit "
-      "8b9762c). Kept: the tail buffer (launcher/src/tail.rs) appends into room for "
+      "8b9762c). Kept: the tail buffer (launcher/src/supervise/tail.rs) appends into room for "
       "`--max-output` plus 256 KiB-4 MiB and compacts once per that much, instead of "
       "moving the whole tail on every read: the launcher's user time for 1 GiB halves at "
       "the default 64000, and with `--max-output 10000000` capture went from 7.8 s to "

@@ -4,10 +4,9 @@
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
-use stockade_policy::binding::Drift;
 use stockade_policy::guarantees::{Feature, Guarantee};
 use stockade_policy::policy::PolicyError;
-use stockade_policy::request::{EncodeError, ValidationError};
+use stockade_policy::request::ValidationError;
 use stockade_policy::{Mode, exit};
 
 /// Executors look for this code to tell "cannot confine here" from other failures.
@@ -21,38 +20,11 @@ pub enum LauncherError {
         mode: Mode,
         missing: Vec<(Guarantee, Feature)>,
     },
-    /// The runner binary is not where it was looked for.
-    RunnerMissing {
-        path: PathBuf,
-        hint: &'static str,
-        /// The other places looked at first, where nothing was.
-        also: Vec<PathBuf>,
-    },
-    /// The runner may exist, but this user cannot reach or execute it.
-    RunnerUnreachable {
-        path: PathBuf,
-        uid: u32,
-        /// The first directory on the way (or the file) that does not let the user through.
-        blocked: PathBuf,
-        /// Its mode and owner, when they can be read.
-        how: Option<String>,
-    },
-    /// The directory that holds request files is unusable.
-    PrivateDir {
-        path: PathBuf,
-        reason: String,
-    },
     /// The policy's writable roots contain the control base.
     ControlBaseWritable {
         base: PathBuf,
         root: PathBuf,
     },
-    /// A request file could not be written.
-    WriteRequest {
-        path: PathBuf,
-        source: io::Error,
-    },
-    Encode(EncodeError),
     /// The command or environment cannot be passed to `execve`.
     Invalid(ValidationError),
     /// A path or argument that must appear in JSON is not valid UTF-8.
@@ -64,8 +36,10 @@ pub enum LauncherError {
         program: String,
         source: io::Error,
     },
+    /// The control directory or a binary it names is unusable.
+    Control(crate::control::error::ControlError),
     /// The supervisor cannot do its job (signals, containment, starting the command).
-    Supervise(crate::supervise::SuperviseError),
+    Supervise(crate::supervise::error::SuperviseError),
     CurrentDir(io::Error),
     /// No random bytes for the runner failure tag.
     FailureTag(io::Error),
@@ -93,25 +67,11 @@ pub enum LauncherError {
     Internal(&'static str),
     /// No loopback port could be reserved for the network proxy.
     ProxyPort(io::Error),
-    /// The runner or the launcher lies where a confined command could replace it.
-    ExposedBinary {
-        what: &'static str,
-        path: PathBuf,
-        why: String,
-    },
     /// The runner was found but could not be started (`stockade explain`).
     ExecRunner {
         path: PathBuf,
         source: io::Error,
     },
-    /// The executable cannot be bound as asked (too large or unreadable to hash).
-    BindExecutable {
-        path: PathBuf,
-        why: String,
-    },
-    /// `danger-full-access` under `stockade run`: the executable or working directory is
-    /// not what was bound; nothing ran.
-    BindingChanged(Drift),
 }
 
 impl fmt::Display for LauncherError {
@@ -138,49 +98,12 @@ impl fmt::Display for LauncherError {
                 f,
                 "cannot determine this executable's path for the namespace stage: {e}"
             ),
-            LauncherError::RunnerMissing { path, hint, also } => {
-                write!(f, "stockade-runner not found at {}", path.display())?;
-                if !also.is_empty() {
-                    let also: Vec<String> = also.iter().map(|p| p.display().to_string()).collect();
-                    write!(f, " (nor at {})", also.join(" or "))?;
-                }
-                write!(f, ": {hint}")
-            }
-            LauncherError::RunnerUnreachable {
-                path,
-                uid,
-                blocked,
-                how,
-            } => {
-                let how = how.as_ref().map(|h| format!(" ({h})")).unwrap_or_default();
-                let what = if blocked == path {
-                    format!("uid {uid} may not execute it{how}")
-                } else {
-                    format!("{} does not let uid {uid} through{how}", blocked.display())
-                };
-                write!(
-                    f,
-                    "stockade-runner at {} cannot be reached by uid {uid}: {what}; install stockade where every user can reach it (the packages put the runner in /usr/libexec/stockade/), make that directory searchable by this user, or set $STOCKADE_RUNNER to a runner this user can execute",
-                    path.display()
-                )
-            }
-            LauncherError::PrivateDir { path, reason } => write!(
-                f,
-                "control directory {} is unusable: {reason}",
-                path.display()
-            ),
             LauncherError::ControlBaseWritable { base, root } => write!(
                 f,
                 "the writable root {} contains the control directory {}, where the requests and status files of other commands live; grant a narrower root, or set STOCKADE_CONTROL_DIR to a private directory outside every writable root",
                 root.display(),
                 base.display()
             ),
-            LauncherError::WriteRequest { path, source } => write!(
-                f,
-                "cannot write launch request {}: {source}",
-                path.display()
-            ),
-            LauncherError::Encode(e) => e.fmt(f),
             LauncherError::Invalid(e) => e.fmt(f),
             LauncherError::NotUtf8 { what } => {
                 write!(f, "{what} is not valid UTF-8 and cannot be put in JSON")
@@ -188,6 +111,7 @@ impl fmt::Display for LauncherError {
             LauncherError::Spawn { program, source } => {
                 write!(f, "cannot start {program}: {source}")
             }
+            LauncherError::Control(e) => e.fmt(f),
             LauncherError::Supervise(e) => write!(f, "cannot supervise the command: {e}"),
             LauncherError::FailureTag(e) => {
                 write!(
@@ -227,20 +151,9 @@ impl fmt::Display for LauncherError {
                 f,
                 "cannot reserve a port free on every address for the network proxy (--allow-domain): {e}"
             ),
-            LauncherError::ExposedBinary { what, path, why } => write!(
-                f,
-                "refusing to run: the {what} {} could be replaced by a confined command or another user ({why}), and what replaced it would run unconfined; install stockade where only root or you can write (e.g. /usr/bin/stockade and /usr/libexec/stockade/stockade-runner, or set $STOCKADE_RUNNER to such a path), or choose a workspace and writable roots that do not contain it",
-                path.display()
-            ),
             LauncherError::ExecRunner { path, source } => {
                 write!(f, "cannot start the runner {}: {source}", path.display())
             }
-            LauncherError::BindExecutable { path, why } => write!(
-                f,
-                "cannot bind the executable {}: {why}; the command was not run",
-                path.display()
-            ),
-            LauncherError::BindingChanged(drift) => drift.fmt(f),
         }
     }
 }
@@ -249,12 +162,11 @@ impl std::error::Error for LauncherError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             LauncherError::Policy(e) => Some(e),
-            LauncherError::Encode(e) => Some(e),
+            LauncherError::Control(e) => e.source(),
             LauncherError::Invalid(e) => Some(e),
             LauncherError::Supervise(e) => Some(e),
             LauncherError::Json(e) => Some(e),
-            LauncherError::WriteRequest { source, .. }
-            | LauncherError::Spawn { source, .. }
+            LauncherError::Spawn { source, .. }
             | LauncherError::ReadInput { source, .. }
             | LauncherError::ExecRunner { source, .. }
             | LauncherError::CurrentDir(source)
@@ -279,6 +191,12 @@ impl LauncherError {
             },
             _ => exit::RUNNER_FAILURE,
         }
+    }
+}
+
+impl From<crate::control::error::ControlError> for LauncherError {
+    fn from(e: crate::control::error::ControlError) -> Self {
+        LauncherError::Control(e)
     }
 }
 

@@ -43,52 +43,6 @@ fn exit_status(code: i32) -> i32 {
     }
 }
 
-/// A usage error as the one `stockade: ` line every failure of stockade prints: clap's
-/// message with its lines joined, the usage kept, the closing `--help` hint dropped.
-fn usage_error_line(e: &clap::Error) -> String {
-    if let Some(line) = missing_dashes_line(e) {
-        return line;
-    }
-    let rendered = e.render().to_string();
-    let mut line = String::from("stockade:");
-    for part in rendered.lines().map(str::trim) {
-        if part.is_empty() || part.starts_with("For more information") {
-            continue;
-        }
-        match part.strip_prefix("Usage: ") {
-            Some(usage) => line.push_str(&format!("; usage: {usage}")),
-            None => {
-                line.push(' ');
-                line.push_str(part.strip_prefix("error: ").unwrap_or(part));
-            }
-        }
-    }
-    line
-}
-
-/// `stockade run true`: a command given without `--` in front of it. clap calls the
-/// word an unexpected argument; the useful answer is where it belongs.
-fn missing_dashes_line(e: &clap::Error) -> Option<String> {
-    use clap::error::{ContextKind, ContextValue, ErrorKind};
-    if e.kind() != ErrorKind::UnknownArgument {
-        return None;
-    }
-    let Some(ContextValue::String(word)) = e.get(ContextKind::InvalidArg) else {
-        return None;
-    };
-    if word.starts_with('-') {
-        return None;
-    }
-    // args_os: an argument that is not UTF-8 must not make this panic.
-    let sub = std::env::args_os()
-        .skip(1)
-        .find(|a| a == "run" || a == "confine")?;
-    let sub = sub.to_string_lossy();
-    Some(format!(
-        "stockade: {word:?} is not an option of stockade {sub}: put the command after --, as in: stockade {sub} [OPTIONS] -- {word} ..."
-    ))
-}
-
 /// The process entry point (see the module comment for why it is the C one).
 // SAFETY: `main` is the one C entry symbol of this binary; nothing else defines it.
 #[cfg(not(test))]
@@ -171,7 +125,11 @@ fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
                     exit_status(exit::RUNNER_FAILURE)
                 }
                 _ => {
-                    let _ = writeln!(std::io::stderr(), "{}", usage_error_line(&e));
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "{}",
+                        commands::usage::usage_error_line(&e)
+                    );
                     exit_status(exit::RUNNER_FAILURE)
                 }
             };

@@ -373,6 +373,10 @@ pub enum Refusal {
     /// The name resolved to an address that is not public (loopback, private,
     /// link-local, ...) and no address rule allows it.
     NonPublicAddress(AddressClass),
+    /// A multicast DNS name (`.local`), which only the system's own resolver answers;
+    /// the proxy does not use it (it loads code a command could plant). Pinned with
+    /// `--resolve`, the name is reached.
+    MulticastDns,
 }
 
 impl Refusal {
@@ -388,6 +392,9 @@ impl Refusal {
             Refusal::NonPublicAddress(class) => {
                 format!("resolves to a {class} address (allow it with --allow-domain ADDRESS)")
             }
+            Refusal::MulticastDns => "a multicast DNS (.local) name, which stockade does not \
+                 resolve (pin it with --resolve NAME=ADDRESS)"
+                .into(),
         }
     }
 }

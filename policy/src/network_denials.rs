@@ -114,6 +114,7 @@ pub fn reason_token(reason: Refusal) -> String {
         Refusal::PortNotAllowed => "port-not-allowed".into(),
         Refusal::IpLiteral => "ip-literal".into(),
         Refusal::NonPublicAddress(class) => format!("{class}-address"),
+        Refusal::MulticastDns => "multicast-dns".into(),
     }
 }
 
@@ -134,6 +135,7 @@ fn parse_reason(token: &str) -> Option<Refusal> {
         "denied" => Refusal::DeniedByRule,
         "port-not-allowed" => Refusal::PortNotAllowed,
         "ip-literal" => Refusal::IpLiteral,
+        "multicast-dns" => Refusal::MulticastDns,
         other => {
             let class = other.strip_suffix("-address")?;
             Refusal::NonPublicAddress(*CLASSES.iter().find(|c| c.as_str() == class)?)
@@ -210,6 +212,7 @@ mod tests {
                 Refusal::NonPublicAddress(AddressClass::LinkLocal),
             ),
             denial("x.org", 8080, Refusal::DeniedByRule),
+            denial("printer.local", 631, Refusal::MulticastDns),
         ] {
             let line = d.line();
             assert!(line.ends_with('\n') && line.matches('\n').count() == 1);

@@ -550,18 +550,7 @@ impl fmt::Display for PolicyError {
                 "--tmp private would hide the writable root {}, which lies beneath /tmp; use --tmp shared or a root elsewhere",
                 path.display()
             ),
-            PolicyError::CapabilityNotHeld { missing, uid } => write!(
-                f,
-                "{} {}: this process (uid {uid}) does not hold {}, so the command cannot keep it; {}",
-                crate::capability::FLAG,
-                missing.names(),
-                if missing.iter().count() == 1 { "it" } else { "them" },
-                if *uid == 0 {
-                    "run stockade with it, or drop the flag"
-                } else {
-                    "only root holds capabilities to keep: drop the flag, or own the workspace as this user"
-                }
-            ),
+            PolicyError::CapabilityNotHeld { missing, uid } => capability_not_held(f, missing, *uid),
             PolicyError::NeedsStage { flag } => write!(
                 f,
                 "{flag} needs the namespace stage, which --no-stage turns off; drop one of them"
@@ -636,6 +625,30 @@ impl fmt::Display for PolicyError {
     }
 }
 
+/// `--keep-capability` naming capabilities this process does not hold.
+fn capability_not_held(
+    f: &mut fmt::Formatter<'_>,
+    missing: &CapabilitySet,
+    uid: u32,
+) -> fmt::Result {
+    write!(
+        f,
+        "{} {}: this process (uid {uid}) does not hold {}, so the command cannot keep it; {}",
+        crate::capability::FLAG,
+        missing.names(),
+        if missing.iter().count() == 1 {
+            "it"
+        } else {
+            "them"
+        },
+        if uid == 0 {
+            "run stockade with it, or drop the flag"
+        } else {
+            "only root holds capabilities to keep: drop the flag, or own the workspace as this user"
+        }
+    )
+}
+
 impl std::error::Error for PolicyError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
@@ -646,6 +659,23 @@ impl std::error::Error for PolicyError {
             _ => None,
         }
     }
+}
+
+/// What workspace-write's checks of its roots found (see `PolicyRequest::resolve`).
+#[derive(Default)]
+struct CheckedRoots {
+    root_ids: Vec<RootId>,
+    /// `$TMPDIR`, when granted.
+    tmpdir: Option<PathBuf>,
+    tmpdir_refused: Option<String>,
+}
+
+/// The kept descriptors and the network flags, resolved.
+struct NetworkFlags {
+    keep_fds: Vec<i32>,
+    allow_tcp_connect: Vec<u16>,
+    network: Network,
+    domains: Option<DomainPolicy>,
 }
 
 impl PolicyRequest {
@@ -694,6 +724,73 @@ impl PolicyRequest {
         tmpdir: Option<&Path>,
         invoker: &Invoker,
     ) -> Result<Policy, PolicyError> {
+        let (workspace_in, workspace, writable_roots) = self.resolve_roots(cwd)?;
+        let checked = if self.mode == Mode::WorkspaceWrite {
+            self.check_writable_roots(
+                cwd,
+                &workspace_in,
+                &workspace,
+                &writable_roots,
+                tmpdir,
+                invoker,
+            )?
+        } else {
+            CheckedRoots::default()
+        };
+        let NetworkFlags {
+            keep_fds,
+            allow_tcp_connect,
+            network,
+            domains,
+        } = self.resolve_network()?;
+        let CheckedRoots {
+            root_ids,
+            tmpdir,
+            tmpdir_refused,
+        } = checked;
+        let (protected, protect_links) =
+            self.resolve_protected(cwd, &workspace, &writable_roots)?;
+        let stage = self.mode.is_confined() && !self.no_stage;
+        let keep_capabilities = self.resolve_kept_capabilities(invoker)?;
+        let mut policy = Policy {
+            mode: self.mode,
+            workspace,
+            writable_roots,
+            tmpdir,
+            network,
+            allow_tcp_connect,
+            allow_unix_sockets: self.allow_unix_sockets,
+            keep_fds,
+            root_ids,
+            tmpdir_refused,
+            hidden: Vec::new(),
+            hidden_not_followed: Vec::new(),
+            default_hide: self.mode.is_confined() && self.default_hide,
+            protected: if stage { protected } else { Vec::new() },
+            protect_links: if stage { protect_links } else { Vec::new() },
+            protect_explicit: stage && !self.protect.is_empty(),
+            default_protect: stage && self.default_protect,
+            tmp: self.tmp.unwrap_or_default(),
+            pids: if stage {
+                self.pids.unwrap_or_default()
+            } else {
+                PidMode::Share
+            },
+            stage,
+            keep_capabilities,
+            domains,
+            allow_dns: self.mode.is_confined() && self.allow_dns,
+        };
+        if self.mode.is_confined() {
+            (policy.hidden, policy.hidden_not_followed) =
+                self.resolve_hidden(cwd, &policy, invoker)?;
+        }
+        Ok(policy)
+    }
+
+    /// The workspace (as named, and canonical) and the extra writable roots, each an
+    /// existing directory.
+    fn resolve_roots(&self, cwd: &Path) -> Result<(PathBuf, PathBuf, Vec<PathBuf>), PolicyError> {
         let workspace_in = match &self.workspace {
             Some(p) => cwd.join(p),
             None => cwd.to_path_buf(),
@@ -723,84 +820,106 @@ impl PolicyRequest {
                 writable_roots.push(canonical);
             }
         }
+        Ok((workspace_in, workspace, writable_roots))
+    }
+
+    /// workspace-write's checks of its roots: none broad (unless allowed), none named
+    /// through a planted link; `$TMPDIR` granted only when safe; and each root's
+    /// identity (device and inode) taken.
+    fn check_writable_roots(
+        &self,
+        cwd: &Path,
+        workspace_in: &Path,
+        workspace: &PathBuf,
+        writable_roots: &[PathBuf],
+        tmpdir: Option<&Path>,
+        invoker: &Invoker,
+    ) -> Result<CheckedRoots, PolicyError> {
         let (mut root_ids, mut tmpdir_granted, mut tmpdir_refused) = (Vec::new(), None, None);
-        if self.mode == Mode::WorkspaceWrite {
-            if !self.allow_broad_root {
-                let workspace_named_by = match self.workspace {
-                    Some(_) => "--workspace",
-                    None => "the workspace defaults to the current directory",
-                };
-                let named = std::iter::once((&workspace, workspace_named_by))
-                    .chain(writable_roots.iter().map(|r| (r, "--writable")));
-                for (root, named_by) in named {
-                    if let Some(why) = roots::broad_reason(root, &invoker.homes) {
-                        return Err(PolicyError::BroadRoot {
-                            named_by,
-                            path: root.clone(),
-                            why,
-                        });
-                    }
+        if !self.allow_broad_root {
+            let workspace_named_by = match self.workspace {
+                Some(_) => "--workspace",
+                None => "the workspace defaults to the current directory",
+            };
+            let named = std::iter::once((workspace, workspace_named_by))
+                .chain(writable_roots.iter().map(|r| (r, "--writable")));
+            for (root, named_by) in named {
+                if let Some(why) = roots::broad_reason(root, &invoker.homes) {
+                    return Err(PolicyError::BroadRoot {
+                        named_by,
+                        path: root.clone(),
+                        why,
+                    });
                 }
-            }
-            let mut granted = vec![workspace.clone(), PathBuf::from(SHARED_TMP)];
-            granted.extend(writable_roots.iter().cloned());
-            // A root named through a link that lies where confined commands write (an
-            // earlier command could have planted it there) is not what the user meant.
-            let named = std::iter::once((workspace_in.clone(), "--workspace"))
-                .chain(self.writable.iter().map(|r| (cwd.join(r), "--writable")));
-            for (raw, named_by) in named {
-                // The walk resolves the name a second time: it must reach the very
-                // directory the root was resolved to. A command that can rename what lies
-                // above the name (a workspace in /tmp, or inside another command's
-                // workspace) could otherwise swap a link in for the first resolution and
-                // out for the walk, and the root granted would be the link's target.
-                match roots::walk_checking_links(&raw, invoker.uid, &granted) {
-                    Err(why) => {
-                        return Err(PolicyError::LinkedRoot {
-                            named_by,
-                            path: raw,
-                            why,
-                        });
-                    }
-                    Ok(walked) if !granted.contains(&walked) => {
-                        return Err(PolicyError::LinkedRoot {
-                            named_by,
-                            path: raw,
-                            why: format!(
-                                "it now leads to {}, not to the directory it was resolved to a moment before: a link on its way changed while it was being resolved",
-                                walked.display()
-                            ),
-                        });
-                    }
-                    Ok(_) => {}
-                }
-            }
-            if let Some(raw) = tmpdir {
-                match roots::check_implicit_tmpdir(raw, invoker, &granted) {
-                    Ok(dir) => tmpdir_granted = Some(dir),
-                    Err(why) => {
-                        tmpdir_refused =
-                            Some(format!("$TMPDIR {} is not granted: {why}", raw.display()))
-                    }
-                }
-            }
-            for root in granted.iter().chain(&tmpdir_granted) {
-                if root_ids.iter().any(|r: &RootId| &r.path == root) {
-                    continue;
-                }
-                // A private /tmp is a fresh tmpfs the namespace stage mounts: there is no
-                // directory of the caller's to pin, and nothing planted can be in it.
-                if self.tmp == Some(TmpMode::Private) && root == Path::new(SHARED_TMP) {
-                    continue;
-                }
-                let id = RootId::of(root).map_err(|source| PolicyError::RootIdentity {
-                    path: root.clone(),
-                    source,
-                })?;
-                root_ids.push(id);
             }
         }
-        let tmpdir = tmpdir_granted;
+        let mut granted = vec![workspace.clone(), PathBuf::from(SHARED_TMP)];
+        granted.extend(writable_roots.iter().cloned());
+        // A root named through a link that lies where confined commands write (an
+        // earlier command could have planted it there) is not what the user meant.
+        let named = std::iter::once((workspace_in.to_path_buf(), "--workspace"))
+            .chain(self.writable.iter().map(|r| (cwd.join(r), "--writable")));
+        for (raw, named_by) in named {
+            // The walk resolves the name a second time: it must reach the very
+            // directory the root was resolved to. A command that can rename what lies
+            // above the name (a workspace in /tmp, or inside another command's
+            // workspace) could otherwise swap a link in for the first resolution and
+            // out for the walk, and the root granted would be the link's target.
+            match roots::walk_checking_links(&raw, invoker.uid, &granted) {
+                Err(why) => {
+                    return Err(PolicyError::LinkedRoot {
+                        named_by,
+                        path: raw,
+                        why,
+                    });
+                }
+                Ok(walked) if !granted.contains(&walked) => {
+                    return Err(PolicyError::LinkedRoot {
+                        named_by,
+                        path: raw,
+                        why: format!(
+                            "it now leads to {}, not to the directory it was resolved to a moment before: a link on its way changed while it was being resolved",
+                            walked.display()
+                        ),
+                    });
+                }
+                Ok(_) => {}
+            }
+        }
+        if let Some(raw) = tmpdir {
+            match roots::check_implicit_tmpdir(raw, invoker, &granted) {
+                Ok(dir) => tmpdir_granted = Some(dir),
+                Err(why) => {
+                    tmpdir_refused =
+                        Some(format!("$TMPDIR {} is not granted: {why}", raw.display()))
+                }
+            }
+        }
+        for root in granted.iter().chain(&tmpdir_granted) {
+            if root_ids.iter().any(|r: &RootId| &r.path == root) {
+                continue;
+            }
+            // A private /tmp is a fresh tmpfs the namespace stage mounts: there is no
+            // directory of the caller's to pin, and nothing planted can be in it.
+            if self.tmp == Some(TmpMode::Private) && root == Path::new(SHARED_TMP) {
+                continue;
+            }
+            let id = RootId::of(root).map_err(|source| PolicyError::RootIdentity {
+                path: root.clone(),
+                source,
+            })?;
+            root_ids.push(id);
+        }
+        Ok(CheckedRoots {
+            root_ids,
+            tmpdir: tmpdir_granted,
+            tmpdir_refused,
+        })
+    }
+
+    /// The kept descriptors and the network: TCP ports, the whole network or not, the
+    /// network by name, and DNS on its own, checked against each other.
+    fn resolve_network(&self) -> Result<NetworkFlags, PolicyError> {
         let mut keep_fds = self.keep_fds.clone();
         if let Some(fd) = first_unkeepable_fd(&keep_fds) {
             return Err(PolicyError::KeepFd { fd });
@@ -835,10 +954,26 @@ impl PolicyRequest {
                 });
             }
         }
+        Ok(NetworkFlags {
+            keep_fds,
+            allow_tcp_connect,
+            network,
+            domains,
+        })
+    }
+
+    /// The protected paths (and those that are links) beneath the roots a command can
+    /// write, and the flags that need the namespace stage refused without it.
+    fn resolve_protected(
+        &self,
+        cwd: &Path,
+        workspace: &Path,
+        writable_roots: &[PathBuf],
+    ) -> Result<(Vec<stage::Protected>, Vec<PathBuf>), PolicyError> {
         // Protection only means something where the command can write: the workspace and
         // the extra roots (not the shared /tmp or $TMPDIR, which are no repositories).
         let protect_roots: Vec<PathBuf> = if self.mode == Mode::WorkspaceWrite {
-            std::iter::once(workspace.clone())
+            std::iter::once(workspace.to_path_buf())
                 .chain(writable_roots.iter().cloned())
                 .collect()
         } else {
@@ -886,7 +1021,11 @@ impl PolicyRequest {
                 return Err(PolicyError::NeedsStage { flag });
             }
         }
-        let stage = self.mode.is_confined() && !self.no_stage;
+        Ok((protected, protect_links))
+    }
+
+    /// The capabilities the command keeps, each held by the invoker.
+    fn resolve_kept_capabilities(&self, invoker: &Invoker) -> Result<Vec<Capability>, PolicyError> {
         // Like the network flags, meaningless where nothing is confined (the launcher
         // refuses the flag there). Elsewhere each must be held to be kept.
         let mut keep_capabilities = Vec::new();
@@ -905,40 +1044,7 @@ impl PolicyRequest {
                 });
             }
         }
-        let mut policy = Policy {
-            mode: self.mode,
-            workspace,
-            writable_roots,
-            tmpdir,
-            network,
-            allow_tcp_connect,
-            allow_unix_sockets: self.allow_unix_sockets,
-            keep_fds,
-            root_ids,
-            tmpdir_refused,
-            hidden: Vec::new(),
-            hidden_not_followed: Vec::new(),
-            default_hide: self.mode.is_confined() && self.default_hide,
-            protected: if stage { protected } else { Vec::new() },
-            protect_links: if stage { protect_links } else { Vec::new() },
-            protect_explicit: stage && !self.protect.is_empty(),
-            default_protect: stage && self.default_protect,
-            tmp: self.tmp.unwrap_or_default(),
-            pids: if stage {
-                self.pids.unwrap_or_default()
-            } else {
-                PidMode::Share
-            },
-            stage,
-            keep_capabilities,
-            domains,
-            allow_dns: self.mode.is_confined() && self.allow_dns,
-        };
-        if self.mode.is_confined() {
-            (policy.hidden, policy.hidden_not_followed) =
-                self.resolve_hidden(cwd, &policy, invoker)?;
-        }
-        Ok(policy)
+        Ok(keep_capabilities)
     }
 
     /// The network by name: `None` without rules (and in danger-full-access, which

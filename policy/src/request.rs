@@ -373,6 +373,13 @@ impl LaunchRequest {
 
     /// Checks what the format cannot express: each violation is its own error.
     pub fn validate(&self) -> Result<(), ValidationError> {
+        self.validate_command()?;
+        validate_policy(&self.policy)?;
+        self.validate_binding()
+    }
+
+    /// The argv, working directory and environment can be passed to `execve`.
+    fn validate_command(&self) -> Result<(), ValidationError> {
         if self.argv.is_empty() {
             return Err(ValidationError::EmptyArgv);
         }
@@ -402,87 +409,11 @@ impl LaunchRequest {
                 return Err(ValidationError::EqualsInEnvName { name: shown() });
             }
         }
-        let p = &self.policy;
-        for path in std::iter::once(&p.workspace)
-            .chain(&p.writable_roots)
-            .chain(&p.tmpdir)
-            .chain(p.root_ids.iter().map(|r| &r.path))
-            .chain(&p.hidden)
-        {
-            if path.as_os_str().as_bytes().contains(&0) {
-                return Err(ValidationError::NulInPolicyPath);
-            }
-            if !path.is_absolute() {
-                return Err(ValidationError::RelativePolicyPath { path: path.clone() });
-            }
-            // `Path::components` drops inner `.`s, so the bytes are looked at too.
-            let dotted = path
-                .as_os_str()
-                .as_bytes()
-                .split(|&b| b == b'/')
-                .any(|c| c == b"." || c == b"..");
-            if dotted {
-                return Err(ValidationError::NonCanonicalPolicyPath { path: path.clone() });
-            }
-        }
-        if let Some(fd) = first_unkeepable_fd(&p.keep_fds) {
-            return Err(ValidationError::BadKeepFd { fd });
-        }
-        // A writable root is granted only as the directory it was when resolved.
-        // A private /tmp is the stage's own fresh tmpfs, never the caller's directory.
-        let private_tmp = |g: &grants::Grant| {
-            p.tmp == crate::stage::TmpMode::Private && g.path == std::path::Path::new("/tmp")
-        };
-        if let Some(g) = grants::grants(p)
-            .into_iter()
-            .find(|g| g.access == Access::Full && g.identity.is_none() && !private_tmp(g))
-        {
-            return Err(ValidationError::UnidentifiedRoot { path: g.path });
-        }
-        if has_port_zero(&p.allow_tcp_connect) {
-            return Err(ValidationError::TcpPortZero);
-        }
-        // (danger-full-access enforces no network rule, and resolution keeps its flags.)
-        if p.mode().is_confined() && p.network == crate::policy::Network::Allow {
-            if !p.allow_tcp_connect.is_empty() {
-                return Err(ValidationError::ContradictoryNetwork {
-                    why: "TCP ports are listed while the whole network is allowed",
-                });
-            }
-            if p.allow_dns {
-                return Err(ValidationError::ContradictoryNetwork {
-                    why: "DNS is allowed on its own while the whole network is allowed",
-                });
-            }
-        }
-        if p.mode().is_confined() && p.allow_dns && p.domains.is_some() {
-            return Err(ValidationError::ContradictoryNetwork {
-                why: "DNS is allowed beside the network by name, whose proxy resolves names",
-            });
-        }
-        // The same roots resolution judges hidden paths against.
-        let mut roots = grants::writable_roots(p);
-        roots.insert(0, p.workspace.clone());
-        for hidden in &p.hidden {
-            if let Some(root) = roots.iter().find(|root| root.starts_with(hidden)) {
-                return Err(ValidationError::HiddenCoversRoot {
-                    hidden: hidden.clone(),
-                    root: root.clone(),
-                });
-            }
-        }
-        if let Some(d) = &p.domains {
-            let bad = |why: String| Err(ValidationError::BadDomains { why });
-            if let Err(e) = d.rules.check() {
-                return bad(e.to_string());
-            }
-            if d.proxy_port == 0 {
-                return bad("the proxy's port is 0".into());
-            }
-            if p.network != crate::policy::Network::Deny || !p.allow_tcp_connect.is_empty() {
-                return bad("the network is not denied around the proxy".into());
-            }
-        }
+        Ok(())
+    }
+
+    /// The binding's paths are absolute and its working directory is the request's.
+    fn validate_binding(&self) -> Result<(), ValidationError> {
         let bound_paths = match (&self.binding.executable, &self.binding.cwd) {
             (ExecBinding::Found(e), CwdBinding::Bound { path, .. }) => vec![&e.path, path],
             (ExecBinding::Found(e), CwdBinding::Inherited) => vec![&e.path],
@@ -557,6 +488,92 @@ impl LaunchRequest {
             confined_in: None,
         }
     }
+}
+
+/// The resolved policy a request carries is one resolution could have produced:
+/// canonical absolute paths, identified roots, a consistent network.
+fn validate_policy(p: &Policy) -> Result<(), ValidationError> {
+    for path in std::iter::once(&p.workspace)
+        .chain(&p.writable_roots)
+        .chain(&p.tmpdir)
+        .chain(p.root_ids.iter().map(|r| &r.path))
+        .chain(&p.hidden)
+    {
+        if path.as_os_str().as_bytes().contains(&0) {
+            return Err(ValidationError::NulInPolicyPath);
+        }
+        if !path.is_absolute() {
+            return Err(ValidationError::RelativePolicyPath { path: path.clone() });
+        }
+        // `Path::components` drops inner `.`s, so the bytes are looked at too.
+        let dotted = path
+            .as_os_str()
+            .as_bytes()
+            .split(|&b| b == b'/')
+            .any(|c| c == b"." || c == b"..");
+        if dotted {
+            return Err(ValidationError::NonCanonicalPolicyPath { path: path.clone() });
+        }
+    }
+    if let Some(fd) = first_unkeepable_fd(&p.keep_fds) {
+        return Err(ValidationError::BadKeepFd { fd });
+    }
+    // A writable root is granted only as the directory it was when resolved.
+    // A private /tmp is the stage's own fresh tmpfs, never the caller's directory.
+    let private_tmp = |g: &grants::Grant| {
+        p.tmp == crate::stage::TmpMode::Private && g.path == std::path::Path::new("/tmp")
+    };
+    if let Some(g) = grants::grants(p)
+        .into_iter()
+        .find(|g| g.access == Access::Full && g.identity.is_none() && !private_tmp(g))
+    {
+        return Err(ValidationError::UnidentifiedRoot { path: g.path });
+    }
+    if has_port_zero(&p.allow_tcp_connect) {
+        return Err(ValidationError::TcpPortZero);
+    }
+    // (danger-full-access enforces no network rule, and resolution keeps its flags.)
+    if p.mode().is_confined() && p.network == crate::policy::Network::Allow {
+        if !p.allow_tcp_connect.is_empty() {
+            return Err(ValidationError::ContradictoryNetwork {
+                why: "TCP ports are listed while the whole network is allowed",
+            });
+        }
+        if p.allow_dns {
+            return Err(ValidationError::ContradictoryNetwork {
+                why: "DNS is allowed on its own while the whole network is allowed",
+            });
+        }
+    }
+    if p.mode().is_confined() && p.allow_dns && p.domains.is_some() {
+        return Err(ValidationError::ContradictoryNetwork {
+            why: "DNS is allowed beside the network by name, whose proxy resolves names",
+        });
+    }
+    // The same roots resolution judges hidden paths against.
+    let mut roots = grants::writable_roots(p);
+    roots.insert(0, p.workspace.clone());
+    for hidden in &p.hidden {
+        if let Some(root) = roots.iter().find(|root| root.starts_with(hidden)) {
+            return Err(ValidationError::HiddenCoversRoot {
+                hidden: hidden.clone(),
+                root: root.clone(),
+            });
+        }
+    }
+    if let Some(d) = &p.domains {
+        let bad = |why: String| Err(ValidationError::BadDomains { why });
+        if let Err(e) = d.rules.check() {
+            return bad(e.to_string());
+        }
+        if d.proxy_port == 0 {
+            return bad("the proxy's port is 0".into());
+        }
+        if p.network != crate::policy::Network::Deny || !p.allow_tcp_connect.is_empty() {
+            return bad("the network is not denied around the proxy".into());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -11,16 +11,17 @@ use serde::{Deserialize, Serialize};
 /// What the runner does about its session (the request's `session`).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RunnerSession {
-    /// Left to the spawn: a new session when stdin is a terminal and the runner does not
-    /// already lead a process group (a spawner that made it a leader did so on purpose,
-    /// and a leader cannot start a session). `stockade confine` says this: the executor
-    /// spawns the runner, and only it knows its stdin and process group.
+    /// Left to the spawn: a new session when stdin, stdout or stderr is a terminal and
+    /// the runner does not already lead a process group (a spawner that made it a leader
+    /// did so on purpose, and a leader cannot start a session). `stockade confine` says
+    /// this: the executor spawns the runner, and only it knows its standard descriptors
+    /// and process group.
     #[default]
     WhenTerminal,
     /// A new session: `stockade run` started the runner in the launcher's process group
-    /// for this, because stdin is a terminal.
+    /// for this, because stdin, stdout or stderr is a terminal.
     New,
     /// The session it was started in: `stockade run` gave the runner a process group of
-    /// its own (stdin is not a terminal).
+    /// its own (none of stdin, stdout and stderr is a terminal).
     Keep,
 }

@@ -9,7 +9,7 @@
 //! and gives the command its own pid and IPC namespaces.
 //!
 //! This module is pure: it decides *what* to mount from the policy; the launcher's
-//! `stage.rs` does it.
+//! `stage/` (`launcher/src/stage/mounts.rs`) does it.
 
 use crate::policy::Policy;
 

@@ -315,40 +315,13 @@ impl fmt::Display for RunnerError {
                 "{what} {} was replaced since the command was confined: it now {now}; refusing to grant it (confine the command again)",
                 path.display()
             ),
-            RunnerError::Unavailable { missing } => {
-                f.write_str("sandbox unavailable: the kernel lacks")?;
-                for (i, (g, feature)) in missing.iter().enumerate() {
-                    let sep = if i == 0 { " " } else { ", " };
-                    write!(f, "{sep}{feature} (needed for {})", g.name())?;
-                }
-                Ok(())
-            }
+            RunnerError::Unavailable { missing } => unavailable(f, missing),
             RunnerError::LessThanPromised {
                 promised,
                 achieved,
                 missing,
                 stage_missing,
-            } => {
-                write!(
-                    f,
-                    "the kernel gives less than was reported for this request (Landlock ABI {} and seccomp {} promised, {} and {} achieved)",
-                    promised.landlock_abi,
-                    if promised.seccomp { "on" } else { "off" },
-                    achieved.landlock_abi,
-                    if achieved.seccomp { "on" } else { "off" },
-                )?;
-                if !missing.is_empty() {
-                    let names: Vec<&str> = missing.iter().map(|g| g.name()).collect();
-                    write!(f, "; not given: {}", names.join(", "))?;
-                }
-                if let Some(why) = stage_missing {
-                    write!(
-                        f,
-                        "; the namespace stage did not start this runner ({why}): was the argv run as confine printed it?"
-                    )?;
-                }
-                f.write_str("; refusing to run")
-            }
+            } => less_than_promised(f, promised, achieved, missing, stage_missing.as_deref()),
             RunnerError::Landlock(e) => write!(f, "landlock: {e}"),
             RunnerError::Seccomp(e) => write!(f, "seccomp filter: {e}"),
             RunnerError::Capabilities(e) => write!(f, "capabilities: {e}"),
@@ -382,6 +355,46 @@ impl fmt::Display for RunnerError {
             ),
         }
     }
+}
+
+/// The refusal of a kernel that lacks what the mode needs, naming each feature.
+fn unavailable(f: &mut fmt::Formatter<'_>, missing: &[(Guarantee, Feature)]) -> fmt::Result {
+    f.write_str("sandbox unavailable: the kernel lacks")?;
+    for (i, (g, feature)) in missing.iter().enumerate() {
+        let sep = if i == 0 { " " } else { ", " };
+        write!(f, "{sep}{feature} (needed for {})", g.name())?;
+    }
+    Ok(())
+}
+
+/// The refusal of a kernel (or a start without the stage) that gives less than the
+/// executor was told.
+fn less_than_promised(
+    f: &mut fmt::Formatter<'_>,
+    promised: &KernelFacts,
+    achieved: &KernelFacts,
+    missing: &[Guarantee],
+    stage_missing: Option<&str>,
+) -> fmt::Result {
+    write!(
+        f,
+        "the kernel gives less than was reported for this request (Landlock ABI {} and seccomp {} promised, {} and {} achieved)",
+        promised.landlock_abi,
+        if promised.seccomp { "on" } else { "off" },
+        achieved.landlock_abi,
+        if achieved.seccomp { "on" } else { "off" },
+    )?;
+    if !missing.is_empty() {
+        let names: Vec<&str> = missing.iter().map(|g| g.name()).collect();
+        write!(f, "; not given: {}", names.join(", "))?;
+    }
+    if let Some(why) = stage_missing {
+        write!(
+            f,
+            "; the namespace stage did not start this runner ({why}): was the argv run as confine printed it?"
+        )?;
+    }
+    f.write_str("; refusing to run")
 }
 
 impl std::error::Error for RunnerError {

@@ -28,13 +28,65 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
 
     let mut out = String::new();
     let w = &mut out;
+    let asks = Asks::of(&request.policy);
+    explain_verdict(w, path, bytes.len(), &trust, &request, &asks);
+    explain_command(w, &request);
+    explain_binding(w, &request);
+    explain_env(w, &request);
+    explain_hidden(w, &request, &asks);
+    explain_grants(w, &request);
+    let _ = writeln!(w, "everything else: denied");
+    let p = &request.policy;
+    let network = network(&request);
+    let _ = writeln!(w, "network:     {network}");
+    let _ = writeln!(
+        w,
+        "unix:        {}",
+        if p.allow_unix_sockets() {
+            "sockets allowed"
+        } else {
+            "sockets denied (socketpair allowed)"
+        }
+    );
+    let kept: Vec<String> = p.keep_fds().iter().map(i32::to_string).collect();
+    let _ = writeln!(
+        w,
+        "fds:         0, 1, 2{}{}; every other descriptor is closed on exec",
+        if kept.is_empty() { "" } else { ", " },
+        kept.join(", ")
+    );
+    let enforced = guarantees::enforced(&asks, &request.promised);
+    let metadata_held = enforced.contains(&guarantees::Guarantee::Metadata);
+    let _ = match guarantees::kept_capabilities_note(p.kept_capabilities(), metadata_held) {
+        None => writeln!(
+            w,
+            "capabilities: none: every set is cleared, even for a command started as root"
+        ),
+        Some(note) => writeln!(w, "capabilities: {note}"),
+    };
+    explain_stage(w, &request, &asks);
+    let reported: Vec<&str> = enforced.into_iter().map(|g| g.name()).collect();
+    let _ = writeln!(w, "guarantees reported enforced: {}", reported.join(", "));
+    Ok(out)
+}
+
+/// The request file, whether the runner would accept it, the mode and how completely it
+/// would be enforced on the kernel facts promised.
+fn explain_verdict(
+    w: &mut String,
+    path: &Path,
+    len: usize,
+    trust: &Result<(), RunnerError>,
+    request: &LaunchRequest,
+    asks: &Asks,
+) {
     let _ = writeln!(
         w,
         "request:     {} (format version {FORMAT_VERSION}, {} bytes)",
         path.display(),
-        bytes.len()
+        len
     );
-    match (&trust, request.validate()) {
+    match (trust, request.validate()) {
         (Ok(()), Ok(())) => {
             let _ = writeln!(w, "verdict:     the runner would accept this request");
         }
@@ -46,8 +98,7 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
         }
     }
     let _ = writeln!(w, "mode:        {}", request.policy.mode());
-    let asks = Asks::of(&request.policy);
-    match guarantees::verdict(&asks, &request.promised) {
+    match guarantees::verdict(asks, &request.promised) {
         ModeVerdict::Confined(e) => {
             let _ = writeln!(
                 w,
@@ -72,6 +123,10 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
             "off"
         }
     );
+}
+
+/// Where and what the command runs: its working directory, status file and argv.
+fn explain_command(w: &mut String, request: &LaunchRequest) {
     if request.inherit.cwd {
         // Shown where --explain runs, which is where one would spawn the runner by hand.
         let here = std::env::current_dir()
@@ -105,6 +160,10 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     for (i, a) in request.argv.iter().enumerate() {
         let _ = writeln!(w, "  [{i}] {a:?}");
     }
+}
+
+/// What argv[0] and the working directory are bound to.
+fn explain_binding(w: &mut String, request: &LaunchRequest) {
     let bound = match &request.binding.executable {
         ExecBinding::Found(e) => format!(
             "{} ({}{})",
@@ -133,6 +192,10 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
             id.ino
         );
     }
+}
+
+/// The command's environment: inherited at spawn time, or carried in the request.
+fn explain_env(w: &mut String, request: &LaunchRequest) {
     if let Some(inherit) = &request.inherit.env {
         let keep: Vec<_> = inherit.keep.iter().map(|k| k.to_string_lossy()).collect();
         let _ = writeln!(
@@ -160,6 +223,10 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     for (k, v) in &request.env {
         let _ = writeln!(w, "  {}={:?}", k.to_string_lossy(), v);
     }
+}
+
+/// The hidden paths and how each is hidden.
+fn explain_hidden(w: &mut String, request: &LaunchRequest, asks: &Asks) {
     let _ = writeln!(w, "hidden (never readable):");
     if request.policy.hidden().is_empty() {
         let _ = writeln!(w, "  none");
@@ -189,6 +256,10 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
     for why in request.policy.hidden_not_followed() {
         let _ = writeln!(w, "  not hidden: {why}");
     }
+}
+
+/// The Landlock grants, the refused `$TMPDIR`, and aliases beneath full-access roots.
+fn explain_grants(w: &mut String, request: &LaunchRequest) {
     let _ = writeln!(w, "grants:");
     let carved = ruleset::carved_grants(&request.policy, &mut Tree::default(), &[]);
     let mut beside = 0;
@@ -232,9 +303,12 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
             "  + {beside} entries beside the hidden paths keep the grant above them (links get none)"
         );
     }
-    let _ = writeln!(w, "everything else: denied");
+}
+
+/// The network line: allowed, by name through the proxy, or denied with what is left.
+fn network(request: &LaunchRequest) -> String {
     let p = &request.policy;
-    let network = match (p.network(), p.allow_tcp_connect().is_empty(), p.domains()) {
+    match (p.network(), p.allow_tcp_connect().is_empty(), p.domains()) {
         (Network::Allow, _, _) => "allowed".to_string(),
         (Network::Deny, _, Some(d)) => {
             let rules = d.rules();
@@ -278,37 +352,7 @@ pub fn explain(path: &Path) -> Result<String, RunnerError> {
             }
             text
         }
-    };
-    let _ = writeln!(w, "network:     {network}");
-    let _ = writeln!(
-        w,
-        "unix:        {}",
-        if p.allow_unix_sockets() {
-            "sockets allowed"
-        } else {
-            "sockets denied (socketpair allowed)"
-        }
-    );
-    let kept: Vec<String> = p.keep_fds().iter().map(i32::to_string).collect();
-    let _ = writeln!(
-        w,
-        "fds:         0, 1, 2{}{}; every other descriptor is closed on exec",
-        if kept.is_empty() { "" } else { ", " },
-        kept.join(", ")
-    );
-    let enforced = guarantees::enforced(&asks, &request.promised);
-    let metadata_held = enforced.contains(&guarantees::Guarantee::Metadata);
-    let _ = match guarantees::kept_capabilities_note(p.kept_capabilities(), metadata_held) {
-        None => writeln!(
-            w,
-            "capabilities: none: every set is cleared, even for a command started as root"
-        ),
-        Some(note) => writeln!(w, "capabilities: {note}"),
-    };
-    explain_stage(w, &request, &asks);
-    let reported: Vec<&str> = enforced.into_iter().map(|g| g.name()).collect();
-    let _ = writeln!(w, "guarantees reported enforced: {}", reported.join(", "));
-    Ok(out)
+    }
 }
 
 /// The namespace stage's part: whether it runs before this runner, and what it mounts

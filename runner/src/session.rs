@@ -15,8 +15,13 @@ pub fn starts_new(rule: RunnerSession) -> bool {
         RunnerSession::New => true,
         RunnerSession::Keep => false,
         // A leader cannot start a session; its spawner put it there on purpose.
+        // Any of stdin, stdout and stderr: a command can take a terminal's foreground
+        // through any descriptor on it (and with `TOSTOP` stop its spawner's writes).
         RunnerSession::WhenTerminal => {
-            isatty(std::io::stdin()).unwrap_or(false) && getpgrp() != getpid()
+            let tty = isatty(std::io::stdin()).unwrap_or(false)
+                || isatty(std::io::stdout()).unwrap_or(false)
+                || isatty(std::io::stderr()).unwrap_or(false);
+            tty && getpgrp() != getpid()
         }
     }
 }

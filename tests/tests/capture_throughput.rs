@@ -1,8 +1,8 @@
 //! `stockade run --json` capturing output much larger than `--max-output`: the tail the
 //! document carries and the spill file are exact whatever the cap, across the many
 //! compactions of the launcher's tail buffer (it moves the newest bytes to its front
-//! once per 256 KiB or more; see launcher/src/tail.rs). Throughput itself is measured by
-//! bench/run, not here (no timing assertions).
+//! once per 256 KiB or more; see launcher/src/supervise/tail.rs). Throughput itself is
+//! measured by bench/run, not here (no timing assertions).
 
 mod support;
 use support::*;

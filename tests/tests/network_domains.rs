@@ -791,3 +791,53 @@ fn the_proxy_port_is_not_one_a_local_service_listens_on_at_another_address() {
     .join()
     .unwrap();
 }
+
+/// A `.local` name is answered by multicast DNS, which only the system's resolver (its
+/// `mdns4_minimal` module) asks, and the proxy uses none (it would load code a command
+/// could plant). Such a name is refused, recorded as `multicast-dns`, and answered with
+/// the way out; pinned with `--resolve`, it is reached (control: the same connection,
+/// the same rules).
+#[test]
+fn a_multicast_dns_name_is_answered_with_the_way_out_and_reached_when_pinned() {
+    let port = echo_server();
+    let p = port.to_string();
+    for (fx, netns) in domain_fixtures("multicast_dns") {
+        let rules = vec![
+            "--allow-domain".to_string(),
+            format!("printer.local:{port}"),
+            "--allow-domain".into(),
+            format!("127.0.0.1:{port}"),
+        ];
+        let (out, json) = run_json(&mut client(
+            &fx,
+            &rules,
+            true,
+            &["why", "printer.local", &p],
+        ));
+        assert_code(&out, 0);
+        let said = json["stdout"]["text"].as_str().unwrap();
+        assert!(
+            said.starts_with("403 ")
+                && said.contains("multicast DNS")
+                && said.contains("--resolve NAME=ADDRESS"),
+            "netns {netns}: {said:?}"
+        );
+        assert_eq!(
+            json["network"]["denied"],
+            serde_json::json!([{"host": "printer.local", "port": port, "reason": "multicast-dns"}]),
+            "netns {netns}: {json}"
+        );
+        let mut pinned = rules.clone();
+        pinned.extend(["--resolve".into(), "printer.local=127.0.0.1".into()]);
+        let out = client(&fx, &pinned, false, &["connect", "printer.local", &p, "hi"])
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+        assert_eq!(
+            lines(&out),
+            ["200 echo hi"],
+            "netns {netns}: {}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -508,6 +508,9 @@ fn a_hard_link_made_before_the_command_is_followed_and_explain_warns_about_it() 
     );
 }
 
+/// `confine`: the executor spawns the argv with its own environment, which the confine
+/// call's is built from. `run` starts stockade's helpers with none, so there the same
+/// variables reach only the confined command (see `unconfined_helpers`).
 #[test]
 fn a_dynamic_runner_told_to_load_code_from_the_workspace_is_refused() {
     let fx = Fixture::new();
@@ -519,7 +522,7 @@ fn a_dynamic_runner_told_to_load_code_from_the_workspace_is_refused() {
     let ws = fx.ws.to_str().unwrap();
     for value in [":/usr/lib".to_string(), format!("{ws}/lib"), "lib".into()] {
         let out = fx
-            .stockade(["run", "--", "sh", "-c", &script])
+            .stockade(["confine", "--", "sh", "-c", &script])
             .env("LD_LIBRARY_PATH", &value)
             .output()
             .unwrap();
@@ -528,7 +531,12 @@ fn a_dynamic_runner_told_to_load_code_from_the_workspace_is_refused() {
         assert!(!marker.exists());
     }
     let out = fx
-        .stockade(["run", "--env", &format!("LD_PRELOAD={ws}/evil.so"), "--"])
+        .stockade([
+            "confine",
+            "--env",
+            &format!("LD_PRELOAD={ws}/evil.so"),
+            "--",
+        ])
         .args(["sh", "-c", &script])
         .output()
         .unwrap();
@@ -542,7 +550,7 @@ fn a_dynamic_runner_told_to_load_code_from_the_workspace_is_refused() {
     value.extend_from_slice(b"/lib");
     let out = fx
         .stockade([
-            std::ffi::OsStr::new("run"),
+            std::ffi::OsStr::new("confine"),
             "--workspace".as_ref(),
             odd.as_os_str(),
         ])
@@ -557,11 +565,27 @@ fn a_dynamic_runner_told_to_load_code_from_the_workspace_is_refused() {
     );
     assert!(!marker.exists());
     // Control: a library path only root can write is fine.
-    let out = fx
-        .stockade(["run", "--", "sh", "-c", &script])
+    let c = fx.confine(&["--", "sh", "-c", &script]);
+    let argv = confined_argv(&c);
+    let out = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
         .env("LD_LIBRARY_PATH", "/usr/lib")
+        .current_dir(&fx.ws)
+        .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     assert_code(&out, 0);
+    assert!(marker.exists());
+    std::fs::remove_file(&marker).unwrap();
+    // `run` starts the runner with no environment: the same variables are no reason to
+    // refuse there, and the command still gets them.
+    let out = fx
+        .stockade(["run", "--", "sh", "-c"])
+        .arg(format!("{script}; printf %s \"$LD_LIBRARY_PATH\""))
+        .env("LD_LIBRARY_PATH", ":/usr/lib")
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), ":/usr/lib");
     assert!(marker.exists());
 }

@@ -1167,7 +1167,10 @@ fn a_command_that_stops_terminal_output_cannot_hold_the_json_result() {
                         ""
                     }
                 );
-                let mut cmd = fx.stockade(["run", "--json", "--mode", mode, "--timeout", "1s"]);
+                // The timeout must come after python3 has stopped the output, which on a
+                // loaded machine (a pyenv shim first) can take more than a second.
+                let timeout = if stop { "4s" } else { "1s" };
+                let mut cmd = fx.stockade(["run", "--json", "--mode", mode, "--timeout", timeout]);
                 cmd.args(["--grace", "100ms", "--", "sh", "-c", &script]);
                 let master = if controlling {
                     all_on_a_terminal(&mut cmd)
@@ -1460,4 +1463,120 @@ fn a_launcher_started_with_too_few_descriptors_refuses_and_leaves_nothing() {
         outcomes.push(code);
     }
     assert!(outcomes.contains(&Some(0)), "{outcomes:?}");
+}
+
+/// `stockade run` with stdin not a terminal but stdout and stderr one (`cmd | stockade
+/// run ...`, or `... </dev/null` typed in a shell), on a terminal whose foreground is the
+/// launcher's group. The command ignores SIGTTOU, makes itself the terminal's foreground
+/// through its inherited stdout and turns on TOSTOP: the launcher's next write to the
+/// terminal (its timeout marker) would stop it, and the timeout never fire. Confined,
+/// the command is in a session of its own, so the terminal is not its to take
+/// (`ENOTTY`); unconfined (danger-full-access, the control that the attack works), it
+/// takes it, and the launcher, which ignores SIGTTOU, still writes, times out and ends.
+/// `script` makes the terminal. The wait below is a guard against hanging the suite.
+#[test]
+fn a_command_that_takes_the_terminal_through_stdout_cannot_stop_the_launcher() {
+    for (mode, took, staged) in [
+        ("workspace-write", "errno ENOTTY", false),
+        ("workspace-write", "errno ENOTTY", true),
+        ("read-only", "errno ENOTTY", false),
+        ("danger-full-access", "ok", false),
+    ] {
+        let fx = if staged {
+            Fixture::staged()
+        } else {
+            Fixture::new()
+        };
+        let attack = bin("attack");
+        let inner = fx.stockade([
+            "run",
+            "--mode",
+            mode,
+            "--timeout",
+            "2s",
+            "--",
+            attack.to_str().unwrap(),
+            "take-terminal",
+        ]);
+        let line: Vec<String> = std::iter::once(inner.get_program())
+            .chain(inner.get_args())
+            .map(|a| format!("'{}'", a.to_str().unwrap()))
+            .collect();
+        let mut cmd = Command::new("script");
+        cmd.args([
+            "-qec",
+            &format!("{} </dev/null", line.join(" ")),
+            "/dev/null",
+        ])
+        .current_dir(&fx.ws)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        for (k, v) in inner.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        let mut child = cmd.spawn().unwrap();
+        let guard = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > guard {
+                end_fixture_processes(&fx.tag);
+                let _ = child.kill();
+                panic!("{mode}: the launcher never ended (stopped through the terminal?)");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let out = child.wait_with_output().unwrap();
+        let seen = text(&out.stdout);
+        assert!(seen.contains(took), "{mode}: {seen:?}");
+        assert!(
+            seen.contains("[timed out after 2000ms]"),
+            "{mode}: {seen:?}"
+        );
+        assert_eq!(out.status.code(), Some(124), "{mode}: {seen:?}");
+    }
+}
+
+/// The same rule where an executor spawns the ConfinedArgv (`confine`): the runner starts
+/// a session of its own when stdin, stdout or stderr is a terminal, so a command whose
+/// stdout alone is the caller's terminal cannot take it (`ENOTTY`) to stop its executor.
+/// Control: the unconfined argv (danger-full-access, the program itself) takes it.
+#[test]
+fn a_confined_command_spawned_with_stdin_not_a_terminal_cannot_take_the_one_on_stdout() {
+    let attack = bin("attack");
+    for (mode, took) in [
+        ("workspace-write", "errno ENOTTY"),
+        ("danger-full-access", "ok"),
+    ] {
+        let fx = Fixture::new();
+        let c = fx.confine(&[
+            "--mode",
+            mode,
+            "--",
+            attack.to_str().unwrap(),
+            "take-terminal",
+            "then-exit",
+        ]);
+        let line: Vec<String> = confined_argv(&c).iter().map(|a| format!("'{a}'")).collect();
+        // `; true`: the shell stays the session's leader, as an executor would be, and
+        // the argv is started in its group.
+        let out = Command::new("script")
+            .args([
+                "-qec",
+                &format!("{} </dev/null; true", line.join(" ")),
+                "/dev/null",
+            ])
+            .current_dir(&fx.ws)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let seen = text(&out.stdout);
+        assert!(
+            seen.contains(took),
+            "{mode}: {seen:?} {}",
+            text(&out.stderr)
+        );
+    }
 }

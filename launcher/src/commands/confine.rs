@@ -6,11 +6,13 @@ use crate::commands::cli::{ConfineArgs, InheritEnvRule};
 use crate::commands::env;
 use crate::commands::probe;
 use crate::control::binding;
+use crate::control::error::ControlError;
 use crate::control::locate;
 use crate::control::placement;
 use crate::control::private_dir::{self, PrivateDir};
 use crate::error::LauncherError;
 use crate::proxy;
+use crate::supervise::Start;
 use crate::supervise::stdout;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -20,36 +22,18 @@ use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{
     denial_signatures, runner_failure_rules, tagged_runner_failure_rules,
 };
+use stockade_policy::domains::DomainPolicy;
 use stockade_policy::failure_tag;
 use stockade_policy::grants;
-use stockade_policy::guarantees::{self, Asks, ModeVerdict};
+use stockade_policy::guarantees::{self, Asks, Enforcement, KernelFacts, ModeVerdict};
 use stockade_policy::inherit::{EnvFilter, Inherit, InheritEnv};
 use stockade_policy::proxy_env::proxy_env;
 use stockade_policy::receipt::{self, BindingReport};
+use stockade_policy::roots::Invoker;
 use stockade_policy::session::RunnerSession;
 use stockade_policy::stage::{self, PidMode};
 use stockade_policy::stage_report::{self, DirMeta};
-use stockade_policy::{LaunchRequest, Mode, PolicyRequest};
-
-/// What a ConfinedArgv's argv starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Start {
-    /// `stockade-runner` (possibly behind the namespace stage).
-    Runner,
-    /// The program itself (nothing is confined).
-    Program,
-}
-
-impl Start {
-    /// The rule [`confine_inheriting`] follows: every confined mode starts the runner.
-    pub fn of(mode: Mode) -> Start {
-        if mode.is_confined() {
-            Start::Runner
-        } else {
-            Start::Program
-        }
-    }
-}
+use stockade_policy::{LaunchRequest, Mode, Policy, PolicyRequest};
 
 /// A confined (or, for danger-full-access, raw) command ready to spawn.
 #[derive(Debug)]
@@ -141,7 +125,17 @@ pub fn confine(
     session: RunnerSession,
     hash: bool,
 ) -> Result<Confinement, LauncherError> {
-    confine_inheriting(policy, command, env, Inherit::default(), session, hash)
+    // `stockade run` starts the argv with no environment (see `run::helper_env`).
+    let spawner_env = false;
+    prepare(
+        policy,
+        command,
+        env,
+        Inherit::default(),
+        session,
+        hash,
+        spawner_env,
+    )
 }
 
 /// [`confine`], with the working directory and environment taken at spawn time as
@@ -157,88 +151,220 @@ pub fn confine_inheriting(
     session: RunnerSession,
     hash: bool,
 ) -> Result<Confinement, LauncherError> {
+    prepare(policy, command, env, inherit, session, hash, true)
+}
+
+/// [`confine_inheriting`]; `spawner_env`: whether the argv will start with the
+/// spawner's environment (an executor's), which the dynamic loader of a development build
+/// obeys, or with none (`stockade run`).
+fn prepare(
+    policy: &PolicyRequest,
+    command: &[OsString],
+    env: Vec<(OsString, OsString)>,
+    inherit: Inherit,
+    session: RunnerSession,
+    hash: bool,
+    spawner_env: bool,
+) -> Result<Confinement, LauncherError> {
     let mode = policy.mode;
     let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
     let program = command.first().map(OsString::as_os_str).unwrap_or_default();
     let search = stockade_policy::environment::lookup(&env, "PATH").map(OsString::as_os_str);
     let binding = binding::bind(program, search, &cwd, inherit.cwd, hash)?;
     if Start::of(mode) == Start::Program {
-        // Nothing to enforce, so nothing to write: the executor runs the raw argv.
-        let argv = command
-            .iter()
-            .map(|a| utf8(a, "the command"))
-            .collect::<Result<_, _>>()?;
-        let digest = receipt::unconfined_request_digest(command, &cwd, &env, &binding);
-        let report = BindingReport::new(digest, None, program, &binding);
-        return Ok(Confinement {
-            confined: ConfinedArgv {
-                contract: CONTRACT_VERSION,
-                argv,
-                enforcement: None,
-                denial_signatures: denial_signatures(mode, false),
-                runner_failure_rules: runner_failure_rules(mode),
-                mode,
-                guarantees: BTreeMap::new(),
-                status_path: None,
-                status_channel: None,
-                not_granted: Vec::new(),
-                binding: Some(report),
-            },
-            private_dir: None,
-            unprotected: Vec::new(),
-            shared: Vec::new(),
-            binding,
-        });
+        return unconfined(mode, command, cwd, &env, binding);
     }
 
     let tmpdir = stockade_policy::environment::lookup(&env, "TMPDIR").map(Path::new);
-    let mut invoker = placement::invoker();
-    // The command reads the variables that move credential stores from its own
-    // environment (`--env GNUPGHOME=...`): those stores are hidden too.
-    let movers = stockade_policy::credentials::variables();
-    let command_movers = env.iter().filter(|(n, _)| movers.iter().any(|m| n == m));
-    invoker.store_variables.extend(command_movers.cloned());
-    let mut policy = policy.clone();
-    if !policy.domains.is_empty() {
-        policy.proxy_port = Some(proxy::reserve_port().map_err(LauncherError::ProxyPort)?);
-    }
-    let resolved = policy.resolve(&cwd, tmpdir, &invoker)?;
+    let invoker = invoker_with_command_movers(&env);
+    let resolved = resolve(policy, &cwd, tmpdir, &invoker)?;
     let allow_dns = resolved.allow_dns();
     let proxy_port = resolved.domains().map(|d| d.proxy_port());
     let asks = Asks::of(&resolved);
     let facts = probe::kernel_facts(&asks);
-    let enforcement = match guarantees::verdict(&asks, &facts) {
-        ModeVerdict::Confined(e) => e,
-        ModeVerdict::Unavailable { missing } => {
-            return Err(LauncherError::Unavailable { mode, missing });
-        }
-        ModeVerdict::Unconfined => {
-            return Err(LauncherError::Internal(
-                "a confined mode was judged unconfined",
-            ));
+    let enforcement = enforcement(mode, &asks, &facts)?;
+    let staged = asks.wants_stage() && facts.namespaces;
+    // The argv starts the launcher itself first (as proxy host or stage) where the policy
+    // names domains or wants the stage.
+    let launcher_first = resolved.domains().is_some() || staged;
+    let loader_env = spawner_env.then_some(env.as_slice());
+    let runner = check_binaries(&resolved, loader_env, launcher_first, tmpdir, &invoker)?;
+    let tag = new_failure_tag()?;
+    let base = control_base(&resolved)?;
+    let mut not_granted = not_granted(&resolved);
+    let dir = PrivateDir::create(&base)?;
+    let status_path = dir.status_path();
+    let (env, inherit) = network_env(env, inherit, proxy_port, allow_dns);
+    let request = LaunchRequest {
+        argv: command.to_vec(),
+        cwd,
+        env,
+        policy: resolved,
+        promised: facts,
+        status_path: Some(status_path.clone()),
+        inherit,
+        session,
+        binding,
+        confined_in: crate::stage::mount_namespace(),
+    };
+    // From here on every failure removes the private directory: nobody will ever spawn
+    // this request.
+    let started = match start(&dir, &request, &status_path, &runner, &tag, staged) {
+        Ok(started) => started,
+        Err(e) => {
+            dir.remove();
+            return Err(e);
         }
     };
+    not_granted.extend(started.unknown_protected.iter().map(|p| {
+        format!(
+            "protected path {}: the invoking user cannot look it up, so whether it exists is not known: not protected, and not checked after the run",
+            p.display()
+        )
+    }));
+    let report = BindingReport::new(
+        started.digest,
+        Some(receipt::policy_digest(&request.policy)),
+        program,
+        &request.binding,
+    );
+    Ok(Confinement {
+        confined: ConfinedArgv {
+            contract: CONTRACT_VERSION,
+            argv: started.argv,
+            enforcement: Some(enforcement),
+            denial_signatures: denial_signatures(mode, staged),
+            runner_failure_rules: tagged_runner_failure_rules(mode, Some(&tag)),
+            mode,
+            guarantees: guarantees::report(&asks, &facts),
+            status_path: Some(started.status_path),
+            status_channel: Some(confined::status_channel(&facts)),
+            not_granted,
+            binding: Some(report),
+        },
+        private_dir: Some(dir),
+        unprotected: started.unprotected,
+        shared: started.shared,
+        binding: request.binding,
+    })
+}
+
+/// danger-full-access: nothing to enforce, so nothing to write; the executor runs the
+/// raw argv.
+fn unconfined(
+    mode: Mode,
+    command: &[OsString],
+    cwd: std::path::PathBuf,
+    env: &[(OsString, OsString)],
+    binding: Binding,
+) -> Result<Confinement, LauncherError> {
+    let program = command.first().map(OsString::as_os_str).unwrap_or_default();
+    let argv = command
+        .iter()
+        .map(|a| utf8(a, "the command"))
+        .collect::<Result<_, _>>()?;
+    let digest = receipt::unconfined_request_digest(command, &cwd, env, &binding);
+    let report = BindingReport::new(digest, None, program, &binding);
+    Ok(Confinement {
+        confined: ConfinedArgv {
+            contract: CONTRACT_VERSION,
+            argv,
+            enforcement: None,
+            denial_signatures: denial_signatures(mode, false),
+            runner_failure_rules: runner_failure_rules(mode),
+            mode,
+            guarantees: BTreeMap::new(),
+            status_path: None,
+            status_channel: None,
+            not_granted: Vec::new(),
+            binding: Some(report),
+        },
+        private_dir: None,
+        unprotected: Vec::new(),
+        shared: Vec::new(),
+        binding,
+    })
+}
+
+/// The invoking user, with the variables that move credential stores taken from the
+/// command's own environment too (`--env GNUPGHOME=...`): those stores are hidden as well.
+fn invoker_with_command_movers(env: &[(OsString, OsString)]) -> Invoker {
+    let mut invoker = placement::invoker();
+    let movers = stockade_policy::credentials::variables();
+    let command_movers = env.iter().filter(|(n, _)| movers.iter().any(|m| n == m));
+    invoker.store_variables.extend(command_movers.cloned());
+    invoker
+}
+
+/// The policy resolved for this caller, with a proxy port reserved when it names
+/// domains.
+fn resolve(
+    policy: &PolicyRequest,
+    cwd: &Path,
+    tmpdir: Option<&Path>,
+    invoker: &Invoker,
+) -> Result<Policy, LauncherError> {
+    let mut policy = policy.clone();
+    if !policy.domains.is_empty() {
+        policy.proxy_port = Some(proxy::reserve_port().map_err(LauncherError::ProxyPort)?);
+    }
+    Ok(policy.resolve(cwd, tmpdir, invoker)?)
+}
+
+/// How completely `mode` is enforced here, or why it cannot be.
+fn enforcement(mode: Mode, asks: &Asks, facts: &KernelFacts) -> Result<Enforcement, LauncherError> {
+    match guarantees::verdict(asks, facts) {
+        ModeVerdict::Confined(e) => Ok(e),
+        ModeVerdict::Unavailable { missing } => Err(LauncherError::Unavailable { mode, missing }),
+        ModeVerdict::Unconfined => Err(LauncherError::Internal(
+            "a confined mode was judged unconfined",
+        )),
+    }
+}
+
+/// The runner's path, once it and the launcher are found out of the command's reach, and
+/// so is whatever `loader_env` (the spawner's environment the argv starts with, if any)
+/// tells the dynamic loader of a binary that starts first: the runner, or the launcher
+/// when `launcher_first` (proxy host or stage).
+fn check_binaries(
+    resolved: &Policy,
+    loader_env: Option<&[(OsString, OsString)]>,
+    launcher_first: bool,
+    tmpdir: Option<&Path>,
+    invoker: &Invoker,
+) -> Result<String, LauncherError> {
     let runner = locate::runner()?;
-    placement::check("runner", &runner, &resolved, tmpdir, &invoker)?;
-    placement::check_loader_env(&runner, &env, &resolved, tmpdir, &invoker)?;
-    let launcher = locate::launcher().map_err(|e| LauncherError::ExposedBinary {
+    placement::check("runner", &runner, resolved, tmpdir, invoker)?;
+    if let Some(env) = loader_env {
+        placement::check_loader_env("runner", &runner, env, resolved, tmpdir, invoker)?;
+    }
+    let launcher = locate::launcher().map_err(|e| ControlError::ExposedBinary {
         what: "launcher",
         path: "/proc/self/exe".into(),
         why: format!("its location cannot be determined: {e}"),
     })?;
-    placement::check("launcher", &launcher, &resolved, tmpdir, &invoker)?;
-    let runner = utf8(runner.as_os_str(), "the runner path")?;
-    let tag = new_failure_tag()?;
+    placement::check("launcher", &launcher, resolved, tmpdir, invoker)?;
+    if let Some(env) = loader_env.filter(|_| launcher_first) {
+        placement::check_loader_env("launcher", &launcher, env, resolved, tmpdir, invoker)?;
+    }
+    utf8(runner.as_os_str(), "the runner path")
+}
 
-    // The control base must be out of the command's reach: a policy that could write it
-    // could rewrite the requests and status files of other commands.
+/// The control base, which must be out of the command's reach: a policy that could write
+/// it could rewrite the requests and status files of other commands.
+fn control_base(resolved: &Policy) -> Result<std::path::PathBuf, LauncherError> {
     let base = private_dir::base()?;
-    if let Some(root) = private_dir::root_containing(&base, &grants::writable_roots(&resolved)) {
+    if let Some(root) = private_dir::root_containing(&base, &grants::writable_roots(resolved)) {
         return Err(LauncherError::ControlBaseWritable {
             base,
             root: root.clone(),
         });
     }
+    Ok(base)
+}
+
+/// What the caller asked for and does not get, each in a sentence.
+fn not_granted(resolved: &Policy) -> Vec<String> {
     let mut not_granted: Vec<String> = resolved
         .tmpdir_refused()
         .into_iter()
@@ -252,30 +378,33 @@ pub fn confine_inheriting(
         )
     }));
     not_granted.extend(hard_linked(resolved.protected()));
-    let dir = PrivateDir::create(&base)?;
-    let status_path = dir.status_path();
-    let (mut env, mut inherit) = (env, inherit);
+    not_granted
+}
+
+/// The environment (the request's, or the one inherited at spawn time) with the
+/// network's variables set; with an inherited environment the request carries none.
+fn network_env(
+    mut env: Vec<(OsString, OsString)>,
+    mut inherit: Inherit,
+    proxy_port: Option<u16>,
+    allow_dns: bool,
+) -> (Vec<(OsString, OsString)>, Inherit) {
+    let target = match inherit.env.as_mut() {
+        Some(inherited) => &mut inherited.set,
+        None => &mut env,
+    };
     if let Some(port) = proxy_port {
-        // The command's clients go through the proxy: set over whatever the caller had,
-        // in the request's environment or over the one inherited at spawn time.
+        // The command's clients go through the proxy: set over whatever the caller had.
         let vars: Vec<(OsString, OsString)> = proxy_env(port)
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
             .collect();
-        let target = match inherit.env.as_mut() {
-            Some(inherited) => &mut inherited.set,
-            None => &mut env,
-        };
         target.retain(|(k, _)| !vars.iter().any(|(name, _)| name == k));
         target.extend(vars);
     }
     if allow_dns {
         // The C library's resolver asks over UDP unless told otherwise, and UDP is
         // refused: `use-vc` makes it use TCP, which port 53 is allowed for.
-        let target = match inherit.env.as_mut() {
-            Some(inherited) => &mut inherited.set,
-            None => &mut env,
-        };
         let was = stockade_policy::environment::lookup(target, "RES_OPTIONS").cloned();
         let mut value = OsString::from("use-vc");
         if let Some(was) = was.filter(|w| !w.is_empty()) {
@@ -289,170 +418,160 @@ pub fn confine_inheriting(
     } else {
         env
     };
-    let request = LaunchRequest {
-        argv: command.to_vec(),
-        cwd,
-        env,
-        policy: resolved,
-        promised: facts,
-        status_path: Some(status_path.clone()),
-        inherit,
-        session,
-        binding,
-        confined_in: crate::stage::mount_namespace(),
-    };
-    let write = || -> Result<(String, String, String), LauncherError> {
-        request.validate().map_err(LauncherError::Invalid)?;
-        let (request_path, digest) = dir.write_request(&request)?;
-        Ok((
-            utf8(request_path.as_os_str(), "the request path")?,
-            digest,
-            utf8(status_path.as_os_str(), "the status path")?,
-        ))
-    };
-    let (request_path, digest, status_path) = match write() {
-        Ok(p) => p,
-        Err(e) => {
-            dir.remove();
-            return Err(e);
-        }
-    };
-    let report = BindingReport::new(
-        digest.clone(),
-        Some(receipt::policy_digest(&request.policy)),
-        program,
-        &request.binding,
-    );
+    (env, inherit)
+}
+
+/// What starts the command once its request is written: the argv and what the run
+/// looks at afterwards.
+struct Started {
+    argv: Vec<String>,
+    digest: String,
+    status_path: String,
+    unprotected: Vec<std::path::PathBuf>,
+    /// Protected names the invoking user cannot look up: neither protected nor watched.
+    unknown_protected: Vec<std::path::PathBuf>,
+    shared: Vec<SharedRoot>,
+}
+
+/// Writes the request into `dir` and builds the argv that starts it: the runner, behind
+/// the namespace stage when `staged`, behind the proxy host when the network is by name.
+fn start(
+    dir: &PrivateDir,
+    request: &LaunchRequest,
+    status_path: &Path,
+    runner: &str,
+    tag: &str,
+    staged: bool,
+) -> Result<Started, LauncherError> {
+    request.validate().map_err(LauncherError::Invalid)?;
+    let (request_path, digest) = dir.write_request(request)?;
+    let request_path = utf8(request_path.as_os_str(), "the request path")?;
+    let status_path = utf8(status_path.as_os_str(), "the status path")?;
     let runner_argv = vec![
-        runner,
+        runner.to_string(),
         "--request".to_string(),
         request_path,
         "--sha256".to_string(),
-        digest,
+        digest.clone(),
         failure_tag::FLAG.to_string(),
-        tag.clone(),
+        tag.to_string(),
     ];
-    let staged = asks.wants_stage() && facts.namespaces;
-    let (unprotected, unknown): (Vec<_>, Vec<_>) = if staged {
+    // Only names provably absent are watched: one the invoker cannot look up may exist.
+    let (unprotected, unknown_protected): (Vec<_>, Vec<_>) = if staged {
         stage::unprotected_names(&request.policy, &|p| p.symlink_metadata().is_ok())
             .into_iter()
             .partition(|p| stage::absent(&p.symlink_metadata()))
     } else {
+        refuse_hidden_in_writable_root(&request.policy)?;
         Default::default()
     };
-    not_granted.extend(unknown.iter().map(|p| {
-        format!(
-            "protected path {}: the invoking user cannot look it up, so whether it exists is not known: not protected, and not checked after the run",
-            p.display()
-        )
-    }));
-    if !staged {
-        // A hidden path inside a writable root can be renamed out of hiding (Landlock
-        // lets a command move what it cannot read), and the next command would read it
-        // under its new name. Only the stage's read-only bind stops that.
-        let writable = grants::writable_roots(&request.policy);
-        if let Some(hidden) = request
-            .policy
-            .hidden()
-            .iter()
-            .find(|h| writable.iter().any(|r| h.starts_with(r)))
-        {
-            dir.remove();
-            return Err(LauncherError::HiddenInWritableRoot {
-                path: hidden.clone(),
-            });
-        }
-    }
     let shared = shared_roots(&request.policy);
     // With the network by name, the proxy host starts first and hands one end of a
     // socket pair to the stage on a descriptor the command was not promised.
     let channel = (3..)
         .find(|fd| !request.policy.keep_fds().contains(fd))
         .unwrap_or(3);
-    let net = match proxy_port {
-        Some(port) if staged => Some(crate::stage::NetProxy { channel, port }),
+    let net = match request.policy.domains() {
+        Some(domains) if staged => Some(crate::stage::NetProxy {
+            channel,
+            port: domains.proxy_port(),
+        }),
         _ => None,
     };
     let argv = if staged {
-        // The stage runs first where it has work and the machine allows it; the control
-        // directory stays writable in it, for the runner's status record.
-        let control = Path::new(&status_path).parent();
-        let writable = grants::writable_roots(&request.policy);
-        let pids = request.policy.pids() != PidMode::Share;
-        let plan = stage::plan(&request.policy, &writable, control, pids);
-        let mut watch = crate::stage::Watch {
+        let watch = crate::stage::Watch {
             shared: shared.iter().map(|r| r.path.clone()).collect(),
             missing: unprotected.clone(),
             report: None,
             keep_capabilities: request.policy.kept_capabilities(),
         };
-        if !watch.shared.is_empty() || !watch.missing.is_empty() {
-            match dir.create_report() {
-                Ok(path) => watch.report = Some(path),
-                Err(e) => {
-                    dir.remove();
-                    return Err(e);
-                }
-            }
-        }
-        let launcher = locate::launcher()
-            .map_err(LauncherError::LauncherPath)
-            .and_then(|p| utf8(p.as_os_str(), "the launcher path"));
-        match launcher {
-            Ok(launcher) => crate::stage::argv(&plan, &watch, net, &launcher, &runner_argv),
-            Err(e) => {
-                // Nobody will ever spawn this request.
-                dir.remove();
-                return Err(e);
-            }
-        }
+        stage_argv(dir, &request.policy, &status_path, watch, net, &runner_argv)?
     } else {
         runner_argv
     };
-    let network_record = request.policy.domains().map(|_| dir.network_record_path());
-    let argv = match (request.policy.domains(), &network_record) {
-        (Some(domains), Some(record)) => {
-            let launcher = locate::launcher()
-                .map_err(LauncherError::LauncherPath)
-                .and_then(|p| utf8(p.as_os_str(), "the launcher path"));
-            let launcher = match launcher {
-                Ok(l) => l,
-                Err(e) => {
-                    dir.remove();
-                    return Err(e);
-                }
-            };
-            let spec = proxy::host::Spec {
-                rules: domains.rules().clone(),
-                record: record.clone(),
-                listen: match net {
-                    Some(net) => proxy::host::Listen::NetnsChannel(net.channel),
-                    None => proxy::host::Listen::Port(domains.proxy_port()),
-                },
-            };
-            proxy::host::argv(&spec, &launcher, &argv)
-        }
-        _ => argv,
+    let argv = match request.policy.domains() {
+        Some(domains) => proxy_argv(dir, domains, net, &argv)?,
+        None => argv,
     };
-    Ok(Confinement {
-        confined: ConfinedArgv {
-            contract: CONTRACT_VERSION,
-            argv,
-            enforcement: Some(enforcement),
-            denial_signatures: denial_signatures(mode, staged),
-            runner_failure_rules: tagged_runner_failure_rules(mode, Some(&tag)),
-            mode,
-            guarantees: guarantees::report(&asks, &facts),
-            status_path: Some(status_path),
-            status_channel: Some(confined::status_channel(&facts)),
-            not_granted,
-            binding: Some(report),
-        },
-        private_dir: Some(dir),
+    Ok(Started {
+        argv,
+        digest,
+        status_path,
         unprotected,
+        unknown_protected,
         shared,
-        binding: request.binding,
     })
+}
+
+/// Without the stage, a hidden path inside a writable root can be renamed out of hiding
+/// (Landlock lets a command move what it cannot read), and the next command would read
+/// it under its new name. Only the stage's read-only bind stops that.
+fn refuse_hidden_in_writable_root(policy: &Policy) -> Result<(), LauncherError> {
+    let writable = grants::writable_roots(policy);
+    match policy
+        .hidden()
+        .iter()
+        .find(|h| writable.iter().any(|r| h.starts_with(r)))
+    {
+        Some(hidden) => Err(LauncherError::HiddenInWritableRoot {
+            path: hidden.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The namespace stage's argv in front of `runner_argv`. The stage runs first where it
+/// has work and the machine allows it; the control directory stays writable in it, for
+/// the runner's status record.
+fn stage_argv(
+    dir: &PrivateDir,
+    policy: &Policy,
+    status_path: &str,
+    mut watch: crate::stage::Watch,
+    net: Option<crate::stage::NetProxy>,
+    runner_argv: &[String],
+) -> Result<Vec<String>, LauncherError> {
+    let control = Path::new(status_path).parent();
+    let writable = grants::writable_roots(policy);
+    let pids = policy.pids() != PidMode::Share;
+    let plan = stage::plan(policy, &writable, control, pids);
+    if !watch.shared.is_empty() || !watch.missing.is_empty() {
+        watch.report = Some(dir.create_report()?);
+    }
+    let launcher = launcher_path()?;
+    Ok(crate::stage::argv(
+        &plan,
+        &watch,
+        net,
+        &launcher,
+        runner_argv,
+    ))
+}
+
+/// The proxy host's argv in front of `argv`, for the network by name.
+fn proxy_argv(
+    dir: &PrivateDir,
+    domains: &DomainPolicy,
+    net: Option<crate::stage::NetProxy>,
+    argv: &[String],
+) -> Result<Vec<String>, LauncherError> {
+    let launcher = launcher_path()?;
+    let spec = proxy::host::Spec {
+        rules: domains.rules().clone(),
+        record: dir.network_record_path(),
+        listen: match net {
+            Some(net) => proxy::host::Listen::NetnsChannel(net.channel),
+            None => proxy::host::Listen::Port(domains.proxy_port()),
+        },
+    };
+    Ok(proxy::host::argv(&spec, &launcher, argv))
+}
+
+/// This executable's path, for the argv of the stage and the proxy host.
+fn launcher_path() -> Result<String, LauncherError> {
+    locate::launcher()
+        .map_err(LauncherError::LauncherPath)
+        .and_then(|p| utf8(p.as_os_str(), "the launcher path"))
 }
 
 /// A fresh runner failure tag (see `stockade_policy::failure_tag`): 16 bytes from the

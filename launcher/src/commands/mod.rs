@@ -1,6 +1,7 @@
 //! The `stockade` commands: each command's entry point (`confine`, `run`, `classify`,
 //! `probe`, `explain`) and the resolution of its arguments (`cli` and the value parsers
-//! `env`, `duration`, `size`). These run in the launcher process the caller started.
+//! `env`, `duration`, `size`), and the line a usage error prints (`usage`). These run
+//! in the launcher process the caller started.
 
 pub(crate) mod classify;
 pub(crate) mod cli;
@@ -11,3 +12,4 @@ pub(crate) mod explain;
 pub(crate) mod probe;
 pub(crate) mod run;
 pub(crate) mod size;
+pub(crate) mod usage;

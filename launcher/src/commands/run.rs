@@ -3,15 +3,16 @@
 //! one JSON document with `--json`.
 
 use crate::commands::classify;
-use crate::commands::cli::RunArgs;
-use crate::commands::confine::{self, Confinement, Start};
+use crate::commands::cli::{ContainmentChoice, RunArgs};
+use crate::commands::confine::{self, Confinement};
 use crate::commands::env;
 use crate::error::LauncherError;
 use crate::supervise::output;
 use crate::supervise::output::Captured;
 use crate::supervise::stdout;
-use crate::supervise::{self, Output, Plan, Session, Settled};
+use crate::supervise::{self, Containment, Output, Plan, Session, Settled, Start};
 use serde::Serialize;
+use std::ffi::OsString;
 use stockade_policy::Mode;
 use stockade_policy::classify::Outcome;
 use stockade_policy::confined::ConfinedArgv;
@@ -25,6 +26,7 @@ use stockade_policy::stage_report::RootChange;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
 pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
+    supervise::terminal::ignore_stop_signals();
     let built = env::target_env(&args.env);
     let request = args.policy.to_request();
     let session = Session::choose(Start::of(request.mode));
@@ -44,11 +46,11 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     let s = &args.supervise;
     let plan = Plan {
         argv: &confined.argv,
-        env: &built.vars,
+        env: helper_env(request.mode, &built.vars),
         timeout: s.timeout,
         grace: s.grace,
         keep_background: s.keep_background,
-        containment: s.containment,
+        containment: containment(s.containment),
         output: if s.json {
             Output::Capture {
                 max_output: s.max_output,
@@ -98,52 +100,82 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         let json = serde_json::to_string(&result).map_err(LauncherError::Json)?;
         // Never blocks past the bound on a terminal the command may have stopped.
         stdout::write_after_run(&format!("{json}\n"), settled.final_writes_until)?;
+        // Output that could not be kept is said where a person reads too, not only in
+        // the document: a full disk must never lose output in silence.
+        let lost: String = spill_markers(&settled).map(|m| m + "\n").collect();
+        output::write_stderr_until(&lost, settled.final_writes_until);
     } else {
-        // Never blocks past a bound: the command may have stopped our terminal's output.
-        let text: String = verdict
-            .shared_roots_changed
-            .iter()
-            .map(|c| format!("[sandbox: {c}]"))
-            .chain(
-                verdict
-                    .tampered_detail
-                    .iter()
-                    .map(|d| format!("[sandbox: {}]", crate::supervise::containment::printable(d))),
-            )
-            .chain(
-                appeared
-                    .iter()
-                    .map(|p| format!("[sandbox: protected path appeared: {p}]")),
-            )
-            .chain(markers(
-                &settled,
-                &verdict,
-                &verdict.network,
-                confined.mode,
-                s.timeout,
-                code,
-            ))
-            .map(|m| m + "\n")
-            .collect();
-        // Each marker is a line of its own: after a command whose stderr ended within a
-        // line, a marker appended to that line would not be the last line (a command's
-        // own 124 would then read as a timeout), so a line break comes first.
-        let text = if !text.is_empty() && ends_within_a_line(&settled.stderr.tail) {
-            format!("\n{text}")
-        } else {
-            text
-        };
-        // On a terminal the command's output may have left it drawing text invisibly
-        // (hidden, or in the background colour) or in another character set: the
-        // markers come after a reset of those, so they read as written.
-        let text = if !text.is_empty() && nix::unistd::isatty(std::io::stderr()).unwrap_or(false) {
-            format!("{TERMINAL_RESET}{text}")
-        } else {
-            text
-        };
-        output::write_stderr_until(&text, settled.final_writes_until);
+        write_markers(&settled, &verdict, &confined, &appeared, s.timeout, code);
     }
     Ok(code)
+}
+
+/// The environment the confined argv starts with: none when it starts stockade's own
+/// helpers (proxy host, stage, runner), which run outside the sandbox and take the
+/// command's environment from the request. So nothing the command's environment holds
+/// (`LD_PRELOAD`, `LD_LIBRARY_PATH`, `GCONV_PATH`, `LOCPATH`, `RES_OPTIONS`, `HOME`, ...)
+/// steers code that runs unconfined. With nothing confined, the program itself.
+fn helper_env(mode: Mode, command_env: &[(OsString, OsString)]) -> &[(OsString, OsString)] {
+    match Start::of(mode) {
+        Start::Runner => &[],
+        Start::Program => command_env,
+    }
+}
+
+/// The markers after a command's passed-through output, on stderr: what changed in the
+/// shared roots, what the supervisor saw tampered with, protected names that appeared,
+/// and the verdict's own markers.
+fn write_markers(
+    settled: &Settled,
+    verdict: &SandboxVerdict,
+    confined: &ConfinedArgv,
+    appeared: &[String],
+    timeout: Option<std::time::Duration>,
+    code: i32,
+) {
+    // Never blocks past a bound: the command may have stopped our terminal's output.
+    let text: String = verdict
+        .shared_roots_changed
+        .iter()
+        .map(|c| format!("[sandbox: {c}]"))
+        .chain(
+            verdict
+                .tampered_detail
+                .iter()
+                .map(|d| format!("[sandbox: {}]", crate::supervise::containment::printable(d))),
+        )
+        .chain(
+            appeared
+                .iter()
+                .map(|p| format!("[sandbox: protected path appeared: {p}]")),
+        )
+        .chain(markers(
+            settled,
+            verdict,
+            &verdict.network,
+            confined.mode,
+            timeout,
+            code,
+        ))
+        .map(|m| m + "\n")
+        .collect();
+    // Each marker is a line of its own: after a command whose stderr ended within a
+    // line, a marker appended to that line would not be the last line (a command's
+    // own 124 would then read as a timeout), so a line break comes first.
+    let text = if !text.is_empty() && ends_within_a_line(&settled.stderr.tail) {
+        format!("\n{text}")
+    } else {
+        text
+    };
+    // On a terminal the command's output may have left it drawing text invisibly
+    // (hidden, or in the background colour) or in another character set: the
+    // markers come after a reset of those, so they read as written.
+    let text = if !text.is_empty() && nix::unistd::isatty(std::io::stderr()).unwrap_or(false) {
+        format!("{TERMINAL_RESET}{text}")
+    } else {
+        text
+    };
+    output::write_stderr_until(&text, settled.final_writes_until);
 }
 
 /// Plain text again on a terminal: attributes and colours off (`SGR 0`), the first
@@ -346,6 +378,22 @@ fn markers(
     lines
 }
 
+/// `[output not kept: STREAM: WHY]` for each captured stream whose spill file could not
+/// be written.
+fn spill_markers(settled: &Settled) -> impl Iterator<Item = String> + '_ {
+    let streams = [
+        ("stdout", settled.stdout.as_ref()),
+        ("stderr", Some(&settled.stderr)),
+    ];
+    streams.into_iter().filter_map(|(name, c)| {
+        let why = c?.spill_error.as_ref()?;
+        Some(format!(
+            "[output not kept: {name}: {}]",
+            crate::supervise::containment::printable(why)
+        ))
+    })
+}
+
 /// The exit codes `stockade run` gives meanings of its own (a timeout, its or its
 /// runner's failure), which a command's own code can collide with.
 fn is_reserved(code: i32) -> bool {
@@ -362,6 +410,9 @@ struct StreamResult {
     /// The spill file's size as it was left for the caller (at most `--max-spill`), so a
     /// caller knows what it holds on disk without looking.
     spill_bytes: Option<u64>,
+    /// Why the spill file could not be written (a full disk): then only `text` was kept,
+    /// and the receipt's digest still covers every byte.
+    spill_error: Option<String>,
 }
 
 impl From<&Captured> for StreamResult {
@@ -378,6 +429,7 @@ impl From<&Captured> for StreamResult {
                 .as_ref()
                 .and_then(|p| std::fs::metadata(p).ok())
                 .map(|m| m.len()),
+            spill_error: c.spill_error.clone(),
         }
     }
 }
@@ -446,6 +498,7 @@ impl RunResult {
             tail: Vec::new(),
             truncated: false,
             spill_path: None,
+            spill_error: None,
             sha256: [0; 32],
             bytes: 0,
         };
@@ -515,5 +568,13 @@ fn receipt(settled: &Settled, verdict: &SandboxVerdict, confined: &ConfinedArgv)
         signal: settled.signal.map(signal_name),
         timed_out: Some(settled.timed_out),
         cleanup: settled.cleanup.clone(),
+    }
+}
+/// The supervisor's containment for `--containment`.
+fn containment(choice: ContainmentChoice) -> Containment {
+    match choice {
+        ContainmentChoice::Auto => Containment::Auto,
+        ContainmentChoice::Cgroup => Containment::Cgroup,
+        ContainmentChoice::Subreaper => Containment::Subreaper,
     }
 }

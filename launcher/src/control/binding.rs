@@ -3,6 +3,7 @@
 //! `danger-full-access`, which has no runner, `stockade run` checks them itself just
 //! before the command starts, and the child executes the file it verified.
 
+use crate::control::error::ControlError;
 use crate::error::LauncherError;
 use nix::fcntl::{OFlag, open};
 use nix::sys::stat::{FileStat, Mode, fstat};
@@ -48,13 +49,13 @@ fn probe(path: &Path) -> Probe<ExecId> {
 }
 
 /// The SHA-256 of the file at `path`, which must still be the file `id` describes.
-fn content_digest(path: &Path, id: &ExecId) -> Result<[u8; 32], LauncherError> {
-    let err = |source: io::Error| LauncherError::BindExecutable {
+fn content_digest(path: &Path, id: &ExecId) -> Result<[u8; 32], ControlError> {
+    let err = |source: io::Error| ControlError::BindExecutable {
         path: path.to_path_buf(),
         why: format!("cannot read it to hash it: {source}"),
     };
     if id.size > MAX_HASHED_BYTES {
-        return Err(LauncherError::BindExecutable {
+        return Err(ControlError::BindExecutable {
             path: path.to_path_buf(),
             why: format!(
                 "it is {} bytes, more than the {MAX_HASHED_BYTES} bytes {} hashes",
@@ -68,11 +69,11 @@ fn content_digest(path: &Path, id: &ExecId) -> Result<[u8; 32], LauncherError> {
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
         .map_err(err)?;
-    let same = |file: &File| -> Result<(), LauncherError> {
+    let same = |file: &File| -> Result<(), ControlError> {
         let st = fstat(file).map_err(|e| err(e.into()))?;
         match id.difference(&exec_id(&st)) {
             None => Ok(()),
-            Some(_) => Err(LauncherError::BindExecutable {
+            Some(_) => Err(ControlError::BindExecutable {
                 path: path.to_path_buf(),
                 why: "it changed while it was being hashed".into(),
             }),
@@ -163,13 +164,13 @@ pub fn check(
     binding
         .cwd
         .check(cwd_now)
-        .map_err(LauncherError::BindingChanged)?;
+        .map_err(ControlError::BindingChanged)?;
     let search = stockade_policy::environment::lookup(env, "PATH").map(OsString::as_os_str);
     let resolved = binding::resolve(program, search, probe);
     binding
         .executable
         .check(program, resolved.seen(|id| id))
-        .map_err(LauncherError::BindingChanged)?;
+        .map_err(ControlError::BindingChanged)?;
     let (Resolved::Found { path, file: id }, ExecBinding::Found(bound)) =
         (resolved, &binding.executable)
     else {
@@ -181,7 +182,7 @@ pub fn check(
         let now = content_digest(&path, &id)?;
         bound
             .check_content(&path, &now)
-            .map_err(LauncherError::BindingChanged)?;
+            .map_err(ControlError::BindingChanged)?;
     }
     let cstring = |b: &[u8]| {
         CString::new(b).map_err(|_| LauncherError::Internal("a NUL byte in the command"))
@@ -252,7 +253,7 @@ impl Verified {
     /// verified file, and executes it from that descriptor. Returns `Ok` when the file
     /// must be executed by name (an interpreter opens a script by name), which the caller
     /// then does; `Err` when it changed or cannot be executed. The launcher has one
-    /// thread, so the child may allocate (see spawn.rs).
+    /// thread, so the child may allocate (see supervise/spawn.rs).
     pub fn exec_in_child(&self) -> Result<(), ChildExec> {
         let failed = |e: nix::Error| ChildExec::Failed(e.into());
         let path = Path::new(OsStr::from_bytes(self.path.as_bytes()));

@@ -3,6 +3,7 @@
 //! beside this executable's directory (an install tree moved as a whole), else the
 //! distro's libexec path.
 
+use crate::control::error::ControlError;
 use crate::error::LauncherError;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -52,6 +53,10 @@ pub fn launcher() -> std::io::Result<PathBuf> {
 /// this launcher's own prefix (an install tree moved as a whole: `PREFIX/bin/stockade`
 /// with `PREFIX/libexec/stockade/stockade-runner`), else the system path.
 pub fn runner() -> Result<PathBuf, LauncherError> {
+    find_runner().map_err(LauncherError::from)
+}
+
+fn find_runner() -> Result<PathBuf, ControlError> {
     if let Some(explicit) = std::env::var_os(RUNNER_ENV).filter(|v| !v.is_empty()) {
         return executable(Path::new(&explicit), "check $STOCKADE_RUNNER");
     }
@@ -69,7 +74,7 @@ pub fn runner() -> Result<PathBuf, LauncherError> {
         "install it next to stockade, in ../libexec/stockade/ beside stockade's bin directory, or set $STOCKADE_RUNNER to its path",
     )
     .map_err(|e| match e {
-        LauncherError::RunnerMissing { path, hint, .. } => LauncherError::RunnerMissing {
+        ControlError::RunnerMissing { path, hint, .. } => ControlError::RunnerMissing {
             path,
             hint,
             also: sibling_of(own.as_deref())
@@ -105,9 +110,9 @@ fn present(path: &Path) -> bool {
     }
 }
 
-fn executable(path: &Path, hint: &'static str) -> Result<PathBuf, LauncherError> {
+fn executable(path: &Path, hint: &'static str) -> Result<PathBuf, ControlError> {
     use std::os::unix::fs::PermissionsExt;
-    let missing = || LauncherError::RunnerMissing {
+    let missing = || ControlError::RunnerMissing {
         path: path.to_path_buf(),
         hint,
         also: Vec::new(),
@@ -131,7 +136,7 @@ fn executable(path: &Path, hint: &'static str) -> Result<PathBuf, LauncherError>
 
 /// The runner at `path` exists or may, but this user cannot reach or execute it: which
 /// directory (or the file itself) stops them, with its mode and owner.
-fn unreachable(path: &Path) -> LauncherError {
+fn unreachable(path: &Path) -> ControlError {
     use std::os::unix::fs::MetadataExt;
     let uid = nix::unistd::getuid().as_raw();
     let mut chain: Vec<&Path> = path.ancestors().collect();
@@ -145,7 +150,7 @@ fn unreachable(path: &Path) -> LauncherError {
     let how = std::fs::metadata(&blocked)
         .map(|m| format!("mode {:04o}, owner uid {}", m.mode() & 0o7777, m.uid()))
         .ok();
-    LauncherError::RunnerUnreachable {
+    ControlError::RunnerUnreachable {
         path: path.to_path_buf(),
         uid,
         blocked,

@@ -5,6 +5,7 @@
 
 pub(crate) mod binding;
 pub(crate) mod capabilities;
+pub(crate) mod error;
 pub(crate) mod locate;
 pub(crate) mod placement;
 pub(crate) mod private_dir;

@@ -26,7 +26,7 @@
 //! The README says to keep stockade's binaries out of every directory any command may
 //! write.
 
-use crate::error::LauncherError;
+use crate::control::error::ControlError;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -149,8 +149,8 @@ pub fn check(
     policy: &Policy,
     target_tmpdir: Option<&Path>,
     invoker: &Invoker,
-) -> Result<(), LauncherError> {
-    exposure(binary, policy, target_tmpdir, invoker).map_err(|why| LauncherError::ExposedBinary {
+) -> Result<(), ControlError> {
+    exposure(binary, policy, target_tmpdir, invoker).map_err(|why| ControlError::ExposedBinary {
         what,
         path: binary.to_path_buf(),
         why,
@@ -161,23 +161,25 @@ pub fn check(
 /// before it confines anything.
 const LOADER_VARS: [&str; 3] = ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"];
 
-/// Refuses a dynamically linked runner (a development build) when the environment it is
-/// started with (`env`: `stockade run` starts it with the command's environment, and an
-/// executor usually with its own, which that one is built from) makes the loader take
+/// Refuses a dynamically linked runner or launcher (`what`; a development build) when
+/// the environment it is started with (`env`: an executor spawns the argv with its own,
+/// which that one is built from; `stockade run` starts both with none, so there this is
+/// a second guard) makes the loader take
 /// code from where a confined command could have planted it: an empty or relative entry
 /// (the current directory, usually the workspace) or one in an exposed place.
 pub fn check_loader_env(
+    what: &'static str,
     runner: &Path,
     env: &[(OsString, OsString)],
     policy: &Policy,
     target_tmpdir: Option<&Path>,
     invoker: &Invoker,
-) -> Result<(), LauncherError> {
+) -> Result<(), ControlError> {
     if !has_interpreter(runner) {
         return Ok(());
     }
-    let exposed = |why: String| LauncherError::ExposedBinary {
-        what: "runner",
+    let exposed = |why: String| ControlError::ExposedBinary {
+        what,
         path: runner.to_path_buf(),
         why,
     };

@@ -40,6 +40,7 @@
 //! directories older than [`STALE_AFTER`] are removed: those of executors that never
 //! classified, and spill directories of launchers that died.
 
+use crate::control::error::ControlError;
 use crate::error::LauncherError;
 use std::ffi::OsStr;
 use std::fs::{DirBuilder, File, OpenOptions};
@@ -84,10 +85,11 @@ const LEGACY_RANDOM_LEN: usize = 6;
 const SHARED_TEMP_DIRS: [&str; 2] = ["/tmp", "/dev/shm"];
 
 fn unusable(path: &Path, reason: impl Into<String>) -> LauncherError {
-    LauncherError::PrivateDir {
+    ControlError::PrivateDir {
         path: path.to_path_buf(),
         reason: reason.into(),
     }
+    .into()
 }
 
 /// The trust rule (`stockade_policy::trust`) applied to `meta`, as `lstat` or `fstat`
@@ -649,7 +651,7 @@ impl PrivateDir {
             file.write_all(bytes)?;
             file.flush()
         };
-        write().map_err(|source| LauncherError::WriteRequest {
+        write().map_err(|source| ControlError::WriteRequest {
             path: path.clone(),
             source,
         })?;
@@ -662,7 +664,7 @@ impl PrivateDir {
         &self,
         request: &LaunchRequest,
     ) -> Result<(PathBuf, String), LauncherError> {
-        let bytes = request.encode().map_err(LauncherError::Encode)?;
+        let bytes = request.encode().map_err(ControlError::Encode)?;
         let path = self.create_file(REQUEST_FILE, &bytes)?;
         Ok((path, stockade_policy::digest::sha256_hex(&bytes)))
     }

@@ -10,8 +10,9 @@
 //! `Host` of its own) goes unparsed to the same decided host and port, exactly what a
 //! `CONNECT` tunnel to them would carry, so it reaches nothing the decision did not allow.
 
+use super::connection::{Shared, answer, read_before};
+use super::relay;
 use super::upstream::{self, Failure};
-use super::{Shared, answer, read_before, relay};
 use std::io;
 use std::net::TcpStream;
 use std::time::Instant;

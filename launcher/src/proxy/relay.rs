@@ -229,7 +229,7 @@ fn relay_with(
     std::thread::scope(|scope| {
         let up = std::thread::Builder::new()
             .name("relay-up".into())
-            .stack_size(super::CONNECTION_STACK)
+            .stack_size(super::connection::CONNECTION_STACK)
             .spawn_scoped(scope, || {
                 let sent = (&*server).write_all(&to_server).is_ok();
                 if !(sent && pump(client, server, idle, &clock, pipe)) {

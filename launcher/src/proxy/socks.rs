@@ -4,8 +4,9 @@
 //! explicitly. `BIND` and `UDP ASSOCIATE` are refused: a confined command may not accept
 //! connections or send datagrams through the proxy.
 
+use super::connection::{Shared, answer, read_exact_before};
+use super::relay;
 use super::upstream::{self, Failure};
-use super::{Shared, answer, read_exact_before, relay};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpStream};
 use std::time::Instant;

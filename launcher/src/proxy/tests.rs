@@ -6,8 +6,8 @@ use super::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use stockade_policy::addresses::AddressClass;
-use stockade_policy::domains::{HostRule, Pin, RuleKind};
-use stockade_policy::network_denials::MAX_RECORDED;
+use stockade_policy::domains::{DomainRules, Host, HostRule, Pin, Refusal, RuleKind};
+use stockade_policy::network_denials::{MAX_RECORDED, NetworkDenial};
 
 /// An echo server: every connection gets back what it sends; an end of file is passed
 /// back as one.

@@ -1,9 +1,10 @@
 //! Opening the connection a client asked for: decide on the name, resolve it once,
 //! check every address, connect to one that passed.
 
-use super::{Shared, local};
+use super::connection::Shared;
+use super::{local, resolver};
 use std::io;
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use stockade_policy::domains::{Host, Refusal};
 
 /// Why no connection was opened.
@@ -25,7 +26,7 @@ pub fn open(shared: &Shared, host: &Host, port: u16) -> Result<TcpStream, Failur
         shared.refused(host, port, why);
         return Err(Failure::Refused(why));
     }
-    let addrs = addresses(shared, host, port).map_err(Failure::Unresolved)?;
+    let addrs = addresses(shared, host, port)?;
     // This machine's own addresses, listed now: one a name resolves to is refused as
     // loopback is (see `local`). When they cannot be listed, every address counts as
     // local: refused, never connected to unchecked.
@@ -63,17 +64,12 @@ pub fn open(shared: &Shared, host: &Host, port: u16) -> Result<TcpStream, Failur
     Err(Failure::Unreachable(last))
 }
 
-/// The addresses `host` stands for: itself for an IP literal, its pin, its entries in
-/// `/etc/hosts`, or what the system resolver answers (once) for exactly that name.
-///
-/// Exactly: the resolver is asked for the name as absolute (`NAME.`), which turns off
-/// the host's search domains (`search` in `/etc/resolv.conf`). With them, a name with
-/// few dots (`secret`) is tried as `secret.corp.example` first, and any name that does
-/// not exist is tried with each suffix after: the connection would go to a name the rules
-/// never decided on (past a `--deny-domain secret.corp.example`, under `*`). The C
-/// library does not match an absolute name against `/etc/hosts`, so those entries are
-/// read here first.
-fn addresses(shared: &Shared, host: &Host, port: u16) -> io::Result<Vec<IpAddr>> {
+/// The addresses `host` stands for: itself for an IP literal, its pin, else what
+/// [`resolver`] finds for exactly that name (its `/etc/hosts` entries, or the
+/// nameservers' answer for `NAME.`: no search domain is appended, so the connection goes
+/// to the name the rules decided on). Never the C library's resolver: it loads code.
+/// A multicast DNS name only that resolver knows is refused (recorded), with the way out.
+fn addresses(shared: &Shared, host: &Host, port: u16) -> Result<Vec<IpAddr>, Failure> {
     let name = match host {
         Host::Ip(ip) => return Ok(vec![*ip]),
         Host::Name(name) => name,
@@ -81,68 +77,11 @@ fn addresses(shared: &Shared, host: &Host, port: u16) -> io::Result<Vec<IpAddr>>
     if let Some(ip) = shared.config.rules.pinned(name) {
         return Ok(vec![ip]);
     }
-    let listed = hosts_entries(
-        &std::fs::read_to_string(HOSTS_FILE).unwrap_or_default(),
-        name,
-    );
-    if !listed.is_empty() {
-        return Ok(listed);
-    }
-    let absolute = format!("{}.", name.trim_end_matches('.'));
-    let mut addrs: Vec<IpAddr> = (absolute.as_str(), port)
-        .to_socket_addrs()?
-        .map(|a| a.ip())
-        .collect();
-    addrs.dedup();
-    if addrs.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            "the name has no address",
-        ));
-    }
-    Ok(addrs)
-}
-
-/// The hosts file the C library reads before DNS.
-const HOSTS_FILE: &str = "/etc/hosts";
-
-/// The addresses `hosts` (the text of a hosts file) gives `name` (any case), in order.
-fn hosts_entries(hosts: &str, name: &str) -> Vec<IpAddr> {
-    let mut found = Vec::new();
-    for line in hosts.lines() {
-        let line = line.split('#').next().unwrap_or("");
-        let mut fields = line.split_whitespace();
-        let Some(Ok(ip)) = fields.next().map(str::parse::<IpAddr>) else {
-            continue;
-        };
-        if fields.any(|n| n.trim_end_matches('.').eq_ignore_ascii_case(name))
-            && !found.contains(&ip)
-        {
-            found.push(ip);
+    match resolver::resolve(name).map_err(Failure::Unresolved)? {
+        resolver::Resolved::Addresses(addrs) => Ok(addrs),
+        resolver::Resolved::MulticastDns => {
+            shared.refused(host, port, Refusal::MulticastDns);
+            Err(Failure::Refused(Refusal::MulticastDns))
         }
-    }
-    found
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hosts_entries_match_a_name_or_alias_in_any_case_and_skip_comments() {
-        let hosts = "127.0.0.1 localhost\n# 10.0.0.1 secret\n10.0.0.2 build.corp Build # ci\n::1 localhost ip6-localhost\nnot-an-ip secret\n10.0.0.3 secret.corp\n";
-        let ips = |n| hosts_entries(hosts, n);
-        assert_eq!(
-            ips("localhost"),
-            [
-                "127.0.0.1".parse::<IpAddr>().unwrap(),
-                "::1".parse().unwrap()
-            ]
-        );
-        assert_eq!(ips("build"), ["10.0.0.2".parse::<IpAddr>().unwrap()]);
-        assert_eq!(ips("BUILD.CORP"), ["10.0.0.2".parse::<IpAddr>().unwrap()]);
-        // Commented out, not an address, or only a longer name: nothing.
-        assert!(ips("secret").is_empty());
-        assert!(ips("corp").is_empty());
     }
 }

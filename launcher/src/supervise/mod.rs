@@ -7,23 +7,25 @@
 //! simple and no thread can block the teardown.
 
 pub(crate) mod containment;
+pub(crate) mod error;
 pub(crate) mod output;
 pub(crate) mod spawn;
 pub(crate) mod stdout;
 pub(crate) mod tail;
 pub(crate) mod terminal;
 
-use crate::commands::cli::ContainmentChoice;
-use crate::commands::confine::Start;
 use crate::control::binding::{self, Verified};
+use crate::control::error::ControlError;
 use crate::control::private_dir;
 use crate::error::LauncherError;
 use crate::stage;
 use containment::{Cgroup, Member, Range, Unproven};
+pub use error::SuperviseError;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::Pid;
+pub use output::FINAL_WRITE_WAIT;
 use output::{Capture, Captured, SpillDir};
 use spawn::{SpawnError, Spawned};
 use std::ffi::OsString;
@@ -52,44 +54,36 @@ const PUMP_READS: usize = 16;
 /// The signals that make the launcher tear the range down.
 const STOP_SIGNALS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
-/// Why the supervisor cannot do its job (nothing ran, or the command was never started).
-#[derive(Debug)]
-pub enum SuperviseError {
-    /// The signals the loop reads could not be blocked and watched.
-    Signals(nix::Error),
-    /// The launcher could not become a subreaper.
-    Subreaper(nix::Error),
-    /// `--containment cgroup` was asked for and no cgroup can be made.
-    Cgroup(containment::CgroupError),
-    /// The launcher itself ran out of something (descriptors, memory, processes) or
-    /// could not put the command in its cgroup.
-    Start {
-        program: String,
-        source: std::io::Error,
-    },
+/// What a ConfinedArgv's argv starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// `stockade-runner` (possibly behind the namespace stage).
+    Runner,
+    /// The program itself (nothing is confined).
+    Program,
 }
 
-impl std::fmt::Display for SuperviseError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SuperviseError::Signals(e) => write!(f, "cannot watch signals: {e}"),
-            SuperviseError::Subreaper(e) => write!(f, "cannot become a subreaper: {e}"),
-            SuperviseError::Cgroup(e) => write!(f, "cgroup containment is unavailable: {e}"),
-            SuperviseError::Start { program, source } => {
-                write!(f, "cannot start {program}: {source}")
-            }
+impl Start {
+    /// The rule `confine_inheriting` follows: every confined mode starts the runner.
+    pub fn of(mode: stockade_policy::Mode) -> Start {
+        if mode.is_confined() {
+            Start::Runner
+        } else {
+            Start::Program
         }
     }
 }
 
-impl std::error::Error for SuperviseError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SuperviseError::Signals(e) | SuperviseError::Subreaper(e) => Some(e),
-            SuperviseError::Cgroup(e) => Some(e),
-            SuperviseError::Start { source, .. } => Some(source),
-        }
-    }
+/// How the command's processes are kept together (`--containment`; the launcher's
+/// `ContainmentChoice` maps onto it one to one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Containment {
+    /// A cgroup where one can be made, else the subreaper.
+    Auto,
+    /// A cgroup, or the run fails.
+    Cgroup,
+    /// The subreaper only.
+    Subreaper,
 }
 
 /// What to do with the command's output.
@@ -118,8 +112,13 @@ pub enum Session {
 impl Session {
     /// The one decision on the command's session for `stockade run`, made before the
     /// request is written: the runner's half of it travels there ([`Session::runner`]).
+    ///
+    /// A confined command gets a session of its own whenever any of stdin, stdout and
+    /// stderr is a terminal: a terminal it can write but that is not its controlling one
+    /// cannot be taken (`tcsetpgrp` on any of them fails), so it cannot make the
+    /// launcher's group a background one and stop it through `TOSTOP`.
     pub fn choose(start: Start) -> Session {
-        let tty = nix::unistd::isatty(std::io::stdin()).unwrap_or(false);
+        let tty = terminal::any_stdio_is_a_terminal();
         if tty && start == Start::Runner {
             Session::RunnerDetaches
         } else if terminal::owns_foreground() {
@@ -147,7 +146,7 @@ pub struct Plan<'a> {
     pub timeout: Option<Duration>,
     pub grace: Duration,
     pub keep_background: bool,
-    pub containment: ContainmentChoice,
+    pub containment: Containment,
     pub output: Output,
     pub denial_signatures: &'a [String],
     /// Decided with [`Session::choose`] before the request was written.
@@ -249,6 +248,9 @@ fn spawn(
             // The launcher ignores SIGXFSZ (see `run`) and an ignored signal survives
             // exec: give the command the default back.
             libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+            // Likewise the terminal stop signals `run` ignores (see `terminal`).
+            libc::signal(libc::SIGTTOU, libc::SIG_DFL);
+            libc::signal(libc::SIGTTIN, libc::SIG_DFL);
             // The launcher blocks the signals it reads through its signalfd, and a blocked
             // mask survives exec: give the command a clean one.
             let mut empty: libc::sigset_t = std::mem::zeroed();
@@ -760,10 +762,6 @@ const DRAIN_READS: usize = 64;
 /// not empty before it reports the cleanup unknown and returns.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(10);
 
-/// How long the launcher waits for its own stderr to take what is left (a terminal whose
-/// output was stopped may never take it).
-pub const FINAL_WRITE_WAIT: Duration = Duration::from_secs(2);
-
 /// Runs the plan to settlement. Once the command started, nothing returns early: every
 /// failure to observe the range counts it as not empty, and the range is ended.
 pub fn run(plan: &Plan) -> Result<Settled, LauncherError> {
@@ -794,9 +792,9 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
         .map_err(|e| LauncherError::Supervise(SuperviseError::Subreaper(e)))?;
     let session = plan.session;
     let cgroup = match plan.containment {
-        ContainmentChoice::Subreaper => None,
-        ContainmentChoice::Auto => Cgroup::create().ok(),
-        ContainmentChoice::Cgroup => Some(
+        Containment::Subreaper => None,
+        Containment::Auto => Cgroup::create().ok(),
+        Containment::Cgroup => Some(
             Cgroup::create().map_err(|e| LauncherError::Supervise(SuperviseError::Cgroup(e)))?,
         ),
     };
@@ -819,7 +817,7 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
         Ok(child) => (child, cgroup),
         // Creating the command inside the group failed (nothing ran): with automatic
         // containment, start it without the group.
-        Err(SpawnError::Join(_)) if plan.containment == ContainmentChoice::Auto => {
+        Err(SpawnError::Join(_)) if plan.containment == Containment::Auto => {
             if let Some(cg) = &cgroup {
                 cg.remove();
             }
@@ -910,7 +908,7 @@ fn spawn_error(plan: &Plan, verified: Option<&Verified>, e: SpawnError) -> Launc
         ),
         SpawnError::Changed => {
             return match verified {
-                Some(v) => LauncherError::BindingChanged(v.changed_in_child()),
+                Some(v) => ControlError::BindingChanged(v.changed_in_child()).into(),
                 None => LauncherError::Internal("a file changed that nobody verified"),
             };
         }

@@ -19,6 +19,10 @@ use std::path::PathBuf;
 use stockade_policy::denial::DenialScanner;
 use stockade_policy::digest::Sha256;
 
+/// How long the launcher waits for its own stderr to take what is left (a terminal whose
+/// output was stopped may never take it).
+pub const FINAL_WRITE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The private directory holding one run's spill files, created on first need.
 #[derive(Debug, Default)]
 pub struct SpillDir {
@@ -56,8 +60,11 @@ enum Spill {
         path: PathBuf,
         file: File,
     },
-    /// Past the cap (or the file failed): deleted, only the tail remains.
+    /// Past the cap: deleted, only the tail remains.
     Dropped,
+    /// The file could not be created or written (a full disk, a file-size limit): only
+    /// the tail remains, and why is reported (`Captured::spill_error`).
+    Failed(String),
 }
 
 /// What one stream produced.
@@ -69,6 +76,9 @@ pub struct Captured {
     pub truncated: bool,
     /// The spill file holding the complete stream, when it was kept.
     pub spill_path: Option<PathBuf>,
+    /// Why the spill file could not be kept, when it could not be written (not when it
+    /// grew past its cap, which is the caller's choice).
+    pub spill_error: Option<String>,
     /// The SHA-256 of every byte that passed, and how many there were.
     pub sha256: [u8; 32],
     pub bytes: u64,
@@ -158,43 +168,55 @@ impl Capture {
 
     fn spill_chunk(&mut self, before: u64, chunk: &[u8], max_spill: u64, dir: &mut SpillDir) {
         if self.total > max_spill {
-            self.drop_spill();
+            // A spill that already failed stays reported as failed.
+            if !matches!(self.spill, Spill::Failed(_)) {
+                self.drop_spill();
+            }
             return;
         }
         if matches!(self.spill, Spill::None) && self.total > self.max_output {
             // Everything before this chunk is still in the tail: start the file with it.
             debug_assert_eq!(before, self.tail.bytes().len() as u64);
             self.spill = match self.open_spill(dir) {
-                Some((path, mut file)) => match file.write_all(self.tail.bytes()) {
+                Ok((path, mut file)) => match file.write_all(self.tail.bytes()) {
                     Ok(()) => Spill::Writing { path, file },
-                    Err(_) => {
+                    Err(e) => {
                         let _ = std::fs::remove_file(&path);
-                        Spill::Dropped
+                        Spill::Failed(format!("cannot write {}: {e}", path.display()))
                     }
                 },
-                None => Spill::Dropped,
+                Err(why) => Spill::Failed(why),
             };
         }
-        if let Spill::Writing { file, .. } = &mut self.spill
-            && file.write_all(chunk).is_err()
+        if let Spill::Writing { file, path } = &mut self.spill
+            && let Err(e) = file.write_all(chunk)
         {
-            self.drop_spill();
+            let why = format!("cannot write {}: {e}", path.display());
+            self.drop_spill_as(Spill::Failed(why));
         }
     }
 
-    /// Creates this stream's spill file. A failure only costs the spill (the stream is
-    /// then reported with its tail alone), so its reason is not kept.
-    fn open_spill(&self, dir: &mut SpillDir) -> Option<(PathBuf, File)> {
-        let path = dir.get().ok()?.join(self.name);
-        let file = private_dir::create_private_file(&path).ok()?;
-        Some((path, file))
+    /// Creates this stream's spill file, or says why it cannot be.
+    fn open_spill(&self, dir: &mut SpillDir) -> Result<(PathBuf, File), String> {
+        let path = dir
+            .get()
+            .map_err(|e| format!("cannot create the spill directory: {e}"))?
+            .join(self.name);
+        let file = private_dir::create_private_file(&path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        Ok((path, file))
     }
 
-    fn drop_spill(&mut self) {
+    /// Deletes the spill file, if one is being written, and leaves the spill as `then`.
+    fn drop_spill_as(&mut self, then: Spill) {
         if let Spill::Writing { path, .. } = &self.spill {
             let _ = std::fs::remove_file(path);
         }
-        self.spill = Spill::Dropped;
+        self.spill = then;
+    }
+
+    fn drop_spill(&mut self) {
+        self.drop_spill_as(Spill::Dropped);
     }
 
     /// The live copy, when the stream is passed through.
@@ -211,17 +233,19 @@ impl Capture {
     }
 
     pub fn finish(self) -> Captured {
-        let spill_path = match self.spill {
+        let (spill_path, spill_error) = match self.spill {
             Spill::Writing { path, file } => {
                 drop(file);
-                Some(path)
+                (Some(path), None)
             }
-            _ => None,
+            Spill::Failed(why) => (None, Some(why)),
+            Spill::None | Spill::Dropped => (None, None),
         };
         Captured {
             tail: self.tail.bytes().to_vec(),
             truncated: self.total > self.max_output,
             spill_path,
+            spill_error,
             sha256: self.digest.finish(),
             bytes: self.total,
         }
@@ -434,6 +458,7 @@ mod tests {
             tail: "é€x".as_bytes()[1..].to_vec(),
             truncated: true,
             spill_path: None,
+            spill_error: None,
             sha256: [0; 32],
             bytes: 0,
         };
@@ -442,6 +467,7 @@ mod tests {
             tail: b"a\xffb".to_vec(),
             truncated: false,
             spill_path: None,
+            spill_error: None,
             sha256: [0; 32],
             bytes: 0,
         };

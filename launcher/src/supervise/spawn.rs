@@ -209,7 +209,7 @@ fn fork_child(cgroup: Option<RawFd>) -> io::Result<Option<Pid>> {
             };
             // SAFETY: clone3 without CLONE_VM and without a stack behaves as fork: the
             // child continues here on a copy of this address space. The launcher has one
-            // thread (supervise.rs), so no lock can be held by a thread that does not
+            // thread (supervise/mod.rs), so no lock can be held by a thread that does not
             // exist in the child, and the child may allocate before it executes. `args`
             // lives across the call and its size is passed with it.
             unsafe {

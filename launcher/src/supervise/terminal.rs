@@ -7,7 +7,27 @@
 
 use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::{Pid, getpgrp, isatty, tcgetpgrp, tcsetpgrp};
-use std::io::stdin;
+use std::io::{stderr, stdin, stdout};
+
+/// Whether any of stdin, stdout and stderr is a terminal.
+pub fn any_stdio_is_a_terminal() -> bool {
+    isatty(stdin()).unwrap_or(false)
+        || isatty(stdout()).unwrap_or(false)
+        || isatty(stderr()).unwrap_or(false)
+}
+
+/// Keeps the terminal from stopping `stockade run`: a command that takes the
+/// terminal's foreground (through any descriptor on it) and turns on `TOSTOP` would stop
+/// the launcher at its next write there (SIGTTOU), and with it the timeout and the
+/// report. Ignored, the write goes through. The launcher never reads the terminal; SIGTTIN
+/// is ignored too. The command gets the default dispositions back before it executes.
+pub fn ignore_stop_signals() {
+    // SAFETY: installs the ignore disposition for two signals; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+        libc::signal(libc::SIGTTIN, libc::SIG_IGN);
+    }
+}
 
 /// Whether stdin is a terminal whose foreground process group is the launcher's.
 pub fn owns_foreground() -> bool {

@@ -469,40 +469,8 @@ fn blocks(
             (JEQ_K, PERSONALITY_QUERY, ALLOW, EPERM),
         ],
     );
-    // The ioctl command is an unsigned int in the kernel.
-    let mut ioctl = vec![load_arg(1), (JEQ_K, TIOCSTI, EPERM, To::Next)];
-    if policy.mode() == Mode::ReadOnly {
-        ioctl.extend(SETATTR_IOCTLS.map(|cmd| (JEQ_K, cmd, EPERM, To::Next)));
-    }
-    ioctl.extend([
-        (JEQ_K, FIOSETOWN, EPERM, To::Next),
-        (JEQ_K, SIOCSPGRP, EPERM, To::Next),
-        (JEQ_K, TIOCLINUX, EPERM, ALLOW),
-    ]);
-    block(Ioctl, &ioctl);
-    let unix = libc::AF_UNIX as u32;
-    // socket(family, type, protocol): the family is an int.
-    let mut socket = vec![load_arg(0)];
-    if !policy.allow_unix_sockets() {
-        socket.push((JEQ_K, unix, EACCES, To::Next));
-    }
-    match policy.network() {
-        Network::Allow => socket.push(ret(RET_ALLOW)),
-        Network::Deny if !policy.tcp_sockets() => {
-            socket.push((JEQ_K, unix, ALLOW, EACCES));
-        }
-        Network::Deny => {
-            // TCP stays creatable so that Landlock can allow the named ports (and deny
-            // every other connect and bind); every other family, type and protocol (UDP,
-            // raw, MPTCP, ...) is refused here.
-            let inet = To::Label(InetSocket);
-            socket.extend([
-                (JEQ_K, unix, ALLOW, To::Next),
-                (JEQ_K, libc::AF_INET as u32, inet, To::Next),
-                (JEQ_K, libc::AF_INET6 as u32, inet, EACCES),
-            ]);
-        }
-    }
+    block(Ioctl, &ioctl_checks(policy));
+    let socket = socket_checks(policy);
     let deny = policy.network() == Network::Deny;
     if deny || !policy.allow_unix_sockets() {
         block(Socket, &socket);
@@ -563,16 +531,7 @@ fn blocks(
                 ],
             );
         }
-        block(
-            Setsockopt,
-            &[
-                load_arg(1),
-                (JEQ_K, libc::IPPROTO_TCP as u32, To::Next, ALLOW),
-                load_arg(2),
-                (JEQ_K, libc::TCP_FASTOPEN as u32, EPERM, To::Next),
-                (JEQ_K, libc::TCP_FASTOPEN_CONNECT as u32, EPERM, ALLOW),
-            ],
-        );
+        block(Setsockopt, &setsockopt_checks());
     }
     let groups = outside.groups();
     if !groups.is_empty() {
@@ -589,6 +548,62 @@ fn blocks(
     block(Eacces, &[ret(ret_errno(libc::EACCES))]);
     block(Eopnotsupp, &[ret(ret_errno(libc::EOPNOTSUPP))]);
     block(Enosys, &[ret(ret_errno(libc::ENOSYS))]);
+}
+
+/// The ioctl block: TIOCSTI, owner and process-group changes, the console's ioctl,
+/// and in read-only mode the attribute-setting ioctls.
+fn ioctl_checks(policy: &Policy) -> Vec<bpf::Insn<Label>> {
+    // The ioctl command is an unsigned int in the kernel.
+    let mut ioctl = vec![load_arg(1), (JEQ_K, TIOCSTI, EPERM, To::Next)];
+    if policy.mode() == Mode::ReadOnly {
+        ioctl.extend(SETATTR_IOCTLS.map(|cmd| (JEQ_K, cmd, EPERM, To::Next)));
+    }
+    ioctl.extend([
+        (JEQ_K, FIOSETOWN, EPERM, To::Next),
+        (JEQ_K, SIOCSPGRP, EPERM, To::Next),
+        (JEQ_K, TIOCLINUX, EPERM, ALLOW),
+    ]);
+    ioctl
+}
+
+/// The socket block: the families and, with the network denied, the TCP sockets
+/// Landlock then judges by port.
+fn socket_checks(policy: &Policy) -> Vec<bpf::Insn<Label>> {
+    let unix = libc::AF_UNIX as u32;
+    // socket(family, type, protocol): the family is an int.
+    let mut socket = vec![load_arg(0)];
+    if !policy.allow_unix_sockets() {
+        socket.push((JEQ_K, unix, EACCES, To::Next));
+    }
+    match policy.network() {
+        Network::Allow => socket.push(ret(RET_ALLOW)),
+        Network::Deny if !policy.tcp_sockets() => {
+            socket.push((JEQ_K, unix, ALLOW, EACCES));
+        }
+        Network::Deny => {
+            // TCP stays creatable so that Landlock can allow the named ports (and deny
+            // every other connect and bind); every other family, type and protocol (UDP,
+            // raw, MPTCP, ...) is refused here.
+            let inet = To::Label(InetSocket);
+            socket.extend([
+                (JEQ_K, unix, ALLOW, To::Next),
+                (JEQ_K, libc::AF_INET as u32, inet, To::Next),
+                (JEQ_K, libc::AF_INET6 as u32, inet, EACCES),
+            ]);
+        }
+    }
+    socket
+}
+
+/// The setsockopt block: TCP Fast Open (data sent with the connect) refused.
+fn setsockopt_checks() -> [bpf::Insn<Label>; 5] {
+    [
+        load_arg(1),
+        (JEQ_K, libc::IPPROTO_TCP as u32, To::Next, ALLOW),
+        load_arg(2),
+        (JEQ_K, libc::TCP_FASTOPEN as u32, EPERM, To::Next),
+        (JEQ_K, libc::TCP_FASTOPEN_CONNECT as u32, EPERM, ALLOW),
+    ]
 }
 
 /// The one filter `policy` needs, keeping signals from the processes `outside` names;

@@ -877,6 +877,34 @@ fn main() {
             let sub = 7u8; // TIOCL_GETSHIFTSTATE-like read-only subcode
             report(unsafe { libc::ioctl(0, libc::TIOCLINUX, &sub) } as i64)
         }
+        // Makes its own group the foreground of the terminal on stdout (SIGTTOU ignored,
+        // as a background group must), turns on TOSTOP so that any other group writing
+        // to it is stopped, prints the result, then waits to be ended (or, with
+        // `then-exit`, exits).
+        "take-terminal" => {
+            let taken = unsafe {
+                libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+                let mut t: libc::termios = std::mem::zeroed();
+                if libc::tcsetpgrp(1, libc::getpgrp()) == 0 && libc::tcgetattr(1, &mut t) == 0 {
+                    t.c_lflag |= libc::TOSTOP;
+                    libc::tcsetattr(1, libc::TCSANOW, &t)
+                } else {
+                    -1
+                }
+            };
+            if taken < 0 {
+                println!(
+                    "errno {}",
+                    errno_name(Error::last_os_error().raw_os_error().unwrap_or(0))
+                );
+            } else {
+                println!("ok");
+            }
+            if args.get(1).map(String::as_str) != Some("then-exit") {
+                std::thread::sleep(std::time::Duration::from_secs(600));
+            }
+            exit(0)
+        }
         "session" => {
             let (sid, pid) = unsafe { (libc::getsid(0), libc::getpid()) };
             println!("{}", if sid == pid { "leader" } else { "member" });

@@ -3,7 +3,10 @@
 //! `HTTP_PROXY` and `ALL_PROXY`, and prints one line per result:
 //!
 //! - `connect HOST PORT MSG`: `CONNECT HOST:PORT` through `$HTTPS_PROXY`, then sends MSG
-//!   and prints the status code and what came back (`200 echo MSG`, or `403`);
+//!   and prints the status code and what came back (`200 echo MSG`, or `403`; `502`
+//!   with the first line of the proxy's explanation);
+//! - `why HOST PORT`: `CONNECT HOST:PORT`, printing the status and the first line of the
+//!   proxy's explanation (for a refusal);
 //! - `socks HOST PORT MSG`: the same through `$ALL_PROXY` (SOCKS5 with the name): prints
 //!   the reply code and what came back (`0 echo MSG`, or `2`);
 //! - `get URL [follow]`: a plain HTTP GET through `$HTTP_PROXY`; with `follow`, a
@@ -70,11 +73,31 @@ fn connect(host: &str, port: &str, msg: &str) -> String {
     )
     .unwrap();
     let code = status(&read_head(&mut s));
-    if code == "200" {
-        format!("200 echo {}", echo(&mut s, msg.as_bytes()))
-    } else {
-        code
+    match code.as_str() {
+        "200" => format!("200 echo {}", echo(&mut s, msg.as_bytes())),
+        // The proxy says why it could not reach the host: the first line of its body.
+        "502" => format!("502 {}", first_body_line(&mut s)),
+        _ => code,
     }
+}
+
+/// The first line of what follows a response head.
+fn first_body_line(s: &mut TcpStream) -> String {
+    let mut body = String::new();
+    let _ = s.read_to_string(&mut body);
+    body.lines().next().unwrap_or("").to_string()
+}
+
+/// `CONNECT` answered with anything but 200: the status and the first line of the body.
+fn why(host: &str, port: &str) -> String {
+    let mut s = open("HTTPS_PROXY");
+    write!(
+        s,
+        "CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let code = status(&read_head(&mut s));
+    format!("{code} {}", first_body_line(&mut s))
 }
 
 fn socks(host: &str, port: u16, msg: &str) -> String {
@@ -141,6 +164,7 @@ fn main() {
     let port = |i: usize| -> u16 { arg(i).parse().expect("a port") };
     match arg(0) {
         "connect" => println!("{}", connect(arg(1), arg(2), arg(3))),
+        "why" => println!("{}", why(arg(1), arg(2))),
         "socks" => println!("{}", socks(arg(1), port(2), arg(3))),
         "get" => {
             for code in get(arg(1), args.get(2).is_some_and(|a| a == "follow")) {
