@@ -26,7 +26,8 @@
 # `cargo vendor`, as packaging/source-tree.sh does), the build is offline and uses only
 # those crates.
 #
-# The launcher finds the runner at $STOCKADE_RUNNER, else next to itself, else at
+# The launcher finds the runner at $STOCKADE_RUNNER, else next to itself, else in
+# ../libexec/stockade/ beside its bin directory, else at
 # /usr/libexec/stockade/stockade-runner: the layout below needs no configuration.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -8,8 +8,8 @@
 #      completes;
 #   4. purge it and check that no file of the package is left;
 #   5. build the RPM with rpmbuild from the same vendored source tree.
-# Installs what it needs with apt-get (dpkg-dev debhelper lintian rpm man-db
-# bash-completion file). Refuses to run where a stockade package is installed already,
+# Installs what it needs with apt-get (dpkg-dev debhelper dh-apparmor lintian rpm
+# rpmlint man-db bash-completion file). Refuses to run where a stockade package is installed already,
 # since it purges the package at the end. Prints its total time.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +25,7 @@ fi
 
 need=()
 for tool in dpkg-buildpackage:dpkg-dev dh:debhelper dh_apparmor:dh-apparmor lintian:lintian rpmbuild:rpm \
-    man:man-db file:file; do
+    rpmlint:rpmlint man:man-db file:file; do
     command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
 done
 [ -f /usr/share/bash-completion/bash_completion ] || need+=(bash-completion)
@@ -60,6 +60,9 @@ dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./postinst 2>/dev/null | grep -q 'appar
 # ... and unloaded on removal, which dh_apparmor leaves to the package (its prerm).
 dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./prerm 2>/dev/null | grep -q 'apparmor_parser -R' \
     || fail "the .deb's prerm does not unload the AppArmor profile"
+
+[ "$(dpkg-deb -f "$deb" Recommends)" = bash-completion ] \
+    || fail "the .deb does not recommend bash-completion"
 
 say "installing"
 dpkg -i "$deb" >/dev/null
@@ -151,11 +154,30 @@ bash -c '
     complete -p stockade >/dev/null
     COMP_WORDS=(stockade ex); COMP_CWORD=1; COMP_LINE="stockade ex"; COMP_POINT=11
     $(complete -p stockade | sed -n "s/.*-F \([^ ]*\).*/\1/p") stockade ex stockade
-    [ "${COMPREPLY[*]}" = explain ]
-' || fail "the bash completion does not load or does not complete 'stockade ex'"
+    [ "${COMPREPLY[*]}" = explain ] || exit 1
+    COMP_WORDS=(stockade run --mode ""); COMP_CWORD=3; COMP_LINE="stockade run --mode "
+    COMP_POINT=${#COMP_LINE}
+    $(complete -p stockade | sed -n "s/.*-F \([^ ]*\).*/\1/p") stockade "" --mode
+    [ "${COMPREPLY[*]}" = "read-only workspace-write danger-full-access" ]
+' || fail "the bash completion does not load, or does not complete 'stockade ex' and 'stockade run --mode '"
+
+# Root's control directory beneath /run, as an executor that never classified leaves
+# it: the purge removes it (it is provably stockade's), wherever /run is.
+if [ -e /run/stockade-0 ]; then
+    say "/run/stockade-0 exists already: not checking that the purge removes it"
+    made_run_dir=no
+else
+    (cd "$work" && env -u XDG_RUNTIME_DIR -u STOCKADE_CONTROL_DIR -u STOCKADE_RUNNER \
+        stockade confine --mode read-only -- true >/dev/null) \
+        || fail "stockade confine as root without XDG_RUNTIME_DIR"
+    ls -d /run/stockade-0/req-* >/dev/null 2>&1 || fail "no request left in /run/stockade-0"
+    made_run_dir=yes
+fi
 
 say "purging"
 dpkg --purge stockade >/dev/null
+[ "$made_run_dir" = no ] || [ ! -e /run/stockade-0 ] \
+    || fail "the purge left /run/stockade-0: $(ls -a /run/stockade-0)"
 left=()
 while IFS= read -r path; do
     # Directories other packages share (/usr, /usr/share/man/man1, ...) stay.
@@ -186,5 +208,13 @@ rpm -qp --scripts "$rpm" >"$work/rpm-scripts"
 grep -q 'apparmor_parser -r' "$work/rpm-scripts" || fail "the RPM does not load the AppArmor profile"
 grep -A8 '^preuninstall' "$work/rpm-scripts" | grep -q 'apparmor_parser -R' \
     || fail "the RPM does not unload the AppArmor profile on removal"
+sed -n '/^postuninstall/,$p' "$work/rpm-scripts" | grep -q 'purge_control_dirs /run' \
+    || fail "the RPM does not remove root's control directories on erase"
+# The project's placeholders (the .invalid URL and packager address, README: "Building
+# for a distribution") must be ones rpmlint accepts, as lintian accepts the Maintainer.
+rpmlint "$rpm" >"$work/rpmlint.out" 2>&1 || true
+if grep -Ei 'url|mail|packager|maintainer|changelog' "$work/rpmlint.out"; then
+    fail "rpmlint objects to the URL or an address (above)"
+fi
 
 say "passed in $(($(date +%s) - start)) s ($deb, $rpm)"

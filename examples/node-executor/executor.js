@@ -24,7 +24,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
-const CONTRACT = 1;
+const CONTRACT = 2;
 
 function parseArgs(argv) {
   const opts = {

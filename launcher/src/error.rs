@@ -120,7 +120,17 @@ impl fmt::Display for LauncherError {
                 )
             }
             LauncherError::CurrentDir(e) => {
-                write!(f, "cannot determine the current directory: {e}")
+                write!(f, "cannot determine the current directory: {e}")?;
+                if e.kind() == io::ErrorKind::PermissionDenied {
+                    // It or a directory on its way is closed to this user (a checkout
+                    // beneath /root run by another user): say what to do.
+                    let uid = nix::unistd::getuid().as_raw();
+                    write!(
+                        f,
+                        "; it or a directory above it is closed to uid {uid}: run stockade from a directory this user can reach"
+                    )?;
+                }
+                Ok(())
             }
             LauncherError::ReadInput { what, path, source } => {
                 write!(

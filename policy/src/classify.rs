@@ -840,7 +840,7 @@ mod tests {
         assert_eq!(
             j,
             serde_json::json!({
-                "contract": 1, "outcome": "denied", "mode": "read-only", "denied": true,
+                "contract": 2, "outcome": "denied", "mode": "read-only", "denied": true,
                 "runnerFailed": false, "detail": DENIED.trim_end(), "enforcement": "partial",
                 "evidence": "status-channel"
             })

@@ -40,7 +40,7 @@ pub struct RunnerFailureRule {
 
 /// The version of the executor-facing JSON (ConfinedArgv and the classify verdict).
 /// Executors check it; a change that alters the meaning of a field bumps it.
-pub const CONTRACT_VERSION: u32 = 1;
+pub const CONTRACT_VERSION: u32 = 2;
 
 /// Whether the runner's status can be trusted over what the command prints.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,7 +185,7 @@ mod tests {
             binding: None,
         };
         let v: serde_json::Value = serde_json::to_value(&c).unwrap();
-        assert_eq!(v["contract"], 1);
+        assert_eq!(v["contract"], 2);
         assert_eq!(v["statusPath"], "/run/user/0/stockade/req-x/status");
         assert_eq!(v["statusChannel"], "out-of-band");
         assert_eq!(v["notGranted"][0], "$TMPDIR / is not granted: too broad");

@@ -81,11 +81,12 @@ usage: stockade-runner --request FILE --sha256 HEX [--failure-tag TAG]
 The argv `stockade confine` prints gives all of these (under the namespace stage, after
 the stage's own arguments): spawn that argv as it is rather than the runner alone.
 Failures before the command starts print one line starting `stockade-runner: ` and exit
-125 (126: the program cannot be executed, 127: not found).
+125 (126: the program cannot be executed, 127: not found). The packages install it as
+/usr/libexec/stockade/stockade-runner, which is not on PATH.
 
 Examples:
   stockade confine --mode read-only -- ls /root > c.json
-  stockade-runner --explain \"$(jq -r '.argv[] | select(test(\"/request$\"))' c.json)\"
+  /usr/libexec/stockade/stockade-runner --explain \"$(jq -r '.argv[] | select(test(\"/request$\"))' c.json)\"
   mapfile -t argv < <(jq -r '.argv[]' c.json); \"${argv[@]}\"
 
 See stockade-runner(1) and stockade(1).

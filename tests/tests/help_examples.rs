@@ -15,7 +15,7 @@ use support::*;
 fn bash(fx: &Fixture, script: &str) -> Output {
     let path = format!(
         "{}:{}",
-        bin_dir().display(),
+        stockade_bin().parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
     let mut cmd = Command::new("bash");
@@ -202,7 +202,17 @@ fn the_runners_help_and_man_page_examples_run_as_written() {
     }
     let out = Command::new(runner_bin()).arg("--help").output().unwrap();
     assert_code(&out, 0);
+    // The runner is not on PATH once installed: the example names its installed path,
+    // which here is the one just built.
+    const INSTALLED: &str = "/usr/libexec/stockade/stockade-runner";
     let help = examples_of(&text(&out.stdout));
+    assert!(
+        help.lines()
+            .filter(|l| l.contains("stockade-runner"))
+            .all(|l| l.contains(&format!("{INSTALLED} "))),
+        "{help}"
+    );
+    let help = help.replace(INSTALLED, runner_bin().to_str().unwrap());
     let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/man/stockade-runner.1");
     let page = std::fs::read_to_string(page).unwrap();
     let man = page

@@ -159,7 +159,7 @@ fn sizes_take_binary_units() {
     let argv = ["run", "--json", "--max-output", "1K", "--max-spill", "64M"];
     let (out, json) = run_json(fx.stockade(argv).args(["--", "sh", "-c", script]));
     assert_code(&out, 0);
-    assert_eq!(json["contract"], 1, "{json}");
+    assert_eq!(json["contract"], 2, "{json}");
     assert_eq!(json["stdout"]["text"].as_str().unwrap().len(), 1024);
     let spill = json["stdout"]["spillPath"].as_str().unwrap();
     assert_eq!(std::fs::metadata(spill).unwrap().len(), 65536);

@@ -62,7 +62,7 @@ fn the_node_executor_gets_the_right_verdict_for_each_kind_of_outcome() {
     assert_eq!(r["stdout"], "hello\n");
     let v = &r["verdict"];
     assert_eq!(v["outcome"], "ok", "{r}");
-    assert_eq!(v["contract"], 1);
+    assert_eq!(v["contract"], 2);
     assert_eq!(v["mode"], "workspace-write");
     // Workspace-write holds `metadata` only through the namespace stage, which the
     // executor's default run uses where the machine allows it.

@@ -85,6 +85,8 @@ fn output_past_max_output_is_cut_to_its_tail_with_a_complete_private_spill_file(
         assert!(full.ends_with(tail) && tail.ends_with("99999\n100000\n"));
         let spill = spill_of(&json, stream).expect("a spill file");
         assert_eq!(std::fs::read_to_string(&spill).unwrap(), full, "{stream}");
+        // Its size is in the result.
+        assert_eq!(json[stream]["spillBytes"], full.len(), "{stream}");
         let mode = std::fs::metadata(&spill).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let dir = spill.parent().unwrap();
@@ -107,6 +109,7 @@ fn output_past_max_output_is_cut_to_its_tail_with_a_complete_private_spill_file(
     ]));
     assert_eq!(json["stdout"]["truncated"], false);
     assert_eq!(spill_of(&json, "stdout"), None);
+    assert_eq!(json["stdout"]["spillBytes"], serde_json::Value::Null);
     assert_eq!(json["stdout"]["text"], "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
 }
 
@@ -128,6 +131,7 @@ fn output_past_max_spill_keeps_only_the_tail_and_no_file() {
     assert_code(&out, 0);
     assert_eq!(json["stdout"]["truncated"], true);
     assert_eq!(spill_of(&json, "stdout"), None);
+    assert_eq!(json["stdout"]["spillBytes"], serde_json::Value::Null);
     assert!(
         json["stdout"]["text"]
             .as_str()

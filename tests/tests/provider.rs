@@ -85,7 +85,7 @@ fn confine_creates_an_empty_private_status_file_outside_every_writable_root() {
     let fx = Fixture::new();
     for mode in ["read-only", "workspace-write"] {
         let c = confine(&fx, &["--mode", mode], "true");
-        assert_eq!(c["contract"], 1);
+        assert_eq!(c["contract"], 2);
         assert_eq!(c["statusChannel"], "out-of-band", "{c}");
         let status = status_path(&c);
         let meta = std::fs::symlink_metadata(&status).unwrap();
@@ -128,7 +128,7 @@ fn a_confined_run_records_confined_and_classify_consumes_the_private_directory()
     assert_eq!(
         v,
         serde_json::json!({
-            "contract": 1, "outcome": "ok", "mode": "workspace-write", "denied": false,
+            "contract": 2, "outcome": "ok", "mode": "workspace-write", "denied": false,
             "runnerFailed": false, "detail": null, "enforcement": "partial",
             "evidence": "status-channel"
         })
@@ -375,10 +375,10 @@ fn classify_refuses_bad_input_with_one_line_and_exit_125() {
     let fx = Fixture::new();
     let c = confine(&fx, &[], "true");
     let mut wrong = c.clone();
-    wrong["contract"] = 2.into();
+    wrong["contract"] = 1.into();
     let bad_json = serde_json::json!({"argv": ["x"]});
     for (confined, facts, want) in [
-        (&wrong, &["--exit-code", "0"][..], "contract version 2"),
+        (&wrong, &["--exit-code", "0"][..], "contract version 1"),
         (&bad_json, &["--exit-code", "0"], "not ConfinedArgv JSON"),
         (&c, &["--signal", "SIGNOPE"], "is not a signal"),
         (&c, &[], "--exit-code"),

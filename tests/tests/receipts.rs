@@ -367,7 +367,7 @@ fn a_runs_stream_digests_are_those_of_the_bytes_it_produced() {
         ]));
         assert_code(&out, 0);
         let r = &json["receipt"];
-        assert_eq!(r["contract"], 1);
+        assert_eq!(r["contract"], 2);
         assert_eq!(r["mode"], mode);
         assert_eq!(r["exitCode"], 0);
         assert_eq!(r["timedOut"], false);

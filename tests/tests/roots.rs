@@ -8,22 +8,6 @@ mod support;
 use std::path::{Path, PathBuf};
 use support::*;
 
-/// Copies a built binary to `dir/name` (creating `dir`), executable.
-fn copy_binary(from: &Path, dir: &Path, name: &str) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let to = dir.join(name);
-    // Copied by another process: a descriptor open for writing in this one would be
-    // inherited by whatever a parallel test forks at that moment, and executing the copy
-    // would then fail with ETXTBSY ("Text file busy") until that child execs.
-    let st = std::process::Command::new("cp")
-        .arg(from)
-        .arg(&to)
-        .status()
-        .unwrap();
-    assert!(st.success(), "cp {} {}", from.display(), to.display());
-    to
-}
-
 /// The one `stockade: ` refusal line, asserting exit 125 and that nothing else was said.
 #[track_caller]
 fn refusal(out: &std::process::Output) -> String {

@@ -703,6 +703,15 @@ fn as_an_ordinary_user_the_stage_runs_in_a_user_namespace_with_the_same_protecti
         return;
     }
     let fx = Fixture::staged();
+    if let Some(why) = unreachable_by(
+        NOBODY,
+        &[&stockade_bin(), &runner_bin(), fx.root.parent().unwrap()],
+    ) {
+        eprintln!(
+            "SKIPPED ({why}): as_an_ordinary_user_the_stage_runs_in_a_user_namespace_with_the_same_protections"
+        );
+        return;
+    }
     std::fs::write(fx.ws.join(".envrc"), "export A=1\n").unwrap();
     std::fs::write(fx.outside.join("f"), "x").unwrap();
     std::fs::create_dir(fx.root.join("home")).unwrap();

@@ -122,6 +122,62 @@ fn keep_background_reports_and_leaves_them_running() {
     assert_eq!(alive.len(), 2, "{alive:?}");
 }
 
+#[test]
+fn in_text_mode_one_marker_says_how_many_background_processes_were_ended() {
+    const BACKGROUND: &str =
+        "setsid sleep 1000 >/dev/null 2>&1 & (exec sleep 1001 >/dev/null 2>&1 &); exit 0";
+    const MARKER: &str = "background process";
+    for containment in
+        containments("in_text_mode_one_marker_says_how_many_background_processes_were_ended")
+    {
+        let fx = Fixture::new();
+        let tag = unique_tag("text-left");
+        let out = output_within(&mut tagged_run(
+            &fx,
+            &tag,
+            &["--containment", containment],
+            BACKGROUND,
+        ));
+        assert_code(&out, 0);
+        let err = text(&out.stderr);
+        let markers: Vec<&str> = err.lines().filter(|l| l.contains(MARKER)).collect();
+        assert_eq!(
+            markers,
+            vec![
+                "[sandbox: ended 2 background processes the command left running; --keep-background keeps them]"
+            ],
+            "{containment}: {err}"
+        );
+        assert_eq!(tagged_processes(&tag), vec![], "{containment}: survivors");
+
+        // Controls: nothing left behind, nothing said; kept, the cleanup marker says so
+        // instead, and they still run.
+        let out = output_within(&mut tagged_run(
+            &fx,
+            &tag,
+            &["--containment", containment],
+            "sleep 0; exit 0",
+        ));
+        assert_code(&out, 0);
+        assert!(!text(&out.stderr).contains(MARKER), "{}", text(&out.stderr));
+        let out = output_within(&mut tagged_run(
+            &fx,
+            &tag,
+            &["--containment", containment, "--keep-background"],
+            BACKGROUND,
+        ));
+        let alive = tagged_processes(&tag);
+        kill_tagged(&tag);
+        let err = text(&out.stderr);
+        assert!(!err.contains(MARKER), "{containment}: {err}");
+        assert!(
+            err.contains("cleanup unknown (kept)"),
+            "{containment}: {err}"
+        );
+        assert_eq!(alive.len(), 2, "{containment}: {alive:?}");
+    }
+}
+
 fn cgroup2_mount() -> String {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
     mounts
@@ -1260,6 +1316,13 @@ fn an_ordinary_user_uses_a_cgroup_subtree_delegated_to_them() {
     }
     const NOBODY: u32 = 65534;
     let fx = Fixture::new();
+    if let Some(why) = unreachable_by(
+        NOBODY,
+        &[&stockade_bin(), &runner_bin(), fx.root.parent().unwrap()],
+    ) {
+        eprintln!("SKIPPED ({why}): an_ordinary_user_uses_a_cgroup_subtree_delegated_to_them");
+        return;
+    }
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fx.root, std::fs::Permissions::from_mode(0o755)).unwrap();
     for d in [&fx.ws, &fx.runtime] {

@@ -236,7 +236,7 @@ export class StockadeSandboxProvider extends SandboxProvider {
     } catch (error) {
       throw new SandboxUnavailableError(policy.mode, `stockade confine printed no ConfinedArgv: ${String(error)}`)
     }
-    if (confined.contract !== 1 || !Array.isArray(confined.argv) || confined.enforcement === undefined) {
+    if (confined.contract !== 2 || !Array.isArray(confined.argv) || confined.enforcement === undefined) {
       throw new SandboxUnavailableError(policy.mode, 'stockade confine printed an unexpected ConfinedArgv')
     }
     if (confined.statusPath !== undefined) {

@@ -28,14 +28,23 @@ pub struct Cli {
     pub command: Command,
 }
 
-const AFTER_HELP: &str = "Examples:
+/// The end of `stockade --help`. Its `Environment:` block is also the ENVIRONMENT section
+/// of stockade(1) (packaging/docgen reads it from here): one line per variable, the name,
+/// two spaces or more, what it does.
+pub const AFTER_HELP: &str = "Examples:
   stockade run -- bash -c 'echo hi > out.txt'    # writes only beneath the current directory
   stockade run --mode read-only --timeout 30s -- make -n
   stockade probe                                 # what this kernel can enforce
 
 Exit codes: the command's own code; 124 timed out; 125 stockade or its runner failed (nothing ran); \
-126 the program could not be executed; 127 the program was not found; 128+N killed by signal N.\n\
-The runner is looked up in $STOCKADE_RUNNER, then next to this executable, then in /usr/libexec/stockade/.";
+126 the program could not be executed; 127 the program was not found; 128+N killed by signal N.
+
+Environment:
+  STOCKADE_RUNNER       The runner to use. Otherwise stockade-runner next to this executable, else ../libexec/stockade/stockade-runner beside its bin directory, else /usr/libexec/stockade/stockade-runner.
+  STOCKADE_CONTROL_DIR  The control directory, which holds every request, status and spill file (an absolute path, private to the user). Otherwise $XDG_RUNTIME_DIR/stockade, else /run/user/UID/stockade, else /run/stockade-0 for root, else ~/.local/state/stockade. Never beneath /tmp, /dev/shm or a $TMPDIR a command could be granted: there, or anywhere not private, it is an error, never a move elsewhere.
+  XDG_RUNTIME_DIR       When set (absolute) and STOCKADE_CONTROL_DIR is not, the control directory is $XDG_RUNTIME_DIR/stockade.
+  HOME                  The last control directory, ~/.local/state/stockade; and a home (this one and the one in /etc/passwd) or an ancestor of one is a broad root, refused as a writable root without --allow-broad-root.
+  TMPDIR                The command's $TMPDIR is writable in workspace-write only when it is safe: a directory of the user's beneath /tmp, /var/tmp, /dev/shm, /run/user/UID or the home, not a broad root, reached through no link another user or a command could have planted; otherwise it is left out and named in notGranted.";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -92,7 +101,9 @@ pub struct ProbeArgs {
 #[derive(Args, Debug, Clone)]
 pub struct PolicyArgs {
     /// Sandbox mode: read-only, workspace-write or danger-full-access.
-    #[arg(long, value_name = "MODE", default_value_t = Mode::WorkspaceWrite)]
+    #[arg(long, value_name = "MODE", default_value_t = Mode::WorkspaceWrite,
+        value_parser = MODES,
+        hide_possible_values = true)]
     pub mode: Mode,
     /// Workspace root, writable in workspace-write mode [default: the current directory].
     #[arg(long, value_name = "DIR")]
@@ -102,7 +113,8 @@ pub struct PolicyArgs {
     pub writable: Vec<PathBuf>,
     /// Network in the confined modes: allow or deny [default: deny; refused with
     /// danger-full-access, which confines nothing].
-    #[arg(long, value_name = "allow|deny")]
+    #[arg(long, value_name = "allow|deny", value_parser = NETWORKS,
+        hide_possible_values = true)]
     pub network: Option<Network>,
     /// With the network denied, still allow outgoing TCP to PORT (repeatable; needs
     /// Landlock ABI 4, else nothing runs; refused with --network allow, where every port
@@ -145,7 +157,8 @@ pub struct PolicyArgs {
     pub no_default_protect: bool,
     /// /tmp: shared (the machine's) or private (empty, the command's own, gone after it;
     /// needs namespaces, else nothing runs) [default: shared].
-    #[arg(long = "tmp", value_name = "shared|private")]
+    #[arg(long = "tmp", value_name = "shared|private",
+        value_parser = TMP_MODES, hide_possible_values = true)]
     pub tmp: Option<TmpMode>,
     /// Require a pid namespace: no other process can be seen (else nothing runs)
     /// [default: one where namespaces are available].
@@ -311,10 +324,10 @@ pub enum InheritEnvRule {
 #[derive(Args, Debug, Clone)]
 pub struct SuperviseArgs {
     /// End the command (and everything it started) after DURATION: 500ms, 30s, 2m, 1h.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = super::duration::parse)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = DURATIONS, hide_possible_values = true)]
     pub timeout: Option<Duration>,
     /// Time between SIGTERM and SIGKILL when ending the command.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = super::duration::parse, default_value = "3s")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = DURATIONS, default_value = "3s", hide_possible_values = true)]
     pub grace: Duration,
     /// How to hold everything the command starts: a cgroup v2 group when one can be
     /// created (auto), or a subreaper and process group.
@@ -464,6 +477,62 @@ impl CommandArgs {
         }
     }
 }
+
+/// A value parsed as before (the parser's message names the accepted spellings) that
+/// also lists its spellings, or for a free-form value some examples, so that the
+/// generated completions offer those instead of file names.
+#[derive(Clone)]
+struct Choices<T> {
+    names: &'static [&'static str],
+    parse: fn(&str) -> Result<T, String>,
+}
+
+impl<T> Choices<T> {
+    const fn new(names: &'static [&'static str], parse: fn(&str) -> Result<T, String>) -> Self {
+        Choices { names, parse }
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> clap::builder::TypedValueParser for Choices<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let parse = self.parse;
+        clap::builder::StringValueParser::new()
+            .try_map(move |s: String| parse(&s))
+            .parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            self.names
+                .iter()
+                .map(|n| clap::builder::PossibleValue::new(*n)),
+        ))
+    }
+}
+
+/// `--mode`, `--network`, `--tmp` by their own spellings; durations by examples.
+const MODES: Choices<Mode> = Choices::new(
+    &["read-only", "workspace-write", "danger-full-access"],
+    |s| {
+        s.parse()
+            .map_err(|e: stockade_policy::mode::UnknownMode| e.to_string())
+    },
+);
+const NETWORKS: Choices<Network> = Choices::new(&["allow", "deny"], |s| s.parse());
+const TMP_MODES: Choices<TmpMode> = Choices::new(&["shared", "private"], |s| s.parse());
+const DURATIONS: Choices<Duration> = Choices::new(
+    &["500ms", "10s", "30s", "2m", "10m", "1h"],
+    super::duration::parse,
+);
 
 #[cfg(test)]
 mod tests {

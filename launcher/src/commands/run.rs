@@ -20,7 +20,9 @@ use stockade_policy::descriptors::OpenOutside;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
 use stockade_policy::network_denials::DenialLog;
-use stockade_policy::receipt::{BindingUnverifiable, Receipt, StreamDigest};
+use stockade_policy::receipt::{
+    BindingUnverifiable, Cleanup, Receipt, StreamDigest, UnknownCleanup,
+};
 use stockade_policy::stage_report::RootChange;
 
 /// Runs the command and returns the exit code `stockade run` should exit with.
@@ -296,6 +298,39 @@ fn exit_code(settled: &Settled, verdict: &SandboxVerdict) -> i32 {
     }
 }
 
+/// Processes the command left running when it exited, which stockade then ended, said in
+/// text mode as JSON says them in `leftBehind`: a command that starts a server in the background and exits
+/// would otherwise see it vanish without a word. Kept ones (`--keep-background`) have the
+/// cleanup marker instead; the stage's init, which only reaps, is not the command's.
+fn background_marker(settled: &Settled) -> Option<String> {
+    // A timeout or a signal to stockade ends everything, and its own marker says so.
+    if settled.timed_out || settled.aborted.is_some() {
+        return None;
+    }
+    if matches!(
+        settled.cleanup,
+        Cleanup::Unknown {
+            reason: UnknownCleanup::Kept,
+            ..
+        }
+    ) {
+        return None;
+    }
+    let ended = settled
+        .left_behind
+        .iter()
+        .filter(|m| m.command != crate::supervise::containment::STAGE_INIT)
+        .count();
+    let what = match ended {
+        0 => return None,
+        1 => "1 background process".to_string(),
+        n => format!("{n} background processes"),
+    };
+    Some(format!(
+        "[sandbox: ended {what} the command left running; --keep-background keeps them]"
+    ))
+}
+
 fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig)
         .map(|s| s.as_str().to_string())
@@ -329,6 +364,7 @@ fn markers(
     if let Some(sig) = settled.signal {
         lines.push(format!("[killed by signal: {}]", signal_name(sig)));
     }
+    lines.extend(background_marker(settled));
     lines.extend(settled.cleanup.marker());
     if let Some(code) = settled.exit_code {
         // Stockade's own 125 (the runner failed: the command did not run) is not the
@@ -376,6 +412,9 @@ struct StreamResult {
     text: String,
     truncated: bool,
     spill_path: Option<String>,
+    /// The spill file's size as it was left for the caller (at most `--max-spill`), so a
+    /// caller knows what it holds on disk without looking.
+    spill_bytes: Option<u64>,
     /// Why the spill file could not be written (a full disk): then only `text` was kept,
     /// and the receipt's digest still covers every byte.
     spill_error: Option<String>,
@@ -390,6 +429,11 @@ impl From<&Captured> for StreamResult {
                 .spill_path
                 .as_ref()
                 .map(|p| p.to_string_lossy().into_owned()),
+            spill_bytes: c
+                .spill_path
+                .as_ref()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len()),
             spill_error: c.spill_error.clone(),
         }
     }

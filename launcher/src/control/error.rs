@@ -14,6 +14,17 @@ pub enum ControlError {
     RunnerMissing {
         path: PathBuf,
         hint: &'static str,
+        /// The other places looked at first, where nothing was.
+        also: Vec<PathBuf>,
+    },
+    /// The runner may exist, but this user cannot reach or execute it.
+    RunnerUnreachable {
+        path: PathBuf,
+        uid: u32,
+        /// The first directory on the way (or the file) that does not let the user through.
+        blocked: PathBuf,
+        /// Its mode and owner, when they can be read.
+        how: Option<String>,
     },
     /// The directory that holds request files is unusable.
     PrivateDir {
@@ -45,8 +56,31 @@ pub enum ControlError {
 impl fmt::Display for ControlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ControlError::RunnerMissing { path, hint } => {
-                write!(f, "stockade-runner not found at {}: {hint}", path.display())
+            ControlError::RunnerMissing { path, hint, also } => {
+                write!(f, "stockade-runner not found at {}", path.display())?;
+                if !also.is_empty() {
+                    let also: Vec<String> = also.iter().map(|p| p.display().to_string()).collect();
+                    write!(f, " (nor at {})", also.join(" or "))?;
+                }
+                write!(f, ": {hint}")
+            }
+            ControlError::RunnerUnreachable {
+                path,
+                uid,
+                blocked,
+                how,
+            } => {
+                let how = how.as_ref().map(|h| format!(" ({h})")).unwrap_or_default();
+                let what = if blocked == path {
+                    format!("uid {uid} may not execute it{how}")
+                } else {
+                    format!("{} does not let uid {uid} through{how}", blocked.display())
+                };
+                write!(
+                    f,
+                    "stockade-runner at {} cannot be reached by uid {uid}: {what}; install stockade where every user can reach it (the packages put the runner in /usr/libexec/stockade/), make that directory searchable by this user, or set $STOCKADE_RUNNER to a runner this user can execute",
+                    path.display()
+                )
             }
             ControlError::PrivateDir { path, reason } => write!(
                 f,

@@ -1,5 +1,7 @@
 //! Finding `stockade-runner`: `$STOCKADE_RUNNER` when set, else next to this executable
-//! (so `cargo build` output works without installing), else the distro's libexec path.
+//! (so `cargo build` output works without installing), else `../libexec/stockade/`
+//! beside this executable's directory (an install tree moved as a whole), else the
+//! distro's libexec path.
 
 use crate::control::error::ControlError;
 use crate::error::LauncherError;
@@ -46,33 +48,112 @@ pub fn launcher() -> std::io::Result<PathBuf> {
     .map_err(|(kind, msg)| std::io::Error::new(kind, msg))
 }
 
-/// The absolute, canonical path of the runner to put in ConfinedArgv.
+/// The absolute, canonical path of the runner to put in ConfinedArgv: `$STOCKADE_RUNNER`,
+/// else next to this launcher (a `cargo build` tree), else in the libexec directory of
+/// this launcher's own prefix (an install tree moved as a whole: `PREFIX/bin/stockade`
+/// with `PREFIX/libexec/stockade/stockade-runner`), else the system path.
 pub fn runner() -> Result<PathBuf, LauncherError> {
+    find_runner().map_err(LauncherError::from)
+}
+
+fn find_runner() -> Result<PathBuf, ControlError> {
     if let Some(explicit) = std::env::var_os(RUNNER_ENV).filter(|v| !v.is_empty()) {
         return executable(Path::new(&explicit), "check $STOCKADE_RUNNER");
     }
-    let sibling = launcher()
-        .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join(RUNNER_NAME)));
-    if let Some(sibling) = sibling.filter(|p| p.exists()) {
+    let own = launcher().ok();
+    let sibling = sibling_of(own.as_deref());
+    if let Some(sibling) = sibling.filter(|p| present(p)) {
         return executable(&sibling, "reinstall stockade or set $STOCKADE_RUNNER");
+    }
+    let in_prefix = own.as_deref().and_then(prefix_runner);
+    if let Some(in_prefix) = in_prefix.as_ref().filter(|p| present(p)) {
+        return executable(in_prefix, "reinstall stockade or set $STOCKADE_RUNNER");
     }
     executable(
         Path::new(LIBEXEC_RUNNER),
-        "install it next to stockade or set $STOCKADE_RUNNER to its path",
+        "install it next to stockade, in ../libexec/stockade/ beside stockade's bin directory, or set $STOCKADE_RUNNER to its path",
     )
+    .map_err(|e| match e {
+        ControlError::RunnerMissing { path, hint, .. } => ControlError::RunnerMissing {
+            path,
+            hint,
+            also: sibling_of(own.as_deref())
+                .into_iter()
+                .chain(in_prefix)
+                .filter(|p| p != Path::new(LIBEXEC_RUNNER))
+                .collect(),
+        },
+        other => other,
+    })
 }
 
-fn executable(path: &Path, hint: &'static str) -> Result<PathBuf, LauncherError> {
+fn sibling_of(launcher: Option<&Path>) -> Option<PathBuf> {
+    launcher
+        .and_then(Path::parent)
+        .map(|dir| dir.join(RUNNER_NAME))
+}
+
+/// `PREFIX/libexec/stockade/stockade-runner` for a launcher at `PREFIX/bin/stockade`.
+fn prefix_runner(launcher: &Path) -> Option<PathBuf> {
+    let bin = launcher.parent()?;
+    let prefix = bin.parent()?;
+    Some(prefix.join("libexec/stockade").join(RUNNER_NAME))
+}
+
+/// Whether something is at `path`, or might be beyond a directory this user cannot
+/// search (then the lookup stops there, to say so, rather than silently trying the next
+/// place).
+fn present(path: &Path) -> bool {
+    match path.symlink_metadata() {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::PermissionDenied,
+    }
+}
+
+fn executable(path: &Path, hint: &'static str) -> Result<PathBuf, ControlError> {
     use std::os::unix::fs::PermissionsExt;
     let missing = || ControlError::RunnerMissing {
         path: path.to_path_buf(),
         hint,
+        also: Vec::new(),
     };
-    let canonical = path.canonicalize().map_err(|_| missing())?;
+    let canonical = match path.canonicalize() {
+        Ok(canonical) => canonical,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(unreachable(path));
+        }
+        Err(_) => return Err(missing()),
+    };
     let meta = canonical.metadata().map_err(|_| missing())?;
     if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
-        return Err(missing().into());
+        return Err(missing());
+    }
+    if nix::unistd::access(&canonical, nix::unistd::AccessFlags::X_OK).is_err() {
+        return Err(unreachable(&canonical));
     }
     Ok(canonical)
+}
+
+/// The runner at `path` exists or may, but this user cannot reach or execute it: which
+/// directory (or the file itself) stops them, with its mode and owner.
+fn unreachable(path: &Path) -> ControlError {
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::getuid().as_raw();
+    let mut chain: Vec<&Path> = path.ancestors().collect();
+    chain.reverse();
+    let x_ok = |p: &Path| nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok();
+    let blocked = chain
+        .into_iter()
+        .find(|p| !x_ok(p))
+        .unwrap_or(path)
+        .to_path_buf();
+    let how = std::fs::metadata(&blocked)
+        .map(|m| format!("mode {:04o}, owner uid {}", m.mode() & 0o7777, m.uid()))
+        .ok();
+    ControlError::RunnerUnreachable {
+        path: path.to_path_buf(),
+        uid,
+        blocked,
+        how,
+    }
 }

@@ -377,6 +377,15 @@ mod tests {
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        // A checkout beneath /tmp: the control binary must lie outside it (the home).
+        let shared = ["/tmp", "/var/tmp", "/dev/shm"]
+            .iter()
+            .filter_map(|d| Path::new(d).canonicalize().ok())
+            .any(|d| target.canonicalize().is_ok_and(|t| t.starts_with(d)));
+        let target = match std::env::var_os("HOME") {
+            Some(home) if shared => PathBuf::from(home).join(".cache/stockade-e2e"),
+            _ => target,
+        };
         let dir = target.join(format!("placement-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("ws")).unwrap();

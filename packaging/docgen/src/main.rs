@@ -115,22 +115,17 @@ fn top_page(cmd: &clap::Command, w: &mut dyn Write) -> std::io::Result<()> {
             .text([roman(*meaning)]);
     }
     roff.control("SH", ["ENVIRONMENT"]);
-    roff.control("TP", [])
-        .text([bold("STOCKADE_RUNNER")])
-        .text([roman(
-            "The runner to use. Otherwise stockade-runner next to the stockade executable, else /usr/libexec/stockade/stockade-runner.",
-        )]);
-    roff.control("TP", [])
-        .text([bold("XDG_RUNTIME_DIR")])
-        .text([roman(
-            "Request files go into a private 0700 directory beneath it (else /run/user/UID, /run/stockade-UID for root, or the system temporary directory).",
-        )]);
+    for (name, meaning) in environment(cli::AFTER_HELP) {
+        roff.control("TP", [])
+            .text([bold(name)])
+            .text([roman(meaning)]);
+    }
     roff.control("SH", ["FILES"]);
-    roff.control("TP", [])
-        .text([bold("/usr/share/doc/stockade/provider-contract.md")])
-        .text([roman(
-            "Every field of the ConfinedArgv and the classify verdict, the status record and exit codes, for executors.",
-        )]);
+    for (path, meaning) in FILES {
+        roff.control("TP", [])
+            .text([bold(*path)])
+            .text([roman(*meaning)]);
+    }
     roff.to_writer(w)?;
     see_also(
         w,
@@ -178,6 +173,29 @@ const WALKTHROUGH: &[(&str, &str)] = &[
     (
         "Debug a prepared request before running it: its argv, cwd, environment and filesystem grants, and whether the runner would accept it (nothing is consumed):",
         "stockade confine --mode read-only -- ls /root > c.json\nstockade explain \"$(jq -r '.argv[] | select(test(\"/request$\"))' c.json)\"",
+    ),
+];
+
+/// The `Environment:` block of `stockade --help`: each variable and what it does.
+fn environment(help: &str) -> Vec<(&str, &str)> {
+    help.split_once("\nEnvironment:\n")
+        .map(|(_, block)| block)
+        .unwrap_or_default()
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.trim_start().split_once("  "))
+        .map(|(name, meaning)| (name, meaning.trim_start()))
+        .collect()
+}
+
+const FILES: &[(&str, &str)] = &[
+    (
+        "/usr/libexec/stockade/stockade-runner",
+        "The runner the packages install (see STOCKADE_RUNNER).",
+    ),
+    (
+        "/usr/share/doc/stockade/provider-contract.md.gz",
+        "Every field of the ConfinedArgv and the classify verdict, the status record and exit codes, for executors (provider-contract.md, uncompressed, where the RPM installs it).",
     ),
 ];
 

@@ -25,8 +25,113 @@ pub fn bin(name: &str) -> PathBuf {
     );
     if name == "stockade" || name == "stockade-runner" {
         assert_not_stale(&path);
+        return usable_copy(&path);
+    }
+    if !shell_safe(&path) {
+        // Tests write helper paths into `sh -c` scripts as they are.
+        static COPYING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = COPYING.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = fixture_base().join("binaries");
+        std::fs::create_dir_all(&dir).unwrap();
+        refresh_copy(&path, &dir.join(name));
+        return dir.join(name);
     }
     path
+}
+
+/// Whether `path` can be written into a shell script unquoted: a checkout in a path with
+/// a space in it puts its binaries and target directory in such a path, and many tests
+/// build `sh -c` scripts from paths.
+fn shell_safe(path: &Path) -> bool {
+    path.to_str().is_some_and(|p| {
+        p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c))
+    })
+}
+
+/// The shared scratch directories a confined command may write: stockade refuses to
+/// start a launcher or runner beneath them, since a command could replace it.
+const SHARED_SCRATCH: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
+
+fn beneath_shared_scratch(path: &Path) -> bool {
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    SHARED_SCRATCH
+        .iter()
+        .filter_map(|d| Path::new(d).canonicalize().ok())
+        .chain(std::env::temp_dir().canonicalize().ok())
+        .any(|d| path.starts_with(d))
+}
+
+/// `built` itself, or, for a checkout beneath `/tmp` (where stockade rightly refuses to
+/// start its own binaries) or in a path with a space, a copy in the fixture base, which is then outside every
+/// shared scratch directory: the README's `cargo test --workspace` works from a clone
+/// anywhere. The launcher and runner are copied side by side, so the launcher still
+/// finds its runner next to itself; a copy is refreshed when the build is newer.
+fn usable_copy(built: &Path) -> PathBuf {
+    if !beneath_shared_scratch(built) && shell_safe(built) {
+        return built.to_path_buf();
+    }
+    // One refresh at a time in this process: parallel tests would share a partial name.
+    static COPYING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = COPYING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = fixture_base().join("binaries");
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["stockade", "stockade-runner"] {
+        let sibling = built.with_file_name(name);
+        assert_not_stale(&sibling);
+        refresh_copy(&sibling, &dir.join(name));
+    }
+    dir.join(built.file_name().unwrap())
+}
+
+/// Copies `built` to `copy` unless the copy is at least as new.
+fn refresh_copy(built: &Path, copy: &Path) {
+    let dir = copy.parent().unwrap();
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(copy).is_none_or(|c| modified(built).is_some_and(|b| b > c)) {
+        // Into a name of this process's own, then renamed over the old copy, so another
+        // test process never starts a half-written one; by another process (`cp`), so no
+        // descriptor open for writing leaks into a child a parallel test forks (its exec
+        // of the copy would fail with ETXTBSY).
+        let partial = dir.join(format!(
+            ".{}.{}",
+            built.file_name().unwrap().to_string_lossy(),
+            std::process::id()
+        ));
+        let st = Command::new("cp")
+            .arg(built)
+            .arg(&partial)
+            .status()
+            .unwrap();
+        assert!(st.success(), "cp {} {}", built.display(), partial.display());
+        std::fs::rename(&partial, copy).unwrap();
+    }
+}
+
+/// `cargo test` puts the target directory on `LD_LIBRARY_PATH`; beneath `/tmp` that is
+/// a place confined commands write, and stockade rightly refuses to start its
+/// dynamically linked (debug) runner with such an entry, which every test would inherit.
+/// No test binary or binary under test loads a library from there, so those entries go,
+/// before `main`, while this process has a single thread.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static DROP_SHARED_LIBRARY_PATH: extern "C" fn() = drop_shared_library_path;
+
+extern "C" fn drop_shared_library_path() {
+    const VAR: &str = "LD_LIBRARY_PATH";
+    let Some(value) = std::env::var_os(VAR) else {
+        return;
+    };
+    let kept: Vec<PathBuf> = std::env::split_paths(&value)
+        .filter(|p| p.as_os_str().is_empty() || !beneath_shared_scratch(p))
+        .collect();
+    if kept.len() == std::env::split_paths(&value).count() {
+        return;
+    }
+    let kept = std::env::join_paths(kept).unwrap_or_default();
+    // SAFETY: this runs from .init_array, before main and before the test harness starts
+    // any thread, so nothing reads the environment concurrently.
+    unsafe { std::env::set_var(VAR, kept) };
 }
 
 /// The test package cannot depend on the binaries it runs, so `cargo test -p
@@ -224,7 +329,9 @@ pub fn end_fixture_processes(tag: &str) {
 
 /// Where fixtures live: `$STOCKADE_E2E_SCRATCH` when set, else cargo's target tmp dir, unless the checkout itself lies beneath a
 /// root that workspace-write grants (`/tmp`, the temp dir), where "outside every writable
-/// root" would not be outside at all; then `/var/tmp/stockade-e2e`.
+/// root" would not be outside at all, or in a path with a space in it (the tests write
+/// fixture paths into shell scripts unquoted); then `$HOME/.cache/stockade-e2e`
+/// (without a `$HOME`, `/var/tmp/stockade-e2e`).
 pub fn fixture_base() -> PathBuf {
     let canonical = |p: PathBuf| p.canonicalize().unwrap_or(p);
     // The unprivileged CI run cannot write beneath root's target directory: it names a
@@ -241,14 +348,19 @@ pub fn fixture_base() -> PathBuf {
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     std::fs::create_dir_all(&target).unwrap();
     let target = canonical(target);
-    if !under_granted(&target) {
+    // Fixture paths go into `sh -c` scripts unquoted: not a path with a space in it.
+    if !under_granted(&target) && shell_safe(&target) {
         return target;
     }
-    let fallback = PathBuf::from("/var/tmp/stockade-e2e");
+    // Not /var/tmp: a copy of the binaries kept there would be refused like one in /tmp.
+    let fallback = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".cache/stockade-e2e"))
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/stockade-e2e"));
     std::fs::create_dir_all(&fallback).unwrap();
     let fallback = canonical(fallback);
     assert!(
-        !under_granted(&fallback),
+        !under_granted(&fallback) && !beneath_shared_scratch(&fallback),
         "no scratch directory outside /tmp and the temp dir: {} and {} are both beneath them",
         target.display(),
         fallback.display()
@@ -709,4 +821,73 @@ pub fn domain_fixtures(name: &str) -> Vec<(Fixture, bool)> {
         eprintln!("SKIPPED (no namespaces here): {name} with the network namespace");
     }
     out
+}
+
+/// Why `uid` (with gid `uid` and no supplementary groups, as `setpriv --clear-groups`
+/// starts it) cannot reach each of `paths`, if it cannot: the first directory on the way
+/// that does not let it through. Asked of the kernel (a `test -x` run as that user), not
+/// worked out from mode bits, so ACLs and mounts answer as they will for the test.
+///
+/// A test that starts stockade as an ordinary user needs the binaries and its fixture
+/// within that user's reach; a checkout beneath `/root` (mode 0700) or a home of mode
+/// 0750 puts them out of it, and such a test says `SKIPPED (REASON): NAME` instead.
+/// The reason holds no parenthesis: `tests/unprivileged` reads it up to the first `)`.
+pub fn unreachable_by(uid: u32, paths: &[&Path]) -> Option<String> {
+    for path in paths {
+        // Each ancestor from the top, then the path itself.
+        let mut chain: Vec<&Path> = path.ancestors().collect();
+        chain.reverse();
+        let out = Command::new("setpriv")
+            .args([
+                &format!("--reuid={uid}"),
+                &format!("--regid={uid}"),
+                "--clear-groups",
+                "sh",
+                "-c",
+                r#"for p; do test -x "$p" || { printf '%s' "$p"; exit 1; }; done"#,
+                "sh",
+            ])
+            .args(&chain)
+            .stdin(Stdio::null())
+            .output();
+        let out = match out {
+            Ok(out) => out,
+            Err(e) => return Some(format!("cannot start setpriv to switch to uid {uid}: {e}")),
+        };
+        if out.status.success() {
+            continue;
+        }
+        let blocked = text(&out.stdout);
+        if blocked.is_empty() {
+            return Some(format!(
+                "cannot switch to uid {uid} with setpriv: {}",
+                text(&out.stderr).trim()
+            ));
+        }
+        use std::os::unix::fs::MetadataExt;
+        let how = std::fs::metadata(&blocked)
+            .map(|m| format!("mode {:04o}, owner uid {}", m.mode() & 0o7777, m.uid()))
+            .unwrap_or_else(|e| e.to_string());
+        return Some(format!(
+            "uid {uid} cannot reach {}: {blocked} does not let it through, {how}",
+            path.display()
+        ));
+    }
+    None
+}
+
+/// Copies a built binary to `dir/name` (creating `dir`), executable.
+pub fn copy_binary(from: &Path, dir: &Path, name: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let to = dir.join(name);
+    // Copied by another process: a descriptor open for writing in this one would be
+    // inherited by whatever a parallel test forks at that moment, and executing the copy
+    // would then fail with ETXTBSY ("Text file busy") until that child execs.
+    let st = std::process::Command::new("cp")
+        .arg(from)
+        .arg(&to)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp {} {}", from.display(), to.display());
+    to
 }
