@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 
 // The parser lives in the launcher binary crate and uses only std: compiled in here as is.
-#[path = "../../launcher/src/duration.rs"]
+#[path = "../../launcher/src/commands/duration.rs"]
 #[allow(dead_code)]
 mod duration;
 
