@@ -241,6 +241,8 @@ pub struct MountPlan {
     pub private_tmp: bool,
     /// A pid namespace with its own `/proc`.
     pub pids: bool,
+    /// A network namespace of its own, loopback up (see `Policy::own_network`).
+    pub network: bool,
 }
 
 /// The mode of the stage's empty mounts over hidden paths: nothing may be listed,
@@ -325,6 +327,7 @@ pub fn plan(
         mask,
         private_tmp: policy.tmp == TmpMode::Private,
         pids,
+        network: policy.own_network(),
     }
 }
 

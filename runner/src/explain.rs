@@ -336,8 +336,11 @@ fn network(request: &LaunchRequest) -> String {
             }
             text
         }
+        (Network::Deny, true, None) if !p.allow_dns() && request.promised.namespaces => {
+            "denied: a network namespace of the command's own, with nothing but its loopback (TCP and UDP servers and clients on 127.0.0.1 work there)".to_string()
+        }
         (Network::Deny, true, None) if !p.allow_dns() => {
-            "denied (no socket but AF_UNIX)".to_string()
+            "denied (no socket but AF_UNIX: without the stage, no loopback either)".to_string()
         }
         (Network::Deny, _, None) => {
             let ports: Vec<String> = p

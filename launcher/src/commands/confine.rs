@@ -194,7 +194,7 @@ fn prepare(
     let mut not_granted = not_granted(&resolved);
     let dir = PrivateDir::create(&base)?;
     let status_path = dir.status_path();
-    let (env, inherit) = network_env(env, inherit, proxy_port, allow_dns);
+    let (env, inherit) = network_env(env, inherit, proxy_port, staged, allow_dns);
     let request = LaunchRequest {
         argv: command.to_vec(),
         cwd,
@@ -387,6 +387,7 @@ fn network_env(
     mut env: Vec<(OsString, OsString)>,
     mut inherit: Inherit,
     proxy_port: Option<u16>,
+    own_loopback: bool,
     allow_dns: bool,
 ) -> (Vec<(OsString, OsString)>, Inherit) {
     let target = match inherit.env.as_mut() {
@@ -395,7 +396,8 @@ fn network_env(
     };
     if let Some(port) = proxy_port {
         // The command's clients go through the proxy: set over whatever the caller had.
-        let vars: Vec<(OsString, OsString)> = proxy_env(port)
+        // Under the stage the command's loopback is its own, reached directly.
+        let vars: Vec<(OsString, OsString)> = proxy_env(port, own_loopback)
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
             .collect();
