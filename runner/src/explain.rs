@@ -428,6 +428,18 @@ fn explain_stage(w: &mut String, request: &LaunchRequest, asks: &Asks) {
             "shared: the machine's"
         }
     );
+    if plan.private_shm {
+        let _ = writeln!(
+            w,
+            "  /dev/shm:            private: a fresh tmpfs, empty, gone with the command"
+        );
+    }
+    if plan.private_pts {
+        let _ = writeln!(
+            w,
+            "  /dev/pts:            private: a devpts instance of its own (its ptmx on /dev/ptmx): terminals it makes, none of the host's"
+        );
+    }
     let shared = stage_report::shared_roots(policy, uid, &|root| {
         use std::os::unix::fs::MetadataExt;
         let m = root.symlink_metadata().ok().filter(|m| m.is_dir())?;

@@ -2,7 +2,11 @@
 //! and without the namespace stage (as root here, and as an ordinary user under
 //! `tests/unprivileged`), beside the attack test of each relaxation it needs:
 //! - a command's own loopback (the stage's network namespace of its own): a server and
-//!   a client in one command work; the host's loopback services stay out of reach.
+//!   a client in one command work; the host's loopback services stay out of reach;
+//! - a private `/dev/shm`: a `multiprocessing` pool works; the host's shared memory is
+//!   out of sight and nothing the command puts there reaches it;
+//! - a private devpts instance: `script` and Python's `pty` work; the host's terminals
+//!   are not there to open.
 
 mod support;
 use std::process::{Command, Output, Stdio};
@@ -183,5 +187,180 @@ fn the_host_s_loopback_services_stay_out_of_reach_of_the_command_s_own() {
             Err(std::io::ErrorKind::WouldBlock),
             "{args:?}: the host's UDP socket got a datagram"
         );
+    }
+}
+
+/// A `multiprocessing` pool: POSIX semaphores and shared memory in `/dev/shm`.
+const POOL: &str = r#"
+import multiprocessing
+with multiprocessing.Pool(2) as p:
+    print("pool", sum(p.map(abs, [-1, -2, -3])))
+"#;
+
+#[test]
+fn a_multiprocessing_pool_works_under_the_stage() {
+    let name = "a_multiprocessing_pool_works_under_the_stage";
+    let Some(fx) = staged_or_skip(name) else {
+        return;
+    };
+    assert_prints(&unconfined_python(&fx, POOL), "pool 6", "control");
+    for mode in ["workspace-write", "read-only"] {
+        assert_prints(&python(&fx, &["--mode", mode], POOL), "pool 6", mode);
+    }
+}
+
+#[test]
+fn without_the_stage_shared_memory_is_refused_and_reported() {
+    // Without a tmpfs of its own, /dev/shm is the host's, shared with every process:
+    // not granted, and the refusal is reported.
+    let fx = Fixture::new();
+    assert_prints(&unconfined_python(&fx, POOL), "pool 6", "control");
+    let out = python(&fx, &["--mode", "workspace-write"], POOL);
+    let err = text(&out.stderr);
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "a pool without the stage: {err}"
+    );
+    assert!(
+        err.contains("[sandbox: file access denied under workspace-write mode]"),
+        "the refusal is not reported: {err}"
+    );
+}
+
+#[test]
+fn the_host_s_shared_memory_is_out_of_sight_and_nothing_reaches_it() {
+    let name = "the_host_s_shared_memory_is_out_of_sight_and_nothing_reaches_it";
+    let Some(fx) = staged_or_skip(name) else {
+        return;
+    };
+    let host = std::path::PathBuf::from(format!("/dev/shm/{}-host", fx.tag));
+    let planted = format!("/dev/shm/{}-inside", fx.tag);
+    std::fs::write(&host, "another command's").unwrap();
+    let script = format!(
+        r#"
+import os
+print("sees host" if os.path.exists("{host}") else "host out of sight")
+open("{planted}", "w").write("x")
+print("wrote")
+"#,
+        host = host.display()
+    );
+    // The control sees it (and its own file is removed again).
+    assert_prints(&unconfined_python(&fx, &script), "sees host", "control");
+    std::fs::remove_file(&planted).unwrap();
+    for mode in ["workspace-write", "read-only"] {
+        let out = python(&fx, &["--mode", mode], &script);
+        assert_prints(&out, "host out of sight", mode);
+        assert!(text(&out.stdout).contains("wrote"), "{mode}");
+        assert!(
+            !std::path::Path::new(&planted).exists(),
+            "{mode}: the command's shared memory reached the host's"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&host).unwrap(), "another command's");
+    std::fs::remove_file(&host).unwrap();
+}
+
+/// Python's `pty`: a child on a terminal of the command's own.
+const PTY: &str = r#"
+import os, pty
+pid, fd = pty.fork()
+if pid == 0:
+    print("on a terminal", os.isatty(0))
+    os._exit(0)
+got = b""
+while True:
+    try:
+        chunk = os.read(fd, 100)
+    except OSError:
+        break
+    if not chunk:
+        break
+    got += chunk
+os.waitpid(pid, 0)
+print(got.decode().strip())
+"#;
+
+#[test]
+fn script_and_python_pty_work_under_the_stage() {
+    let name = "script_and_python_pty_work_under_the_stage";
+    let Some(fx) = staged_or_skip(name) else {
+        return;
+    };
+    let script = |fx: &Fixture, args: &[&str]| {
+        fx.stockade(["run"])
+            .args(args)
+            .args(["--", "script", "-qc", "echo made a terminal", "/dev/null"])
+            .output()
+            .unwrap()
+    };
+    let mut control = Command::new("script");
+    fx.environment(&mut control)
+        .args(["-qc", "echo made a terminal", "/dev/null"]);
+    assert_prints(&control.output().unwrap(), "made a terminal", "control");
+    assert_prints(
+        &unconfined_python(&fx, PTY),
+        "on a terminal True",
+        "control",
+    );
+    for mode in ["workspace-write", "read-only"] {
+        assert_prints(&script(&fx, &["--mode", mode]), "made a terminal", mode);
+        assert_prints(
+            &python(&fx, &["--mode", mode], PTY),
+            "on a terminal True",
+            mode,
+        );
+    }
+    // Without the stage the host's devpts is the only one: no terminal can be made
+    // (opening /dev/ptmx is refused and reported).
+    let plain = Fixture::new();
+    let out = script(&plain, &["--mode", "workspace-write"]);
+    assert_ne!(out.status.code(), Some(0), "a terminal without the stage");
+    assert!(
+        text(&out.stderr).contains("[sandbox: file access denied under workspace-write mode]"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// A terminal of the host's, as the caller's would be: its master end held here, its
+/// name `/dev/pts/N`.
+fn host_terminal() -> (std::os::fd::OwnedFd, String) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: posix_openpt returns a new descriptor or -1; grantpt, unlockpt and ptsname
+    // act on that descriptor, and ptsname's static buffer is copied out at once.
+    unsafe {
+        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(fd >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+        let master = std::os::fd::OwnedFd::from_raw_fd(fd);
+        assert_eq!(libc::grantpt(fd), 0);
+        assert_eq!(libc::unlockpt(fd), 0);
+        let name = std::ffi::CStr::from_ptr(libc::ptsname(fd));
+        (master, name.to_string_lossy().into_owned())
+    }
+}
+
+#[test]
+fn the_host_s_terminals_are_not_there_to_open() {
+    let name = "the_host_s_terminals_are_not_there_to_open";
+    let Some(fx) = staged_or_skip(name) else {
+        return;
+    };
+    let (_master, slave) = host_terminal();
+    let script = format!(
+        r#"
+import os
+try:
+    os.close(os.open("{slave}", os.O_RDWR | os.O_NOCTTY))
+    print("opened")
+except FileNotFoundError:
+    print("absent")
+"#
+    );
+    assert_prints(&unconfined_python(&fx, &script), "opened", "control");
+    for mode in ["workspace-write", "read-only"] {
+        let out = python(&fx, &["--mode", mode], &script);
+        assert_prints(&out, "absent", &format!("{mode}: {slave}"));
     }
 }
