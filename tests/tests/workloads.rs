@@ -6,7 +6,10 @@
 //! - a private `/dev/shm`: a `multiprocessing` pool works; the host's shared memory is
 //!   out of sight and nothing the command puts there reaches it;
 //! - a private devpts instance: `script` and Python's `pty` work; the host's terminals
-//!   are not there to open.
+//!   are not there to open;
+//! - git in the workspace: commits (an existing hook runs) and branches work; a write to
+//!   the protected `.git/config` is refused and reported as a denial, and works with
+//!   `--no-default-protect`; no key and no hook that runs code later can be set.
 
 mod support;
 use std::process::{Command, Output, Stdio};
@@ -363,4 +366,96 @@ except FileNotFoundError:
         let out = python(&fx, &["--mode", mode], &script);
         assert_prints(&out, "absent", &format!("{mode}: {slave}"));
     }
+}
+
+/// `git ARGS` unconfined in `dir`, asserting it worked (the setup and the controls).
+fn git(dir: &std::path::Path, args: &[&str]) -> Output {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+    out
+}
+
+/// A repository as the workspace, with an identity and a pre-commit hook of its own.
+fn repository(fx: &Fixture) {
+    git(&fx.ws, &["init", "-q", "-b", "main"]);
+    git(&fx.ws, &["config", "user.name", "Tester"]);
+    git(&fx.ws, &["config", "user.email", "tester@example.org"]);
+    let hook = fx.ws.join(".git/hooks/pre-commit");
+    std::fs::write(&hook, "#!/bin/sh\necho ran > hook-ran\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `stockade run --json [ARGS] -- sh -c SCRIPT` in `fx`, parsed.
+fn run_json_sh(fx: &Fixture, args: &[&str], script: &str) -> serde_json::Value {
+    let mut cmd = fx.stockade(["run", "--json"]);
+    cmd.args(args).args(["--", "sh", "-c", script]);
+    run_json(&mut cmd).1
+}
+
+#[test]
+fn git_works_in_the_workspace_and_a_config_write_is_a_reported_denial() {
+    let name = "git_works_in_the_workspace_and_a_config_write_is_a_reported_denial";
+    let Some(fx) = staged_or_skip(name) else {
+        return;
+    };
+    repository(&fx);
+    let ok = |v: &serde_json::Value, what: &str| {
+        assert_eq!(v["exitCode"], 0, "{what}: {v}");
+        assert_eq!(v["sandbox"]["denied"], false, "{what}: {v}");
+    };
+    // Ordinary work: a commit (the existing hook runs), a branch.
+    let v = run_json_sh(
+        &fx,
+        &[],
+        "echo a > a && git add a && git commit -qm a && git checkout -qb feature && git log --oneline",
+    );
+    ok(&v, "commit and branch");
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.join("hook-ran")).unwrap(),
+        "ran\n"
+    );
+    // A config write: refused by the stage's mount and reported as a denial.
+    let config = std::fs::read_to_string(fx.ws.join(".git/config")).unwrap();
+    for write in [
+        "git config user.name Other",
+        "git remote add origin https://example.org/r.git",
+        "git config core.hooksPath /tmp",
+        "git config core.fsmonitor 'touch /tmp/x'",
+    ] {
+        let v = run_json_sh(&fx, &[], write);
+        assert_ne!(v["exitCode"], 0, "{write}: {v}");
+        assert_eq!(v["sandbox"]["denied"], true, "{write}: not a denial: {v}");
+        let err = v["stderr"]["text"].as_str().unwrap();
+        assert!(err.contains("Device or resource busy"), "{write}: {err}");
+    }
+    // A new hook: refused as well (the hooks directory is read-only).
+    let v = run_json_sh(&fx, &[], "printf '#!/bin/sh\n' > .git/hooks/post-checkout");
+    assert_eq!(v["sandbox"]["denied"], true, "a new hook: {v}");
+    assert!(!fx.ws.join(".git/hooks/post-checkout").exists());
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.join(".git/config")).unwrap(),
+        config,
+        "the config changed"
+    );
+    // Controls: the flag that allows it, and unconfined.
+    let v = run_json_sh(&fx, &["--no-default-protect"], "git config user.name Other");
+    ok(&v, "--no-default-protect");
+    git(
+        &fx.ws,
+        &["remote", "add", "origin", "https://example.org/r.git"],
+    );
+    // Without the stage nothing holds the config (`protectedPaths` is unavailable): the
+    // write works.
+    let plain = Fixture::new();
+    repository(&plain);
+    ok(
+        &run_json_sh(&plain, &[], "git config user.name Other"),
+        "without the stage",
+    );
 }
