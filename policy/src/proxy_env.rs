@@ -12,7 +12,8 @@
 //!   direct, which the sandbox refuses, so they are replaced: by nothing, or, where the
 //!   command has a network namespace of its own (the namespace stage), by its own
 //!   loopback (`localhost,127.0.0.1,::1`), which it reaches directly (a test suite's
-//!   server; the proxy would refuse loopback as a destination);
+//!   server; the proxy would refuse loopback as a destination), unless an allow rule
+//!   names loopback (`--allow-domain 127.0.0.1:PORT`: the host's, through the proxy);
 //! - tool-specific ones for tools that prefer their own: `npm_config_proxy` and
 //!   `npm_config_https_proxy` (npm), `YARN_HTTP_PROXY` and `YARN_HTTPS_PROXY` (Yarn 2+),
 //!   `CARGO_HTTP_PROXY` (cargo's own setting, which outranks a config file), and

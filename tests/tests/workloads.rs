@@ -129,6 +129,43 @@ fn without_the_stage_a_loopback_server_is_refused_and_reported() {
     );
 }
 
+#[test]
+fn a_loopback_allowed_by_rule_is_the_host_s_reached_through_the_proxy() {
+    let name = "a_loopback_allowed_by_rule_is_the_host_s_reached_through_the_proxy";
+    let Some(fx) = staged_or_skip(name) else {
+        return;
+    };
+    // A service of the host's, on its loopback.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 4\r\n\r\nhost");
+        }
+    });
+    let script = format!(
+        r#"
+import urllib.request
+print(urllib.request.urlopen("http://127.0.0.1:{port}/", timeout=30).read().decode())
+"#
+    );
+    assert_prints(&unconfined_python(&fx, &script), "host", "control");
+    let rule = format!("127.0.0.1:{port}");
+    let out = python(&fx, &["--allow-domain", &rule], &script);
+    assert_prints(&out, "host", "--allow-domain 127.0.0.1:PORT");
+    // Without the rule the command's own loopback is the one it reaches: nothing there.
+    let out = python(&fx, &["--allow-domain", "example.org"], &script);
+    assert_ne!(out.status.code(), Some(0), "reached the host's loopback");
+    assert!(
+        text(&out.stderr).contains("Connection refused"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 /// Reaches `127.0.0.1:TCP` and sends one datagram to `127.0.0.1:UDP`, printing what
 /// happened to the connection.
 fn reach_host_loopback(tcp: u16, udp: u16) -> String {

@@ -194,7 +194,11 @@ fn prepare(
     let mut not_granted = not_granted(&resolved);
     let dir = PrivateDir::create(&base)?;
     let status_path = dir.status_path();
-    let (env, inherit) = network_env(env, inherit, proxy_port, staged, allow_dns);
+    let allows_loopback = resolved
+        .domains()
+        .is_some_and(|d| d.rules().allows_loopback());
+    let own_loopback = staged && !allows_loopback;
+    let (env, inherit) = network_env(env, inherit, proxy_port, own_loopback, allow_dns);
     let request = LaunchRequest {
         argv: command.to_vec(),
         cwd,
@@ -396,7 +400,8 @@ fn network_env(
     };
     if let Some(port) = proxy_port {
         // The command's clients go through the proxy: set over whatever the caller had.
-        // Under the stage the command's loopback is its own, reached directly.
+        // Under the stage the command's loopback is its own, reached directly, unless
+        // the rules send it to the host's loopback through the proxy on purpose.
         let vars: Vec<(OsString, OsString)> = proxy_env(port, own_loopback)
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
