@@ -9,7 +9,10 @@
 //!   are not there to open;
 //! - git in the workspace: commits (an existing hook runs) and branches work; a write to
 //!   the protected `.git/config` is refused and reported as a denial, and works with
-//!   `--no-default-protect`; no key and no hook that runs code later can be set.
+//!   `--no-default-protect`; no key and no hook that runs code later can be set;
+//! - package managers: `pip install` into a venv from a local index on loopback, with
+//!   its name allowed, caches in the workspace; the user's shared caches stay
+//!   unwritable (a poisoned one would run unconfined later).
 
 mod support;
 use std::process::{Command, Output, Stdio};
@@ -495,4 +498,169 @@ fn git_works_in_the_workspace_and_a_config_write_is_a_reported_denial() {
         &run_json_sh(&plain, &[], "git config user.name Other"),
         "without the stage",
     );
+}
+
+/// Builds the wheel `stkdemo-0.1.0-py3-none-any.whl` in `dir` (unconfined): its path.
+fn wheel(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("stkdemo-0.1.0-py3-none-any.whl");
+    let script = format!(
+        r#"
+import zipfile
+files = {{
+    "stkdemo/__init__.py": "HI = 'installed from the local index'\n",
+    "stkdemo-0.1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: stkdemo\nVersion: 0.1.0\n",
+    "stkdemo-0.1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}}
+record = "".join(f"{{n}},,\n" for n in files) + "stkdemo-0.1.0.dist-info/RECORD,,\n"
+with zipfile.ZipFile("{}", "w") as z:
+    for n, t in files.items():
+        z.writestr(n, t)
+    z.writestr("stkdemo-0.1.0.dist-info/RECORD", record)
+"#,
+        path.display()
+    );
+    let out = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "wheel: {}", text(&out.stderr));
+    path
+}
+
+/// A simple package index on 127.0.0.1 serving `wheel` as `stkdemo`: the port.
+fn index(wheel: std::path::PathBuf) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bytes = std::fs::read(&wheel).unwrap();
+    let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
+    std::thread::spawn(move || {
+        use std::io::{BufRead, BufReader, Write};
+        for mut s in listener.incoming().flatten() {
+            let mut line = String::new();
+            let _ = BufReader::new(&s).read_line(&mut line);
+            let path = line.split(' ').nth(1).unwrap_or("").to_string();
+            let (kind, body) = if path.starts_with("/simple/stkdemo") {
+                let page =
+                    format!("<html><body><a href=\"/files/{name}\">{name}</a></body></html>");
+                ("text/html", page.into_bytes())
+            } else if path == format!("/files/{name}") {
+                ("application/octet-stream", bytes.clone())
+            } else {
+                let _ = s.write_all(b"HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+                continue;
+            };
+            let head = format!(
+                "HTTP/1.0 200 OK\r\nContent-Type: {kind}\r\nCache-Control: max-age=600\r\n\
+                 Content-Length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&body);
+        }
+    });
+    port
+}
+
+#[test]
+fn pip_installs_into_a_venv_from_an_allowed_index_with_its_cache_in_the_workspace() {
+    for (fx, netns) in domain_fixtures("pip_installs_into_a_venv") {
+        let port = index(wheel(&fx.outside));
+        // The interpreter itself, not a version manager's shim (pyenv's rehashes its
+        // shims after an install, in a directory no confined command may write).
+        let py = text(&unconfined_python(&fx, "import sys; print(sys.executable)").stdout)
+            .trim()
+            .to_string();
+        let install = format!(
+            "{py} -m venv --without-pip .venv && {py} -m pip --python .venv/bin/python \
+             install -q --disable-pip-version-check --trusted-host pypi.test \
+             --index-url http://pypi.test:{port}/simple/ stkdemo && \
+             .venv/bin/python -c 'import stkdemo; print(stkdemo.HI)' && {py} -m pip cache dir"
+        );
+        // The name is pinned to the index on loopback, and only it is allowed.
+        let rules = [
+            "--allow-domain".to_string(),
+            format!("pypi.test:{port}"),
+            "--allow-domain".into(),
+            format!("127.0.0.1:{port}"),
+            "--resolve".into(),
+            "pypi.test=127.0.0.1".into(),
+        ];
+        let mut args: Vec<&str> = vec!["--mode", "workspace-write"];
+        args.extend(rules.iter().map(String::as_str));
+        let v = run_json_sh(&fx, &args, &install);
+        assert_eq!(v["exitCode"], 0, "netns {netns}: {v}");
+        assert!(
+            v["stdout"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("installed from the local index"),
+            "netns {netns}: {v}"
+        );
+        // pip's cache is the workspace's, not the user's.
+        let cache = fx.ws.join(".stockade-cache/pip");
+        assert!(
+            v["stdout"]["text"]
+                .as_str()
+                .unwrap()
+                .contains(&*cache.to_string_lossy()),
+            "netns {netns}: pip's cache is not {}: {v}",
+            cache.display()
+        );
+        // Refused without the name: nothing installed, the refusal named.
+        std::fs::remove_dir_all(fx.ws.join(".venv")).unwrap();
+        let v = run_json_sh(&fx, &["--allow-domain", "example.org"], &install);
+        assert_ne!(
+            v["exitCode"], 0,
+            "netns {netns}: installed without the name: {v}"
+        );
+        assert!(
+            v["network"]["denied"].to_string().contains("pypi.test"),
+            "netns {netns}: {v}"
+        );
+    }
+}
+
+#[test]
+fn the_user_s_shared_package_caches_cannot_be_poisoned() {
+    // A tarball or crate planted in the user's cache would run unconfined at the next
+    // unconfined install; inside, those directories are not writable, with or without
+    // the stage, whatever the cache variables say.
+    let home = std::env::var("HOME").unwrap_or_default();
+    if home.is_empty() || !std::path::Path::new(&home).is_dir() {
+        eprintln!(
+            "SKIPPED (no home directory): the_user_s_shared_package_caches_cannot_be_poisoned"
+        );
+        return;
+    }
+    let mut fixtures = vec![Fixture::new()];
+    fixtures.extend(staged_or_skip(
+        "the_user_s_shared_package_caches_cannot_be_poisoned",
+    ));
+    for fx in fixtures {
+        for cache in [".npm", ".cache/pip", ".cargo/registry"] {
+            let dir = std::path::Path::new(&home).join(cache);
+            let created = !dir.exists();
+            std::fs::create_dir_all(&dir).unwrap();
+            let planted = dir.join(format!("{}-planted", fx.tag));
+            let script = format!("echo evil > {}", planted.display());
+            // Control: unconfined, the user writes there.
+            let mut control = Command::new("sh");
+            fx.environment(&mut control).args(["-c", &script]);
+            assert!(
+                control.output().unwrap().status.success(),
+                "control {cache}"
+            );
+            std::fs::remove_file(&planted).unwrap();
+            let v = run_json_sh(&fx, &[], &script);
+            assert_eq!(
+                v["sandbox"]["denied"], true,
+                "{cache} (stage {}): {v}",
+                fx.stage
+            );
+            assert!(!planted.exists(), "{cache}: planted in the user's cache");
+            if created {
+                let _ = std::fs::remove_dir(&dir);
+            }
+        }
+    }
 }

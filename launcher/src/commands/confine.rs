@@ -198,7 +198,10 @@ fn prepare(
         .domains()
         .is_some_and(|d| d.rules().allows_loopback());
     let own_loopback = staged && !allows_loopback;
-    let (env, inherit) = network_env(env, inherit, proxy_port, own_loopback, allow_dns);
+    let (mut env, mut inherit) = network_env(env, inherit, proxy_port, own_loopback, allow_dns);
+    if mode == Mode::WorkspaceWrite {
+        redirect_package_caches(resolved.workspace(), &mut env, &mut inherit);
+    }
     let request = LaunchRequest {
         argv: command.to_vec(),
         cwd,
@@ -579,6 +582,26 @@ fn launcher_path() -> Result<String, LauncherError> {
     locate::launcher()
         .map_err(LauncherError::LauncherPath)
         .and_then(|p| utf8(p.as_os_str(), "the launcher path"))
+}
+
+/// Points the package managers' caches into the workspace (see
+/// `stockade_policy::package_caches`), unless the caller named the variable itself: in
+/// the request's environment, or with `--env` over an inherited one (whose spawn-time
+/// values are not known here, so the redirection is set over them).
+fn redirect_package_caches(
+    workspace: &Path,
+    env: &mut Vec<(OsString, OsString)>,
+    inherit: &mut Inherit,
+) {
+    let target = match inherit.env.as_mut() {
+        Some(inherited) => &mut inherited.set,
+        None => env,
+    };
+    for (name, dir) in stockade_policy::package_caches::cache_env(workspace) {
+        if stockade_policy::environment::lookup(target, name).is_none() {
+            target.push((name.into(), dir.into_os_string()));
+        }
+    }
 }
 
 /// A fresh runner failure tag (see `stockade_policy::failure_tag`): 16 bytes from the
