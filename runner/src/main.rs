@@ -197,7 +197,11 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     // own holds the network (a stage that did not run is refused below, before anything
     // starts): its loopback is the command's, and nothing else is there.
     let netns = request.promised.namespaces && policy.own_network();
-    let filter = seccomp::program(policy, &outside, netns)?;
+    let own = seccomp::Own {
+        network: netns,
+        ipc: request.promised.namespaces,
+    };
+    let filter = seccomp::program(policy, &outside, own)?;
     enter_cwd(request)?;
     session::apply(new_session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;

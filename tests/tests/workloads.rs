@@ -7,6 +7,8 @@
 //!   out of sight and nothing the command puts there reaches it;
 //! - a private devpts instance: `script` and Python's `pty` work; the host's terminals
 //!   are not there to open;
+//! - System V IPC in the stage's IPC namespace: the command's own queues work; the
+//!   host's are out of sight; POSIX message queues stay refused;
 //! - git in the workspace: commits (an existing hook runs) and branches work; a write to
 //!   the protected `.git/config` is refused and reported as a denial, and works with
 //!   `--no-default-protect`; no key and no hook that runs code later can be set;
@@ -662,5 +664,107 @@ fn the_user_s_shared_package_caches_cannot_be_poisoned() {
                 let _ = std::fs::remove_dir(&dir);
             }
         }
+    }
+}
+
+/// System V message queues and POSIX message queues through the C library: `own`
+/// makes and removes queues of the command's own; `probe KEY NAME` says whether a
+/// queue of the host's (System V key KEY, POSIX name NAME) can be opened; `make KEY
+/// NAME` and `remove KEY NAME` set such queues up and take them down (the test's own
+/// setup, unconfined).
+const QUEUES: &str = r#"
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+O_CREAT, O_RDWR, IPC_CREAT, IPC_RMID = 0o100, 2, 0o1000, 0
+def sysv(key, flags):
+    return libc.msgget(ctypes.c_int(key), ctypes.c_int(flags)), ctypes.get_errno()
+def mq(name, flags):
+    return libc.mq_open(name.encode(), ctypes.c_int(flags), ctypes.c_uint(0o600), None), ctypes.get_errno()
+what = sys.argv[1]
+if what == "own":
+    q, e = sysv(0, IPC_CREAT | 0o600)
+    assert q >= 0, f"msgget: errno {e}"
+    assert libc.msgctl(q, IPC_RMID, None) == 0
+    print("system v of its own works")
+    d, e = mq("/stockade-own", O_CREAT | O_RDWR)
+    if d >= 0:
+        libc.mq_unlink(b"/stockade-own")
+        print("posix queue works")
+    else:
+        print(f"posix queue refused: errno {e}")
+else:
+    key, name = int(sys.argv[2]), sys.argv[3]
+    if what == "make":
+        assert sysv(key, IPC_CREAT | 0o600)[0] >= 0 and mq(name, O_CREAT | O_RDWR)[0] >= 0
+    elif what == "remove":
+        libc.msgctl(sysv(key, 0)[0], IPC_RMID, None)
+        libc.mq_unlink(name.encode())
+    else:
+        print("system v", "visible" if sysv(key, 0)[0] >= 0 else "absent")
+        print("posix", "visible" if mq(name, O_RDWR)[0] >= 0 else "absent")
+"#;
+
+/// `python3 -c QUEUES ARGS` unconfined, asserting it worked.
+fn queues_unconfined(fx: &Fixture, args: &[&str]) -> Output {
+    let mut cmd = Command::new("python3");
+    fx.environment(&mut cmd).args(["-c", QUEUES]).args(args);
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    out
+}
+
+#[test]
+fn system_v_ipc_is_the_command_s_own_under_the_stage() {
+    let name = "system_v_ipc_is_the_command_s_own_under_the_stage";
+    let Some(fx) = staged_or_skip(name) else {
+        return;
+    };
+    let own = |fx: &Fixture, mode: &str| {
+        fx.stockade(["run", "--mode", mode, "--", "python3", "-c", QUEUES, "own"])
+            .output()
+            .unwrap()
+    };
+    let control = queues_unconfined(&fx, &["own"]);
+    assert_prints(&control, "system v of its own works", "control");
+    assert_prints(&control, "posix queue works", "control");
+    for mode in ["workspace-write", "read-only"] {
+        let out = own(&fx, mode);
+        assert_prints(&out, "system v of its own works", mode);
+        // POSIX message queues stay refused (EPERM: no denial is claimed).
+        assert_prints(&out, "posix queue refused: errno 1", mode);
+    }
+    // Without the stage there is no IPC namespace of its own: System V is refused too
+    // (EPERM, as the kernel answers an unprivileged process; no denial).
+    let out = own(&Fixture::new(), "workspace-write");
+    assert_ne!(out.status.code(), Some(0), "System V without the stage");
+    assert!(
+        text(&out.stderr).contains("msgget: errno 1"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn the_host_s_message_queues_are_out_of_sight() {
+    let name = "the_host_s_message_queues_are_out_of_sight";
+    let Some(fx) = staged_or_skip(name) else {
+        return;
+    };
+    let key = (std::process::id() as i32 & 0xffff) | 0x5700_0000;
+    let (key, queue) = (key.to_string(), format!("/{}", fx.tag));
+    queues_unconfined(&fx, &["make", &key, &queue]);
+    let probe = ["probe", key.as_str(), queue.as_str()];
+    let seen = queues_unconfined(&fx, &probe);
+    let inside = |mode: &str| {
+        fx.stockade(["run", "--mode", mode, "--", "python3", "-c", QUEUES])
+            .args(probe)
+            .output()
+            .unwrap()
+    };
+    let outs: Vec<Output> = ["workspace-write", "read-only"].map(inside).into();
+    queues_unconfined(&fx, &["remove", &key, &queue]);
+    assert_prints(&seen, "system v visible\nposix visible", "control");
+    for out in &outs {
+        assert_prints(out, "system v absent\nposix absent", "staged");
     }
 }

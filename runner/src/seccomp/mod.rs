@@ -315,11 +315,13 @@ const OTHER_PROCESSES: &[i64] = &[
     libc::SYS_kcmp,
 ];
 
-/// System V IPC and POSIX message queues, refused (EPERM). Without an IPC namespace
-/// their objects are shared with every process of the host, outside ones included, and
-/// outlive the run. POSIX shared memory and semaphores are files in `/dev/shm`, which
-/// the filesystem rules govern.
-const IPC: &[i64] = &[
+/// System V IPC, refused (EPERM) unless the command has an IPC namespace of its own
+/// (the stage's, [`Own::ipc`]). Without one its objects are shared with every process of
+/// the host, outside ones included, and outlive the run; in its own they are the
+/// command's, out of every other process's sight, and go with the namespace. POSIX
+/// shared memory and semaphores are files in `/dev/shm`, which the filesystem rules
+/// govern (the stage gives a tmpfs of the command's own there).
+const SYSTEM_V: &[i64] = &[
     libc::SYS_shmget,
     libc::SYS_shmat,
     libc::SYS_shmctl,
@@ -332,6 +334,14 @@ const IPC: &[i64] = &[
     libc::SYS_semop,
     libc::SYS_semtimedop,
     libc::SYS_semctl,
+];
+
+/// POSIX message queues, always refused (EPERM): shared with the host without an IPC
+/// namespace; in one of the command's own they are files of its mqueue filesystem,
+/// which Landlock governs and no grant names (the filesystem has no path to grant where
+/// the machine has no `/dev/mqueue` to mount it on), so an open would read as a denied
+/// file access rather than as the refusal it is.
+const MESSAGE_QUEUES: &[i64] = &[
     libc::SYS_mq_open,
     libc::SYS_mq_unlink,
     libc::SYS_mq_timedsend,
@@ -343,8 +353,20 @@ const IPC: &[i64] = &[
 /// `IOPRIO_WHO_PROCESS` (linux/ioprio.h).
 const IOPRIO_WHO_PROCESS: u32 = 1;
 
+/// The namespaces of the command's own the stage made (the runner checked it ran), which
+/// make some of the filter's refusals needless.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Own {
+    /// A network namespace with nothing but its loopback (`Policy::own_network`): TCP
+    /// and UDP sockets reach nothing but the command's own servers there.
+    pub network: bool,
+    /// An IPC namespace: System V IPC objects are the command's own.
+    pub ipc: bool,
+}
+
 /// Which system calls have a rule under `policy`, and where each one goes.
-fn rules(policy: &Policy, outside: &Outside, netns: bool) -> Vec<(i64, To<Label>)> {
+fn rules(policy: &Policy, outside: &Outside, own: Own) -> Vec<(i64, To<Label>)> {
+    let netns = own.network;
     let eperm = |list: &[i64]| list.iter().map(|&nr| (nr, EPERM)).collect::<Vec<_>>();
     let mut rules: Vec<(i64, To<Label>)> = eperm(DENIED);
     rules.extend([
@@ -375,7 +397,10 @@ fn rules(policy: &Policy, outside: &Outside, netns: bool) -> Vec<(i64, To<Label>
         (libc::SYS_ioprio_set, To::Label(IoprioOfSelf)),
     ]);
     rules.extend(eperm(OTHER_PROCESSES));
-    rules.extend(eperm(IPC));
+    if !own.ipc {
+        rules.extend(eperm(SYSTEM_V));
+    }
+    rules.extend(eperm(MESSAGE_QUEUES));
     rules.extend(signals::rules(outside));
     if policy.network() == Network::Deny || !policy.allow_unix_sockets() {
         rules.push((libc::SYS_socket, To::Label(Socket)));
@@ -437,7 +462,7 @@ fn socketpair(policy: &Policy) -> Vec<bpf::Insn<Label>> {
 fn blocks(
     policy: &Policy,
     outside: &Outside,
-    netns: bool,
+    own: Own,
     code: &mut Asm,
     labels: &mut Vec<(Label, usize)>,
     used: &mut Vec<Label>,
@@ -472,6 +497,7 @@ fn blocks(
         ],
     );
     block(Ioctl, &ioctl_checks(policy));
+    let netns = own.network;
     let socket = socket_checks(policy, netns);
     let deny = policy.network() == Network::Deny;
     if deny || !policy.allow_unix_sockets() {
@@ -633,10 +659,9 @@ fn setsockopt_checks() -> [bpf::Insn<Label>; 5] {
 /// built before anything is applied so that a filter that cannot be built fails the run
 /// before it changes the process.
 ///
-/// `netns`: the command runs in the stage's network namespace of its own (see
-/// `Policy::own_network`), where TCP and UDP sockets reach nothing but its loopback.
-pub fn program(policy: &Policy, outside: &Outside, netns: bool) -> Result<BpfProgram, RunnerError> {
-    let mut keys: Vec<(u32, To<Label>)> = rules(policy, outside, netns)
+/// `own`: the namespaces of the command's own the stage made (see [`Own`]).
+pub fn program(policy: &Policy, outside: &Outside, own: Own) -> Result<BpfProgram, RunnerError> {
+    let mut keys: Vec<(u32, To<Label>)> = rules(policy, outside, own)
         .into_iter()
         .map(|(nr, to)| (nr as u32, to))
         .collect();
@@ -656,7 +681,7 @@ pub fn program(policy: &Policy, outside: &Outside, netns: bool) -> Result<BpfPro
         })
         .collect();
     let mut labels = Vec::new();
-    blocks(policy, outside, netns, &mut code, &mut labels, &mut used);
+    blocks(policy, outside, own, &mut code, &mut labels, &mut used);
     bpf::assemble(&code, &labels).ok_or(RunnerError::Seccomp(SeccompError::JumpTooFar))
 }
 

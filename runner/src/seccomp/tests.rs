@@ -308,7 +308,7 @@ fn run(program: &[sock_filter], c: &Call) -> u32 {
 
 /// What [`program`] installs for `policy`, as a list [`verdict`] takes.
 fn programs(policy: &Policy) -> Result<Vec<BpfProgram>, RunnerError> {
-    Ok(vec![program(policy, &OUTSIDE, false)?])
+    Ok(vec![program(policy, &OUTSIDE, Own::default())?])
 }
 
 /// What the kernel answers with all programs installed: the most severe action.
@@ -381,7 +381,7 @@ fn escape_hatches_get_eperm_and_ordinary_calls_pass() {
 
 /// The filter of a policy that denies no socket family.
 fn privileged() -> BpfProgram {
-    program(&policy(Network::Allow, &[], true), &OUTSIDE, false).unwrap()
+    program(&policy(Network::Allow, &[], true), &OUTSIDE, Own::default()).unwrap()
 }
 
 /// seccompiler's rules for the sealing rules under `policy` (metadata, other processes,
@@ -394,7 +394,8 @@ fn sealing_rules(policy: &Policy) -> Result<Rules, RunnerError> {
         }
     };
     always(&mut rules, OTHER_PROCESSES);
-    always(&mut rules, IPC);
+    always(&mut rules, SYSTEM_V);
+    always(&mut rules, MESSAGE_QUEUES);
     let setid = |arg: u32| -> Result<Vec<SeccompRule>, RunnerError> {
         [libc::S_ISUID as u64, libc::S_ISGID as u64]
             .into_iter()
@@ -611,7 +612,7 @@ fn the_one_filter_answers_as_the_separate_programs_did_for_every_policy() {
     {
         let policy = policy(network, ports, unix).with_mode(mode);
         let reference = reference(&policy);
-        let program = program(&policy, &OUTSIDE, false).unwrap();
+        let program = program(&policy, &OUTSIDE, Own::default()).unwrap();
         let mut check = |c: &Call| {
             assert_eq!(
                 run(&program, c),
@@ -798,7 +799,7 @@ fn every_policy_s_filter_stays_short() {
         (Network::Allow, &[][..], false),
         (Network::Allow, &[][..], true),
     ] {
-        let len = program(&policy(network, ports, unix), &outside, false)
+        let len = program(&policy(network, ports, unix), &outside, Own::default())
             .unwrap()
             .len();
         eprintln!("{network:?} {ports:?} {unix}: {len} instructions");
@@ -1109,8 +1110,16 @@ mod table {
         ];
         let p = policy(Network::Deny, &[], false);
         let (shared, own) = (
-            program(&p, &OUTSIDE, false).unwrap(),
-            program(&p, &OUTSIDE, true).unwrap(),
+            program(&p, &OUTSIDE, Own::default()).unwrap(),
+            program(
+                &p,
+                &OUTSIDE,
+                Own {
+                    network: true,
+                    ipc: false,
+                },
+            )
+            .unwrap(),
         );
         let mut wrong = Vec::new();
         for &(name, nr, args, without, with) in table {
@@ -1129,16 +1138,47 @@ mod table {
         // bind goes around Landlock's rules), allowed in the namespace of its own.
         let listen = call(50, &[3, 1]);
         let ports = policy(Network::Deny, &[443], false);
-        assert_eq!(run(&program(&ports, &OUTSIDE, false).unwrap(), &listen), P);
+        assert_eq!(
+            run(&program(&ports, &OUTSIDE, Own::default()).unwrap(), &listen),
+            P
+        );
         assert_eq!(run(&own, &listen), A);
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// The command's own IPC namespace (the stage's): System V IPC is its own there;
+    /// without it it stays refused (the control). POSIX message queues stay refused.
+    #[test]
+    fn in_an_ipc_namespace_of_its_own_system_v_ipc_is_the_command_s() {
+        let p = policy(Network::Deny, &[], false);
+        let shared = program(&p, &OUTSIDE, Own::default()).unwrap();
+        let own = Own {
+            network: false,
+            ipc: true,
+        };
+        let own = program(&p, &OUTSIDE, own).unwrap();
+        for (name, nr) in [
+            ("shmget", 29),
+            ("msgget", 68),
+            ("semget", 64),
+            ("semop", 65),
+        ] {
+            let c = call(nr, &[0, 0, 0o600]);
+            assert_eq!(run(&shared, &c), P, "{name} without the namespace");
+            assert_eq!(run(&own, &c), A, "{name} in the command's own");
+        }
+        // POSIX message queues stay refused: their files are Landlock's to govern.
+        for (name, nr) in [("mq_open", 240), ("mq_timedsend", 242)] {
+            let c = call(nr, &[0, 0, 0o600]);
+            assert_eq!(run(&own, &c), P, "{name} in the command's own");
+        }
     }
 
     #[test]
     fn every_call_gets_the_answer_written_down_for_every_policy() {
         let programs: Vec<BpfProgram> = policies()
             .iter()
-            .map(|p| program(p, &OUTSIDE, false).unwrap())
+            .map(|p| program(p, &OUTSIDE, Own::default()).unwrap())
             .collect();
         let mut wrong = Vec::new();
         for &(name, nr, args, answers) in TABLE {
@@ -1173,7 +1213,7 @@ mod table {
         let kill = |outside: &Outside, pid: u64| {
             let mut c = call(0, &[pid, 9]);
             c.nr = 62;
-            run(&program(&p, outside, false).unwrap(), &c)
+            run(&program(&p, outside, Own::default()).unwrap(), &c)
         };
         let shared = Outside {
             shares_group: true,
@@ -1189,7 +1229,7 @@ mod table {
         assert_eq!(kill(&none, 4321), A);
         let mut c = call(0, &[0, 4300]);
         c.nr = 109;
-        assert_eq!(run(&program(&p, &none, false).unwrap(), &c), A);
+        assert_eq!(run(&program(&p, &none, Own::default()).unwrap(), &c), A);
     }
 
     #[test]
@@ -1198,7 +1238,7 @@ mod table {
         let kill = |outside: &Outside, pid: i32| {
             let mut c = call(0, &[pid as i64 as u64, 19]);
             c.nr = 62;
-            run(&program(&p, outside, false).unwrap(), &c)
+            run(&program(&p, outside, Own::default()).unwrap(), &c)
         };
         let named = Outside {
             ancestors: vec![5000, 4900, 77],
@@ -1221,7 +1261,7 @@ mod table {
         let setpgid = |outside: &Outside, group: i32| {
             let mut c = call(0, &[0, group as i64 as u64]);
             c.nr = 109;
-            run(&program(&p, outside, false).unwrap(), &c)
+            run(&program(&p, outside, Own::default()).unwrap(), &c)
         };
         let named = Outside {
             ancestors: vec![5000, 4900],
@@ -1472,7 +1512,7 @@ mod alone {
         }
         let calls = calls();
         let names: Vec<_> = calls.iter().map(|(n, _)| *n).collect();
-        let filter = program(&policy(Network::Deny, &[], false), &OUTSIDE, false).unwrap();
+        let filter = program(&policy(Network::Deny, &[], false), &OUTSIDE, Own::default()).unwrap();
         let (control, status) = in_child(&calls, None, true);
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
@@ -1703,7 +1743,7 @@ mod alone {
                 unsafe { libc::syscall(libc::SYS_setpgid, 0, group) }
             }),
         )];
-        let filter = program(&policy(Network::Deny, &[], false), &outside, false).unwrap();
+        let filter = program(&policy(Network::Deny, &[], false), &outside, Own::default()).unwrap();
         let (control, _) = in_child(&rejoin, None, false);
         assert_eq!(control, [0], "without the filter");
         let (filtered, _) = in_child(&rejoin, Some(&filter), false);
@@ -1724,7 +1764,7 @@ mod alone {
             // As `Outside::of_parent(false, true)` would find them in the child.
             ancestors: super::super::signals::ancestors_of(std::process::id() as i32),
         };
-        let filter = program(&policy(Network::Deny, &[], false), &outside, false).unwrap();
+        let filter = program(&policy(Network::Deny, &[], false), &outside, Own::default()).unwrap();
         let (control, status) = in_child(&calls, None, false);
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
