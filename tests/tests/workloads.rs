@@ -12,8 +12,9 @@
 //! - git in the workspace: commits (an existing hook runs) and branches work; a write to
 //!   the protected `.git/config` is refused and reported as a denial, and works with
 //!   `--no-default-protect`; no key and no hook that runs code later can be set;
-//! - package managers: `pip install` into a venv from a local index on loopback, with
-//!   its name allowed, caches in the workspace; the user's shared caches stay
+//! - package managers: `pip install` into a venv and `npm install` from local registries
+//!   on loopback, with their names allowed, caches in the workspace (`cargo build` is in
+//!   `network_clients.rs`); the user's shared caches stay
 //!   unwritable (a poisoned one would run unconfined later).
 
 mod support;
@@ -766,5 +767,120 @@ fn the_host_s_message_queues_are_out_of_sight() {
     assert_prints(&seen, "system v visible\nposix visible", "control");
     for out in &outs {
         assert_prints(out, "system v absent\nposix absent", "staged");
+    }
+}
+
+/// The package `stkdemo` 0.1.0 packed by `npm pack` in `dir` (unconfined): the tarball.
+fn npm_package(dir: &std::path::Path) -> std::path::PathBuf {
+    let src = dir.join("stkdemo-src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("package.json"),
+        r#"{"name":"stkdemo","version":"0.1.0","main":"index.js"}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("index.js"),
+        "module.exports = 'installed from the local registry'\n",
+    )
+    .unwrap();
+    let out = Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(dir)
+        .current_dir(&src)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "npm pack: {}", text(&out.stderr));
+    dir.join("stkdemo-0.1.0.tgz")
+}
+
+/// An npm registry on 127.0.0.1 serving `tarball` as `stkdemo` 0.1.0, its tarball named
+/// `npm.test:PORT`: the port.
+fn npm_registry(tarball: std::path::PathBuf) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let bytes = std::fs::read(&tarball).unwrap();
+    let packument = format!(
+        r#"{{"name":"stkdemo","dist-tags":{{"latest":"0.1.0"}},"versions":{{"0.1.0":{{"name":"stkdemo","version":"0.1.0","dist":{{"tarball":"http://npm.test:{port}/stkdemo/-/stkdemo-0.1.0.tgz"}}}}}}}}"#
+    );
+    std::thread::spawn(move || {
+        use std::io::{BufRead, BufReader, Write};
+        for stream in listener.incoming().flatten() {
+            let (packument, bytes) = (packument.clone(), bytes.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                let _ = reader.read_line(&mut line);
+                let mut rest = String::new();
+                while reader.read_line(&mut rest).unwrap_or(0) > 2 {
+                    rest.clear();
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("");
+                let body = match path {
+                    "/stkdemo" => Some(("application/json", packument.into_bytes())),
+                    "/stkdemo/-/stkdemo-0.1.0.tgz" => Some(("application/octet-stream", bytes)),
+                    _ => None,
+                };
+                let mut s = stream;
+                let _ = match body {
+                    Some((kind, b)) => s
+                        .write_all(
+                            format!(
+                                "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                                b.len()
+                            )
+                            .as_bytes(),
+                        )
+                        .and_then(|_| s.write_all(&b)),
+                    None => s.write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    ),
+                };
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn npm_installs_from_an_allowed_registry_with_its_cache_in_the_workspace() {
+    for (fx, netns) in domain_fixtures("npm_installs") {
+        let port = npm_registry(npm_package(&fx.outside));
+        std::fs::write(
+            fx.ws.join("package.json"),
+            r#"{"name":"app","version":"1.0.0","dependencies":{"stkdemo":"0.1.0"}}"#,
+        )
+        .unwrap();
+        let install = format!(
+            "npm install --no-audit --no-fund --registry http://npm.test:{port}/ && \
+             node -e \"console.log(require('stkdemo'))\""
+        );
+        let (tcp, name) = (format!("127.0.0.1:{port}"), format!("npm.test:{port}"));
+        let args = [
+            "--mode",
+            "workspace-write",
+            "--allow-domain",
+            &tcp,
+            "--allow-domain",
+            &name,
+            "--resolve",
+            "npm.test=127.0.0.1",
+        ];
+        let v = run_json_sh(&fx, &args, &install);
+        assert_eq!(v["exitCode"], 0, "netns {netns}: {v}");
+        assert!(
+            v["stdout"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("installed from the local registry"),
+            "netns {netns}: {v}"
+        );
+        let cache = fx.ws.join(".stockade-cache/npm/_cacache");
+        assert!(
+            cache.is_dir(),
+            "netns {netns}: npm's cache is not in {}",
+            cache.display()
+        );
     }
 }
