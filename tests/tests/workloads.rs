@@ -283,6 +283,14 @@ fn the_host_s_shared_memory_is_out_of_sight_and_nothing_reaches_it() {
     let host = std::path::PathBuf::from(format!("/dev/shm/{}-host", fx.tag));
     let planted = format!("/dev/shm/{}-inside", fx.tag);
     std::fs::write(&host, "another command's").unwrap();
+    // Removed however the test ends: /dev/shm is the machine's.
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _cleanup = (Remove(host.clone()), Remove(planted.clone().into()));
     let script = format!(
         r#"
 import os
@@ -305,7 +313,6 @@ print("wrote")
         );
     }
     assert_eq!(std::fs::read_to_string(&host).unwrap(), "another command's");
-    std::fs::remove_file(&host).unwrap();
 }
 
 /// Python's `pty`: a child on a terminal of the command's own.
