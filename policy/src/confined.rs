@@ -23,6 +23,13 @@ pub const OPERATION_NOT_PERMITTED: &str = "operation not permitted";
 /// `strerror(EROFS)`, lower-cased: a write or metadata change outside the writable roots
 /// under the namespace stage, which mounts everything else read-only.
 pub const READ_ONLY_FILE_SYSTEM: &str = "read-only file system";
+/// `strerror(EBUSY)`, lower-cased: under the namespace stage, a rename or removal of one
+/// of its mount points: a protected path (`.git/config`, which git rewrites by renaming
+/// `config.lock` over it: `git config`, `git remote add`, branch tracking) or a directory
+/// pinned above one (`mv .git elsewhere`). Inside the sandbox nothing else answers it:
+/// mounting and unmounting are refused (`EPERM`) and no device that could be busy is
+/// granted.
+pub const DEVICE_OR_RESOURCE_BUSY: &str = "device or resource busy";
 
 /// A rule recognising the runner's own failure in a settled process's facts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,7 +129,8 @@ pub struct ConfinedArgv {
 /// and, for why EPERM is left out, [`OPERATION_NOT_PERMITTED`]). Under the namespace
 /// stage (`staged`) the tree outside the writable roots is mounted read-only, and the
 /// kernel checks that before Landlock: a write there reads `EROFS`
-/// ([`READ_ONLY_FILE_SYSTEM`]), the stage's own refusal.
+/// ([`READ_ONLY_FILE_SYSTEM`]), the stage's own refusal, and renaming onto or moving a
+/// protected path reads `EBUSY` ([`DEVICE_OR_RESOURCE_BUSY`]).
 pub fn denial_signatures(mode: Mode, staged: bool) -> Vec<String> {
     if !mode.is_confined() {
         return Vec::new();
@@ -130,6 +138,7 @@ pub fn denial_signatures(mode: Mode, staged: bool) -> Vec<String> {
     let mut out = vec![PERMISSION_DENIED.to_string()];
     if staged {
         out.push(READ_ONLY_FILE_SYSTEM.to_string());
+        out.push(DEVICE_OR_RESOURCE_BUSY.to_string());
     }
     out
 }

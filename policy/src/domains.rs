@@ -449,6 +449,19 @@ impl DomainRules {
         self.allow.is_empty() && self.deny.is_empty() && self.pins.is_empty()
     }
 
+    /// Whether an allow rule names a loopback address (`--allow-domain 127.0.0.1:PORT`):
+    /// the caller sends the command to the host's loopback through the proxy on purpose.
+    pub fn allows_loopback(&self) -> bool {
+        let loopback = [
+            IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+        ];
+        self.allow.iter().any(|r| {
+            matches!(&r.pattern, HostPattern::Addresses(range)
+                if loopback.iter().any(|&ip| range.contains(ip)))
+        })
+    }
+
     /// Refuses rules that cannot mean what the caller wrote (see [`RulesError`]).
     pub fn check(&self) -> Result<(), RulesError> {
         if self.allow.is_empty() && !self.deny.is_empty() {

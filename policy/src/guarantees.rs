@@ -144,6 +144,12 @@ impl Asks {
             })
     }
 
+    /// Whether the stage gives the command a network namespace of its own (as
+    /// [`crate::Policy::own_network`] decides).
+    pub fn own_network(&self) -> bool {
+        self.network == Network::Deny && (self.domains || !self.tcp_connect)
+    }
+
     /// What `mode` asks for when the caller passes no other flag (`stockade probe`).
     pub fn defaults(mode: Mode) -> Asks {
         Asks {

@@ -67,6 +67,7 @@ pub mod hidden;
 pub mod inherit;
 pub mod mode;
 pub mod network_denials;
+pub mod package_caches;
 pub mod policy;
 pub mod proxy_env;
 pub mod raw;

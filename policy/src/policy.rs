@@ -322,18 +322,32 @@ impl Policy {
             && (!self.allow_tcp_connect.is_empty() || self.domains.is_some() || self.allow_dns)
     }
 
+    /// Whether, under the namespace stage, the command gets a network namespace of its
+    /// own: with the network denied, either the network by name (the proxy listening in
+    /// it is the only way out) or no network at all, where a namespace holding nothing
+    /// but its own loopback lets the command serve and reach itself on `127.0.0.1` (a
+    /// test suite's local server) while nothing outside, the host's loopback included,
+    /// can be reached. Not with `--allow-tcp-connect` or `--allow-dns`: those name ports
+    /// on the host's network, which such a namespace cannot reach.
+    pub fn own_network(&self) -> bool {
+        self.network == Network::Deny
+            && (self.domains.is_some() || (self.allow_tcp_connect.is_empty() && !self.allow_dns))
+    }
+
     /// The TCP ports Landlock lets the command connect to, with every other connect and
     /// bind refused; `None` when Landlock is to handle no network right at all.
     ///
-    /// `netns` says whether the command runs in the stage's network namespace, which has
-    /// nothing but loopback and the proxy listening there. The namespace alone holds the
-    /// network then, and no port rule is added: a connection around the proxy fails
-    /// with "network unreachable" (the truth) rather than with the "permission denied"
-    /// of a refused file access. Without it, the proxy's port is the only one allowed.
+    /// `netns` says whether the command runs in the stage's network namespace (see
+    /// [`Policy::own_network`]), which has nothing but loopback (and the proxy
+    /// listening there). The namespace alone holds the network then, and no port rule is
+    /// added: binding and connecting on the namespace's own loopback work, and a
+    /// connection anywhere else fails with "network unreachable" (the truth) rather than
+    /// with the "permission denied" of a refused file access. Without it, the proxy's
+    /// port is the only one allowed.
     pub fn landlock_connect_ports(&self, netns: bool) -> Option<Vec<u16>> {
         match (self.network, &self.domains) {
             (Network::Allow, _) => None,
-            (Network::Deny, Some(_)) if netns => None,
+            (Network::Deny, _) if netns && self.own_network() => None,
             (Network::Deny, Some(d)) => Some(vec![d.proxy_port]),
             (Network::Deny, None) => {
                 let mut ports = self.allow_tcp_connect.clone();

@@ -241,6 +241,37 @@ pub struct MountPlan {
     pub private_tmp: bool,
     /// A pid namespace with its own `/proc`.
     pub pids: bool,
+    /// A network namespace of its own, loopback up (see `Policy::own_network`).
+    pub network: bool,
+    /// A fresh tmpfs on [`SHM`] (see [`private_shm`]).
+    pub private_shm: bool,
+    /// A devpts instance of the command's own on [`PTS`], its `ptmx` bound on [`PTMX`].
+    pub private_pts: bool,
+}
+
+/// POSIX shared memory and semaphores (`shm_open`, `sem_open`: Python's
+/// `multiprocessing`, anything using them) are files here. The stage gives every
+/// command an empty tmpfs of its own on it, gone with the command: what it puts there is
+/// its own memory, and the host's (another command's, another user's) is out of sight.
+pub const SHM: &str = "/dev/shm";
+/// Where pseudo-terminals live: the stage mounts a devpts instance of the command's own
+/// here (`newinstance`), so it can make terminals (`script`, `expect`, Python's `pty`)
+/// while the host's, the caller's included, are not there to open.
+pub const PTS: &str = "/dev/pts";
+/// The multiplexer a new terminal is opened through: the stage binds its instance's
+/// `ptmx` over it.
+pub const PTMX: &str = "/dev/ptmx";
+/// The mount options of the private devpts: terminals anyone in the namespace may
+/// allocate through its `ptmx`, each terminal readable and writable by its owner.
+pub const PTS_OPTIONS: &str = "newinstance,ptmxmode=0666,mode=0620";
+
+/// Whether the stage mounts a private tmpfs on [`SHM`]: unless the caller shares it on
+/// purpose, naming it (or something holding or below it) as a writable root.
+pub fn private_shm(writable: &[PathBuf]) -> bool {
+    let shm = Path::new(SHM);
+    !writable
+        .iter()
+        .any(|r| r.starts_with(shm) || shm.starts_with(r))
 }
 
 /// The mode of the stage's empty mounts over hidden paths: nothing may be listed,
@@ -325,6 +356,9 @@ pub fn plan(
         mask,
         private_tmp: policy.tmp == TmpMode::Private,
         pids,
+        network: policy.own_network(),
+        private_shm: private_shm(writable),
+        private_pts: true,
     }
 }
 

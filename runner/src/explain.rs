@@ -336,8 +336,11 @@ fn network(request: &LaunchRequest) -> String {
             }
             text
         }
+        (Network::Deny, true, None) if !p.allow_dns() && request.promised.namespaces => {
+            "denied: a network namespace of the command's own, with nothing but its loopback (TCP and UDP servers and clients on 127.0.0.1 work there)".to_string()
+        }
         (Network::Deny, true, None) if !p.allow_dns() => {
-            "denied (no socket but AF_UNIX)".to_string()
+            "denied (no socket but AF_UNIX: without the stage, no loopback either)".to_string()
         }
         (Network::Deny, _, None) => {
             let ports: Vec<String> = p
@@ -425,6 +428,18 @@ fn explain_stage(w: &mut String, request: &LaunchRequest, asks: &Asks) {
             "shared: the machine's"
         }
     );
+    if plan.private_shm {
+        let _ = writeln!(
+            w,
+            "  /dev/shm:            private: a fresh tmpfs, empty, gone with the command"
+        );
+    }
+    if plan.private_pts {
+        let _ = writeln!(
+            w,
+            "  /dev/pts:            private: a devpts instance of its own (its ptmx on /dev/ptmx): terminals it makes, none of the host's"
+        );
+    }
     let shared = stage_report::shared_roots(policy, uid, &|root| {
         use std::os::unix::fs::MetadataExt;
         let m = root.symlink_metadata().ok().filter(|m| m.is_dir())?;

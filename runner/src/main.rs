@@ -193,7 +193,15 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     // and, where Landlock will not scope signals to the sandbox, every ancestor.
     let scoped = ruleset::kernel_abi() >= ruleset::SIGNAL_SCOPE_ABI;
     let outside = seccomp::Outside::of_parent(new_session, !scoped);
-    let filter = seccomp::program(policy, &outside)?;
+    // With the network denied under the stage, the command's network namespace of its
+    // own holds the network (a stage that did not run is refused below, before anything
+    // starts): its loopback is the command's, and nothing else is there.
+    let netns = request.promised.namespaces && policy.own_network();
+    let own = seccomp::Own {
+        network: netns,
+        ipc: request.promised.namespaces,
+    };
+    let filter = seccomp::program(policy, &outside, own)?;
     enter_cwd(request)?;
     session::apply(new_session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
@@ -206,9 +214,6 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
         None
     };
     let staged = request.promised.namespaces && stage_missing.is_none();
-    // With the network by name under the stage, the command's network namespace holds
-    // the network (a stage that did not run is refused below, before anything starts).
-    let netns = request.promised.namespaces && policy.domains().is_some();
     // Before Landlock, which would govern the descriptors opened again here.
     let metadata_open = metadata_open(policy, staged);
     let landlock_abi = ruleset::restrict(policy, netns, staged)?;

@@ -273,11 +273,61 @@ pub fn restrict(policy: &Policy, netns: bool, staged: bool) -> Result<u32, Runne
         }
         .map_err(ll)?;
     }
+    if staged {
+        for (fd, rights) in private_devices(policy) {
+            created = created.add_rule(PathBeneath::new(fd, rights)).map_err(ll)?;
+        }
+    }
     let status = created.restrict_self().map_err(ll)?;
     if status.ruleset == RulesetStatus::NotEnforced {
         return Err(RunnerError::Landlock(LandlockError::NotEnforced));
     }
     Ok(abi_number(&status.landlock))
+}
+
+/// The stage's private devices, the command's own to use fully: its `/dev/shm` tmpfs
+/// and its devpts instance with that instance's `ptmx` (see `stockade_policy::stage`).
+/// Each is opened without following a link and given a rule only where the stage
+/// mounted it (a directory, and for `/dev/ptmx` a character device rather than a link;
+/// `/dev/shm` only where the caller did not share the host's as a writable root), and
+/// never where a hidden path lies on or below it.
+fn private_devices(policy: &Policy) -> Vec<(std::fs::File, BitFlags<AccessFs>)> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    use stockade_policy::stage::{PTMX, PTS, SHM, private_shm};
+    let open = |path: &str| {
+        let hidden = policy
+            .hidden()
+            .iter()
+            .any(|h| h.starts_with(path) || std::path::Path::new(path).starts_with(h));
+        if hidden {
+            return None;
+        }
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
+            .open(path)
+            .ok()
+            .and_then(|f| Some((f.metadata().ok()?.file_type(), f)))
+    };
+    let full = AccessFs::from_all(HANDLED_ABI);
+    let mut out = Vec::new();
+    if private_shm(&grants::writable_roots(policy))
+        && let Some((kind, f)) = open(SHM)
+        && kind.is_dir()
+    {
+        out.push((f, full));
+    }
+    if let Some((kind, f)) = open(PTS)
+        && kind.is_dir()
+    {
+        out.push((f, full));
+        if let Some((kind, f)) = open(PTMX)
+            && kind.is_char_device()
+        {
+            out.push((f, file_rights(full)));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //!   read-only and binds only the writable roots back);
 //! - with a pid namespace, this process is pid 2: the namespace's init (pid 1) starts
 //!   exactly one child, the runner. On the host, pid 2 is a kernel thread;
-//! - with the network by name, the network namespace has no interface but loopback.
+//! - with the network denied (`Policy::own_network`), the network namespace has no
+//!   interface but loopback.
 
 use stockade_policy::Policy;
 use stockade_policy::stage::PidMode;
@@ -37,7 +38,7 @@ pub fn achieved(policy: &Policy, confined_in: Option<u64>) -> Result<(), &'stati
     if policy.pids() != PidMode::Share && std::process::id() != 2 {
         return Err("the runner is not pid 2 of a pid namespace");
     }
-    if policy.domains().is_some() && !only_loopback() {
+    if policy.own_network() && !only_loopback() {
         return Err("the network namespace has interfaces besides loopback");
     }
     Ok(())

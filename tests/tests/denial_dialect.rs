@@ -69,7 +69,11 @@ fn under_the_stage_a_write_outside_reads_erofs_and_is_still_a_denial() {
     }
     assert_eq!(
         signatures,
-        serde_json::json!(["permission denied", "read-only file system"])
+        serde_json::json!([
+            "permission denied",
+            "read-only file system",
+            "device or resource busy"
+        ])
     );
     let target = fx.outside.join("x");
     let v = run_json_sh(&fx, &format!("echo x > {}", target.display()));

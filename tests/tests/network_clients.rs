@@ -204,3 +204,61 @@ fn cargo_fetches_from_an_allowed_registry_and_is_refused_one_not_allowed() {
         );
     }
 }
+
+#[test]
+fn cargo_builds_a_dependency_from_an_allowed_registry_with_its_home_in_the_workspace() {
+    // No CARGO_HOME given: stockade points it into the workspace, where the registry's
+    // cache lands, and the user's own (shared with unconfined builds) stays untouched.
+    let cargo = match cargo() {
+        Ok(c) => c,
+        Err(why) => {
+            eprintln!(
+                "SKIPPED (no cargo for this user): cargo_builds_a_dependency_from_an_allowed_registry ({why})"
+            );
+            return;
+        }
+    };
+    for (fx, netns) in domain_fixtures("cargo_builds") {
+        let krate = packaged_crate(&cargo, &fx.outside);
+        let port = registry(&krate);
+        let (proj, _) = project(&fx.ws, port);
+        let out = fx
+            .stockade([
+                "run",
+                "--mode",
+                "workspace-write",
+                "--workspace",
+                &fx.ws.to_string_lossy(),
+                "--allow-domain",
+                &format!("127.0.0.1:{port}"),
+                "--allow-domain",
+                &format!("registry.test:{port}"),
+                "--resolve",
+                "registry.test=127.0.0.1",
+                "--",
+                &cargo.to_string_lossy(),
+                "build",
+                "-q",
+            ])
+            .current_dir(&proj)
+            .env_remove("CARGO_HOME")
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+        let home = fx
+            .ws
+            .join(stockade_policy::package_caches::DIR)
+            .join("cargo");
+        let cached = std::fs::read_dir(home.join("registry/cache"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|d| d.path().join("stkdemo-0.1.0.crate").is_file());
+        assert!(cached, "netns {netns}: not cached in {}", home.display());
+        assert!(
+            proj.join("target/debug/proj").is_file(),
+            "netns {netns}: not built"
+        );
+    }
+}

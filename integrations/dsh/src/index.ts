@@ -25,10 +25,11 @@
  *   directory removed that way rejects, naming why, rather than guess a verdict.
  */
 import { execFile, execFileSync } from 'node:child_process'
-import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs'
+import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { dirname, join } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
+import z from '@deepseek-ai/schemastery'
 import { SandboxProvider, SandboxUnavailableError } from '@deepseek-ai/dsh-sandbox'
 import type { ConfinedArgv, RunnerFailureRule, SandboxEnforcement, SandboxPolicy } from '@deepseek-ai/dsh-sandbox'
 
@@ -39,6 +40,11 @@ export interface Config {
   confineTimeoutMs?: number
   /** The environment rule applied to what the runner inherits (default `filtered`). */
   inheritEnv?: 'filtered' | 'unfiltered'
+  /**
+   * Variables the executor passes on purpose that stockade's environment rule would
+   * withhold (a forwarded `GH_TOKEN`): each becomes `--keep-env NAME`.
+   */
+  keepEnv?: string[]
   /** Extra `stockade confine` flags, e.g. `['--network', 'allow']` (see docs). */
   extraArgs?: string[]
   /** How often pending private directories are checked for a final record (ms, default 50). */
@@ -90,6 +96,7 @@ const DEFAULTS: Required<Config> = {
   stockade: 'stockade',
   confineTimeoutMs: 5000,
   inheritEnv: 'filtered',
+  keepEnv: [] as string[],
   extraArgs: [] as string[],
   settlePollMs: 50,
   abandonAfterMs: 300_000,
@@ -101,6 +108,19 @@ const DEFAULTS: Required<Config> = {
 const REMEMBERED_REMOVALS = 1024
 
 export class StockadeSandboxProvider extends SandboxProvider {
+  /** The plugin's configuration, as the harness's plugins declare theirs (defaults above). */
+  static Config: z<Config> = z.object({
+    stockade: z.string().default(DEFAULTS.stockade),
+    confineTimeoutMs: z.natural().default(DEFAULTS.confineTimeoutMs),
+    inheritEnv: z.union(['filtered', 'unfiltered'] as const).default(DEFAULTS.inheritEnv),
+    keepEnv: z.array(z.string()).default([]),
+    extraArgs: z.array(z.string()).default([]),
+    settlePollMs: z.natural().default(DEFAULTS.settlePollMs),
+    abandonAfterMs: z.natural().default(DEFAULTS.abandonAfterMs),
+    keepForMs: z.natural().default(DEFAULTS.keepForMs),
+    maxKept: z.natural().default(DEFAULTS.maxKept),
+  })
+
   readonly config: Required<Config>
   /**
    * Private directories handed out and not yet removed, by status path (the one field
@@ -118,21 +138,41 @@ export class StockadeSandboxProvider extends SandboxProvider {
     ctx.effect(() => () => this.dispose(), 'stockade private directories')
   }
 
-  /** The `stockade confine` arguments for one call. */
+  /**
+   * The `stockade confine` arguments for one call. Read-only mode writes nowhere, so a
+   * workspace that does not exist (yet) is no reason to refuse: stockade then takes the
+   * provider's working directory as the workspace (it grants nothing but reading there).
+   */
   confineArgs(argv: readonly string[], policy: SandboxPolicy): string[] {
+    const workspace = policy.mode === 'read-only' && !isDirectory(policy.workspaceRoot)
+      ? []
+      : ['--workspace', policy.workspaceRoot]
     return [
       'confine',
       '--mode', policy.mode,
-      '--workspace', policy.workspaceRoot,
+      ...workspace,
       '--inherit-cwd',
       `--inherit-env=${this.config.inheritEnv}`,
+      ...this.config.keepEnv.flatMap((name) => ['--keep-env', name]),
       ...this.config.extraArgs,
       '--',
       ...argv,
     ]
   }
 
+  /**
+   * Where `stockade confine` runs: the workspace, or where it is missing in read-only
+   * mode the provider's own directory. A missing workspace in a writing mode is refused
+   * naming it (spawning there would fail as if the stockade binary were missing).
+   */
+  private confineCwd(policy: SandboxPolicy): string | undefined {
+    if (isDirectory(policy.workspaceRoot)) return policy.workspaceRoot
+    if (policy.mode === 'read-only') return undefined
+    throw new SandboxUnavailableError(policy.mode, `stockade: workspace root ${policy.workspaceRoot} does not exist or is not a directory`)
+  }
+
   confine(argv: readonly string[], policy: SandboxPolicy): StockadeConfinedArgv {
+    const cwd = this.confineCwd(policy)
     let stdout: string
     try {
       stdout = execFileSync(this.config.stockade, this.confineArgs(argv, policy), {
@@ -140,7 +180,7 @@ export class StockadeSandboxProvider extends SandboxProvider {
         timeout: this.config.confineTimeoutMs,
         killSignal: 'SIGKILL',
         stdio: ['ignore', 'pipe', 'pipe'],
-        cwd: policy.workspaceRoot,
+        cwd,
       })
     } catch (error) {
       throw unavailable(policy, error)
@@ -155,13 +195,14 @@ export class StockadeSandboxProvider extends SandboxProvider {
     options: { signal?: AbortSignal; deadlineMs?: number } = {},
   ): Promise<StockadeConfinedArgv> {
     options.signal?.throwIfAborted()
+    const cwd = this.confineCwd(policy)
     const stdout = await new Promise<string>((resolve, reject) => {
       execFile(this.config.stockade, this.confineArgs(argv, policy), {
         encoding: 'utf8',
         timeout: options.deadlineMs ?? this.config.confineTimeoutMs,
         killSignal: 'SIGKILL',
         signal: options.signal,
-        cwd: policy.workspaceRoot,
+        cwd,
       }, (error, out, stderr) => {
         if (options.signal?.aborted) return reject(options.signal.reason)
         if (error) return reject(unavailable(policy, Object.assign(error, { stderr })))
@@ -342,6 +383,15 @@ export class StockadeSandboxProvider extends SandboxProvider {
  * domain proxy's record of refused connections.
  */
 const PRIVATE_FILES = ['request', 'status', 'stage', 'network-denied'] as const
+
+/** Whether `path` is a directory (following links, as a spawn's cwd does). */
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory()
+  } catch {
+    return false
+  }
+}
 
 /** A failed `stockade confine` as the harness's fail-closed error. */
 function unavailable(policy: SandboxPolicy, error: unknown): SandboxUnavailableError {

@@ -356,6 +356,44 @@ await test('what is kept for settle() is bounded: maxKept, keepForMs, dispose', 
   assert.deepEqual(privateDirs(), [])
 })
 
+await test('keepEnv passes a variable the executor forwards on purpose; without it the rule withholds it', async () => {
+  const policy = { mode: 'workspace-write', workspaceRoot: ws }
+  const spawnWith = (c) => spawnSync(c.argv[0], c.argv.slice(1), {
+    cwd: ws,
+    encoding: 'utf8',
+    env: { ...process.env, GH_TOKEN: 'forwarded-on-purpose' },
+  })
+  // Control: the default rule removes it.
+  const plain = h.provider.confine(['sh', '-c', 'echo "token=${GH_TOKEN-unset}"'], policy)
+  assert.match(spawnWith(plain).stdout, /token=unset/)
+  await h.provider.settle(plain, { exitCode: 0, stderr: '' }).catch(() => {})
+  const k = await harness({ keepEnv: ['GH_TOKEN'] })
+  const kept = k.provider.confine(['sh', '-c', 'echo "token=${GH_TOKEN-unset}"'], policy)
+  assert.match(spawnWith(kept).stdout, /token=forwarded-on-purpose/)
+  await k.ctx.fiber.dispose()
+})
+
+await test('read-only mode needs no workspace; a writing mode names the missing one', async () => {
+  const missing = join(root, 'not-yet')
+  const c = h.provider.confine(['sh', '-c', 'echo read-only ran'], { mode: 'read-only', workspaceRoot: missing })
+  const p = spawnSync(c.argv[0], c.argv.slice(1), { cwd: ws, encoding: 'utf8' })
+  assert.equal(p.status, 0, p.stderr)
+  assert.match(p.stdout, /read-only ran/)
+  await h.provider.settle(c, { exitCode: p.status, stderr: p.stderr })
+  assert.throws(
+    () => h.provider.confine(['true'], { mode: 'workspace-write', workspaceRoot: missing }),
+    (e) => e.code === SANDBOX_UNAVAILABLE && /workspace root .*not-yet does not exist/.test(e.message),
+  )
+})
+
+await test('the provider declares its Config schema with the defaults', async () => {
+  const config = StockadeSandboxProvider.Config({})
+  assert.equal(config.confineTimeoutMs, 5000)
+  assert.deepEqual(config.keepEnv, [])
+  assert.equal(config.inheritEnv, 'filtered')
+  assert.throws(() => StockadeSandboxProvider.Config({ inheritEnv: 'everything' }))
+})
+
 await h.ctx.fiber.dispose()
 rmSync(root, { recursive: true, force: true })
 console.log(results.join('\n'))

@@ -194,7 +194,14 @@ fn prepare(
     let mut not_granted = not_granted(&resolved);
     let dir = PrivateDir::create(&base)?;
     let status_path = dir.status_path();
-    let (env, inherit) = network_env(env, inherit, proxy_port, allow_dns);
+    let allows_loopback = resolved
+        .domains()
+        .is_some_and(|d| d.rules().allows_loopback());
+    let own_loopback = staged && !allows_loopback;
+    let (mut env, mut inherit) = network_env(env, inherit, proxy_port, own_loopback, allow_dns);
+    if mode == Mode::WorkspaceWrite {
+        redirect_package_caches(resolved.workspace(), &mut env, &mut inherit);
+    }
     let request = LaunchRequest {
         argv: command.to_vec(),
         cwd,
@@ -387,6 +394,7 @@ fn network_env(
     mut env: Vec<(OsString, OsString)>,
     mut inherit: Inherit,
     proxy_port: Option<u16>,
+    own_loopback: bool,
     allow_dns: bool,
 ) -> (Vec<(OsString, OsString)>, Inherit) {
     let target = match inherit.env.as_mut() {
@@ -395,7 +403,9 @@ fn network_env(
     };
     if let Some(port) = proxy_port {
         // The command's clients go through the proxy: set over whatever the caller had.
-        let vars: Vec<(OsString, OsString)> = proxy_env(port)
+        // Under the stage the command's loopback is its own, reached directly, unless
+        // the rules send it to the host's loopback through the proxy on purpose.
+        let vars: Vec<(OsString, OsString)> = proxy_env(port, own_loopback)
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
             .collect();
@@ -572,6 +582,26 @@ fn launcher_path() -> Result<String, LauncherError> {
     locate::launcher()
         .map_err(LauncherError::LauncherPath)
         .and_then(|p| utf8(p.as_os_str(), "the launcher path"))
+}
+
+/// Points the package managers' caches into the workspace (see
+/// `stockade_policy::package_caches`), unless the caller named the variable itself: in
+/// the request's environment, or with `--env` over an inherited one (whose spawn-time
+/// values are not known here, so the redirection is set over them).
+fn redirect_package_caches(
+    workspace: &Path,
+    env: &mut Vec<(OsString, OsString)>,
+    inherit: &mut Inherit,
+) {
+    let target = match inherit.env.as_mut() {
+        Some(inherited) => &mut inherited.set,
+        None => env,
+    };
+    for (name, dir) in stockade_policy::package_caches::cache_env(workspace) {
+        if stockade_policy::environment::lookup(target, name).is_none() {
+            target.push((name.into(), dir.into_os_string()));
+        }
+    }
 }
 
 /// A fresh runner failure tag (see `stockade_policy::failure_tag`): 16 bytes from the

@@ -34,7 +34,7 @@ pub fn kernel_facts(asks: &Asks) -> KernelFacts {
     KernelFacts {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),
-        namespaces: asks.wants_stage() && crate::stage::available(true, asks.domains).is_ok(),
+        namespaces: asks.wants_stage() && crate::stage::available(true, asks.own_network()).is_ok(),
     }
 }
 

@@ -35,7 +35,7 @@ pub fn hand_over_listener(channel: RawFd, port: u16) -> Result<(), Failed> {
 }
 
 /// `ip link set lo up`: a new network namespace's loopback starts down.
-fn loopback_up() -> Result<(), Failed> {
+pub fn loopback_up() -> Result<(), Failed> {
     // SAFETY: socket() returns a new descriptor or -1.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {

@@ -92,6 +92,15 @@ pub fn argv(
     if plan.pids {
         argv.push("--pids".into());
     }
+    if plan.network {
+        argv.push("--private-network".into());
+    }
+    if plan.private_shm {
+        argv.push("--private-shm".into());
+    }
+    if plan.private_pts {
+        argv.push("--private-pts".into());
+    }
     argv.push("--".into());
     argv.extend(runner_argv.iter().cloned());
     argv
@@ -176,6 +185,9 @@ pub(super) fn parse(args: &[OsString]) -> Result<Parsed, String> {
             }
             Some("--private-tmp") => plan.private_tmp = true,
             Some("--pids") => plan.pids = true,
+            Some("--private-network") => plan.network = true,
+            Some("--private-shm") => plan.private_shm = true,
+            Some("--private-pts") => plan.private_pts = true,
             Some(NetProxy::FLAG) => {
                 let value = it.next().and_then(|v| v.to_str()).unwrap_or_default();
                 net = Some(NetProxy::parse(value)?);

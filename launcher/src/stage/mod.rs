@@ -4,10 +4,11 @@
 //! ConfinedArgv then starts `stockade __stage [STAGE FLAGS] -- RUNNER ARGS...` instead of
 //! the runner. This process:
 //! 1. creates the namespaces: user (when not root, the caller's uid and gid mapped to
-//!    themselves), mount, IPC, pid when asked, and network for the network by name: it
-//!    brings its loopback up, listens on the proxy's port there and sends that socket
-//!    to the proxy host outside (see `crate::proxy::host`), so the only way out of the
-//!    namespace is the proxy;
+//!    themselves), mount, IPC, pid when asked, and network when the network is denied
+//!    (`stockade_policy::Policy::own_network`): it brings the namespace's loopback up,
+//!    the command's own for the servers it starts; for the network by name it also
+//!    listens on the proxy's port there and sends that socket to the proxy host outside
+//!    (see `crate::proxy::host`), so the only way out of the namespace is the proxy;
 //! 2. makes every mount private and read-only, then binds each writable root back
 //!    read-write and each protected path read-only again on top of that (so a protected
 //!    path inside a writable root stays read-only), mounts a fresh tmpfs on `/tmp` when it
@@ -128,7 +129,7 @@ pub(super) fn enter(
     // Before anything else: the snapshot of each shared root is taken before the
     // command exists, and the report file is opened while it is still ours alone.
     let watcher = Watcher::open(watch)?;
-    let flags = namespace_flags(spec, net.is_some(), uid);
+    let flags = namespace_flags(spec, spec.network || net.is_some(), uid);
     // SAFETY: unshare takes flags only; on success this (single-threaded) process is in
     // the new namespaces (the pid namespace applies to its children).
     let r = unsafe { libc::unshare(flags) };
@@ -141,6 +142,9 @@ pub(super) fn enter(
     if let Some(net) = net {
         crate::proxy::netns::hand_over_listener(net.channel, net.port)
             .map_err(|(what, source)| StageError { what, source })?;
+    } else if spec.network {
+        // The command's own loopback, for the servers it starts and reaches itself.
+        crate::proxy::netns::loopback_up().map_err(|(what, source)| StageError { what, source })?;
     }
     if spec.pids {
         return outer(spec, runner, watcher);

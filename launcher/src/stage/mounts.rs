@@ -168,6 +168,7 @@ pub(super) fn mounts(spec: &MountPlan, runner: &[OsString]) -> Result<(), StageE
             "cannot mount a private tmpfs on",
         )?;
     }
+    private_devices(spec)?;
     bind_protected(spec)?;
     if spec.pids {
         mount(
@@ -269,6 +270,50 @@ fn bind_protected(spec: &MountPlan) -> Result<(), StageError> {
             "cannot bind protected path",
         )?;
         set_readonly(path, true)?;
+    }
+    Ok(())
+}
+
+/// The command's own `/dev/shm` and terminals (see `stockade_policy::stage::SHM` and
+/// `PTS`): a fresh tmpfs, and a devpts instance whose `ptmx` is bound over `/dev/ptmx`.
+/// Where the machine has no such directory, or `/dev/ptmx` is a link (into `/dev/pts`,
+/// where the new instance's `ptmx` already is), there is nothing to cover.
+fn private_devices(spec: &MountPlan) -> Result<(), StageError> {
+    use stockade_policy::stage::{PTMX, PTS, PTS_OPTIONS, SHM};
+    let is_dir = |p: &str| Path::new(p).symlink_metadata().is_ok_and(|m| m.is_dir());
+    if spec.private_shm && is_dir(SHM) {
+        mount(
+            Some(Path::new("tmpfs")),
+            Path::new(SHM),
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some("mode=1777"),
+            "cannot mount a private tmpfs on",
+        )?;
+    }
+    if spec.private_pts && is_dir(PTS) {
+        mount(
+            Some(Path::new("devpts")),
+            Path::new(PTS),
+            Some("devpts"),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            Some(PTS_OPTIONS),
+            "cannot mount a private devpts instance on",
+        )?;
+        let ptmx = Path::new(PTMX);
+        if ptmx
+            .symlink_metadata()
+            .is_ok_and(|m| !m.file_type().is_symlink())
+        {
+            mount(
+                Some(&Path::new(PTS).join("ptmx")),
+                ptmx,
+                None,
+                libc::MS_BIND,
+                None,
+                "cannot bind the private devpts instance's ptmx onto",
+            )?;
+        }
     }
     Ok(())
 }

@@ -315,11 +315,13 @@ const OTHER_PROCESSES: &[i64] = &[
     libc::SYS_kcmp,
 ];
 
-/// System V IPC and POSIX message queues, refused (EPERM). Without an IPC namespace
-/// their objects are shared with every process of the host, outside ones included, and
-/// outlive the run. POSIX shared memory and semaphores are files in `/dev/shm`, which
-/// the filesystem rules govern.
-const IPC: &[i64] = &[
+/// System V IPC, refused (EPERM) unless the command has an IPC namespace of its own
+/// (the stage's, [`Own::ipc`]). Without one its objects are shared with every process of
+/// the host, outside ones included, and outlive the run; in its own they are the
+/// command's, out of every other process's sight, and go with the namespace. POSIX
+/// shared memory and semaphores are files in `/dev/shm`, which the filesystem rules
+/// govern (the stage gives a tmpfs of the command's own there).
+const SYSTEM_V: &[i64] = &[
     libc::SYS_shmget,
     libc::SYS_shmat,
     libc::SYS_shmctl,
@@ -332,6 +334,14 @@ const IPC: &[i64] = &[
     libc::SYS_semop,
     libc::SYS_semtimedop,
     libc::SYS_semctl,
+];
+
+/// POSIX message queues, always refused (EPERM): shared with the host without an IPC
+/// namespace; in one of the command's own they are files of its mqueue filesystem,
+/// which Landlock governs and no grant names (the filesystem has no path to grant where
+/// the machine has no `/dev/mqueue` to mount it on), so an open would read as a denied
+/// file access rather than as the refusal it is.
+const MESSAGE_QUEUES: &[i64] = &[
     libc::SYS_mq_open,
     libc::SYS_mq_unlink,
     libc::SYS_mq_timedsend,
@@ -343,8 +353,20 @@ const IPC: &[i64] = &[
 /// `IOPRIO_WHO_PROCESS` (linux/ioprio.h).
 const IOPRIO_WHO_PROCESS: u32 = 1;
 
+/// The namespaces of the command's own the stage made (the runner checked it ran), which
+/// make some of the filter's refusals needless.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Own {
+    /// A network namespace with nothing but its loopback (`Policy::own_network`): TCP
+    /// and UDP sockets reach nothing but the command's own servers there.
+    pub network: bool,
+    /// An IPC namespace: System V IPC objects are the command's own.
+    pub ipc: bool,
+}
+
 /// Which system calls have a rule under `policy`, and where each one goes.
-fn rules(policy: &Policy, outside: &Outside) -> Vec<(i64, To<Label>)> {
+fn rules(policy: &Policy, outside: &Outside, own: Own) -> Vec<(i64, To<Label>)> {
+    let netns = own.network;
     let eperm = |list: &[i64]| list.iter().map(|&nr| (nr, EPERM)).collect::<Vec<_>>();
     let mut rules: Vec<(i64, To<Label>)> = eperm(DENIED);
     rules.extend([
@@ -375,7 +397,10 @@ fn rules(policy: &Policy, outside: &Outside) -> Vec<(i64, To<Label>)> {
         (libc::SYS_ioprio_set, To::Label(IoprioOfSelf)),
     ]);
     rules.extend(eperm(OTHER_PROCESSES));
-    rules.extend(eperm(IPC));
+    if !own.ipc {
+        rules.extend(eperm(SYSTEM_V));
+    }
+    rules.extend(eperm(MESSAGE_QUEUES));
     rules.extend(signals::rules(outside));
     if policy.network() == Network::Deny || !policy.allow_unix_sockets() {
         rules.push((libc::SYS_socket, To::Label(Socket)));
@@ -390,11 +415,12 @@ fn rules(policy: &Policy, outside: &Outside) -> Vec<(i64, To<Label>)> {
             (libc::SYS_sendmmsg, To::Label(FastOpen(3))),
             (libc::SYS_setsockopt, To::Label(Setsockopt)),
         ]);
-        if policy.tcp_sockets() {
+        if policy.tcp_sockets() && !netns {
             // listen() on an unbound TCP socket binds it to a free port without the bind
             // hook Landlock's rules sit on, and then accepts connections. listen cannot
             // tell a TCP socket from a unix one, so with TCP sockets creatable it is
-            // refused for every socket.
+            // refused for every socket. In a network namespace of the command's own
+            // there is nothing but its loopback to listen on, and its servers work.
             rules.push((libc::SYS_listen, EPERM));
         }
     }
@@ -436,6 +462,7 @@ fn socketpair(policy: &Policy) -> Vec<bpf::Insn<Label>> {
 fn blocks(
     policy: &Policy,
     outside: &Outside,
+    own: Own,
     code: &mut Asm,
     labels: &mut Vec<(Label, usize)>,
     used: &mut Vec<Label>,
@@ -470,12 +497,33 @@ fn blocks(
         ],
     );
     block(Ioctl, &ioctl_checks(policy));
-    let socket = socket_checks(policy);
+    let netns = own.network;
+    let socket = socket_checks(policy, netns);
     let deny = policy.network() == Network::Deny;
     if deny || !policy.allow_unix_sockets() {
         block(Socket, &socket);
     }
-    if deny && policy.tcp_sockets() {
+    if deny && netns {
+        // The command's own network namespace holds nothing but its loopback: TCP and
+        // UDP there are its own business (a test suite's server and client, a logging
+        // test's datagrams); raw, packet, MPTCP and every other protocol stay refused,
+        // as kernel surface no local server needs.
+        block(
+            InetSocket,
+            &[
+                load_arg(1),
+                (AND_K, SOCK_TYPE_MASK, To::Next, To::Next),
+                (JEQ_K, libc::SOCK_STREAM as u32, To::Skip(4), To::Next),
+                (JEQ_K, libc::SOCK_DGRAM as u32, To::Next, EACCES),
+                load_arg(2),
+                (JEQ_K, 0, ALLOW, To::Next),
+                (JEQ_K, libc::IPPROTO_UDP as u32, ALLOW, EACCES),
+                load_arg(2),
+                (JEQ_K, 0, ALLOW, To::Next),
+                (JEQ_K, libc::IPPROTO_TCP as u32, ALLOW, EACCES),
+            ],
+        );
+    } else if deny && policy.tcp_sockets() {
         block(
             InetSocket,
             &[
@@ -568,7 +616,7 @@ fn ioctl_checks(policy: &Policy) -> Vec<bpf::Insn<Label>> {
 
 /// The socket block: the families and, with the network denied, the TCP sockets
 /// Landlock then judges by port.
-fn socket_checks(policy: &Policy) -> Vec<bpf::Insn<Label>> {
+fn socket_checks(policy: &Policy, netns: bool) -> Vec<bpf::Insn<Label>> {
     let unix = libc::AF_UNIX as u32;
     // socket(family, type, protocol): the family is an int.
     let mut socket = vec![load_arg(0)];
@@ -577,13 +625,14 @@ fn socket_checks(policy: &Policy) -> Vec<bpf::Insn<Label>> {
     }
     match policy.network() {
         Network::Allow => socket.push(ret(RET_ALLOW)),
-        Network::Deny if !policy.tcp_sockets() => {
+        Network::Deny if !(policy.tcp_sockets() || netns) => {
             socket.push((JEQ_K, unix, ALLOW, EACCES));
         }
         Network::Deny => {
             // TCP stays creatable so that Landlock can allow the named ports (and deny
-            // every other connect and bind); every other family, type and protocol (UDP,
-            // raw, MPTCP, ...) is refused here.
+            // every other connect and bind), or, in a network namespace of the
+            // command's own, TCP and UDP (see the InetSocket block); every other family,
+            // type and protocol (raw, MPTCP, ...) is refused here.
             let inet = To::Label(InetSocket);
             socket.extend([
                 (JEQ_K, unix, ALLOW, To::Next),
@@ -609,8 +658,10 @@ fn setsockopt_checks() -> [bpf::Insn<Label>; 5] {
 /// The one filter `policy` needs, keeping signals from the processes `outside` names;
 /// built before anything is applied so that a filter that cannot be built fails the run
 /// before it changes the process.
-pub fn program(policy: &Policy, outside: &Outside) -> Result<BpfProgram, RunnerError> {
-    let mut keys: Vec<(u32, To<Label>)> = rules(policy, outside)
+///
+/// `own`: the namespaces of the command's own the stage made (see [`Own`]).
+pub fn program(policy: &Policy, outside: &Outside, own: Own) -> Result<BpfProgram, RunnerError> {
+    let mut keys: Vec<(u32, To<Label>)> = rules(policy, outside, own)
         .into_iter()
         .map(|(nr, to)| (nr as u32, to))
         .collect();
@@ -630,7 +681,7 @@ pub fn program(policy: &Policy, outside: &Outside) -> Result<BpfProgram, RunnerE
         })
         .collect();
     let mut labels = Vec::new();
-    blocks(policy, outside, &mut code, &mut labels, &mut used);
+    blocks(policy, outside, own, &mut code, &mut labels, &mut used);
     bpf::assemble(&code, &labels).ok_or(RunnerError::Seccomp(SeccompError::JumpTooFar))
 }
 

@@ -308,7 +308,7 @@ fn run(program: &[sock_filter], c: &Call) -> u32 {
 
 /// What [`program`] installs for `policy`, as a list [`verdict`] takes.
 fn programs(policy: &Policy) -> Result<Vec<BpfProgram>, RunnerError> {
-    Ok(vec![program(policy, &OUTSIDE)?])
+    Ok(vec![program(policy, &OUTSIDE, Own::default())?])
 }
 
 /// What the kernel answers with all programs installed: the most severe action.
@@ -381,7 +381,7 @@ fn escape_hatches_get_eperm_and_ordinary_calls_pass() {
 
 /// The filter of a policy that denies no socket family.
 fn privileged() -> BpfProgram {
-    program(&policy(Network::Allow, &[], true), &OUTSIDE).unwrap()
+    program(&policy(Network::Allow, &[], true), &OUTSIDE, Own::default()).unwrap()
 }
 
 /// seccompiler's rules for the sealing rules under `policy` (metadata, other processes,
@@ -394,7 +394,8 @@ fn sealing_rules(policy: &Policy) -> Result<Rules, RunnerError> {
         }
     };
     always(&mut rules, OTHER_PROCESSES);
-    always(&mut rules, IPC);
+    always(&mut rules, SYSTEM_V);
+    always(&mut rules, MESSAGE_QUEUES);
     let setid = |arg: u32| -> Result<Vec<SeccompRule>, RunnerError> {
         [libc::S_ISUID as u64, libc::S_ISGID as u64]
             .into_iter()
@@ -611,7 +612,7 @@ fn the_one_filter_answers_as_the_separate_programs_did_for_every_policy() {
     {
         let policy = policy(network, ports, unix).with_mode(mode);
         let reference = reference(&policy);
-        let program = program(&policy, &OUTSIDE).unwrap();
+        let program = program(&policy, &OUTSIDE, Own::default()).unwrap();
         let mut check = |c: &Call| {
             assert_eq!(
                 run(&program, c),
@@ -798,7 +799,7 @@ fn every_policy_s_filter_stays_short() {
         (Network::Allow, &[][..], false),
         (Network::Allow, &[][..], true),
     ] {
-        let len = program(&policy(network, ports, unix), &outside)
+        let len = program(&policy(network, ports, unix), &outside, Own::default())
             .unwrap()
             .len();
         eprintln!("{network:?} {ports:?} {unix}: {len} instructions");
@@ -1079,11 +1080,105 @@ mod table {
         ("x32 shmget", 0x4000_0000 | 29, [0; 4], [N; 5]),
     ];
 
+    /// The command's own network namespace (`Policy::own_network` under the stage):
+    /// TCP and UDP sockets and `listen` work there, for its own loopback servers, with
+    /// unix sockets as the policy says and every other family, type and protocol still
+    /// refused. Without the namespace the same policies refuse them (the control).
+    #[test]
+    fn in_a_network_namespace_of_its_own_tcp_and_udp_are_the_command_s_and_nothing_else() {
+        #[rustfmt::skip]
+        let table: &[(&str, u32, [u64; 4], u32, u32)] = &[
+            // (name, number, arguments, without the namespace, with it)
+            ("socket inet stream", 41, [2, 1, 0, 0], C, A),
+            ("socket inet stream tcp nonblock", 41, [2, 0x801, 6, 0], C, A),
+            ("socket inet6 stream tcp", 41, [10, 1, 6, 0], C, A),
+            ("socket inet dgram", 41, [2, 2, 0, 0], C, A),
+            ("socket inet6 dgram udp", 41, [10, 2, 17, 0], C, A),
+            ("socket inet dgram icmp", 41, [2, 2, 1, 0], C, C),
+            ("socket inet stream udp", 41, [2, 1, 17, 0], C, C),
+            ("socket inet dgram tcp", 41, [2, 2, 6, 0], C, C),
+            ("socket inet6 stream mptcp", 41, [10, 1, 262, 0], C, C),
+            ("socket inet raw", 41, [2, 3, 1, 0], C, C),
+            ("socket inet seqpacket", 41, [2, 5, 0, 0], C, C),
+            ("socket packet", 41, [17, 3, 0, 0], C, C),
+            ("socket netlink", 41, [16, 3, 0, 0], C, C),
+            ("socket unix", 41, [1, 1, 0, 0], C, C),
+            ("socketpair inet", 53, [2, 1, 0, 0], C, C),
+            ("sendto fastopen", 44, [3, 0, 1, FASTOPEN], P, P),
+            ("connect", 42, [3, 0, 16, 0], A, A),
+            ("bind", 49, [3, 0, 16, 0], A, A),
+        ];
+        let p = policy(Network::Deny, &[], false);
+        let (shared, own) = (
+            program(&p, &OUTSIDE, Own::default()).unwrap(),
+            program(
+                &p,
+                &OUTSIDE,
+                Own {
+                    network: true,
+                    ipc: false,
+                },
+            )
+            .unwrap(),
+        );
+        let mut wrong = Vec::new();
+        for &(name, nr, args, without, with) in table {
+            let mut c = call(0, &args);
+            c.nr = nr;
+            for (program, want, label) in [(&shared, without, "without"), (&own, with, "with")] {
+                let got = run(program, &c);
+                if got != want {
+                    wrong.push(format!(
+                        "{name} {label} the namespace: {got:#x}, want {want:#x}"
+                    ));
+                }
+            }
+        }
+        // listen: refused wherever TCP sockets reach the host's network (its unbound
+        // bind goes around Landlock's rules), allowed in the namespace of its own.
+        let listen = call(50, &[3, 1]);
+        let ports = policy(Network::Deny, &[443], false);
+        assert_eq!(
+            run(&program(&ports, &OUTSIDE, Own::default()).unwrap(), &listen),
+            P
+        );
+        assert_eq!(run(&own, &listen), A);
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    /// The command's own IPC namespace (the stage's): System V IPC is its own there;
+    /// without it it stays refused (the control). POSIX message queues stay refused.
+    #[test]
+    fn in_an_ipc_namespace_of_its_own_system_v_ipc_is_the_command_s() {
+        let p = policy(Network::Deny, &[], false);
+        let shared = program(&p, &OUTSIDE, Own::default()).unwrap();
+        let own = Own {
+            network: false,
+            ipc: true,
+        };
+        let own = program(&p, &OUTSIDE, own).unwrap();
+        for (name, nr) in [
+            ("shmget", 29),
+            ("msgget", 68),
+            ("semget", 64),
+            ("semop", 65),
+        ] {
+            let c = call(nr, &[0, 0, 0o600]);
+            assert_eq!(run(&shared, &c), P, "{name} without the namespace");
+            assert_eq!(run(&own, &c), A, "{name} in the command's own");
+        }
+        // POSIX message queues stay refused: their files are Landlock's to govern.
+        for (name, nr) in [("mq_open", 240), ("mq_timedsend", 242)] {
+            let c = call(nr, &[0, 0, 0o600]);
+            assert_eq!(run(&own, &c), P, "{name} in the command's own");
+        }
+    }
+
     #[test]
     fn every_call_gets_the_answer_written_down_for_every_policy() {
         let programs: Vec<BpfProgram> = policies()
             .iter()
-            .map(|p| program(p, &OUTSIDE).unwrap())
+            .map(|p| program(p, &OUTSIDE, Own::default()).unwrap())
             .collect();
         let mut wrong = Vec::new();
         for &(name, nr, args, answers) in TABLE {
@@ -1118,7 +1213,7 @@ mod table {
         let kill = |outside: &Outside, pid: u64| {
             let mut c = call(0, &[pid, 9]);
             c.nr = 62;
-            run(&program(&p, outside).unwrap(), &c)
+            run(&program(&p, outside, Own::default()).unwrap(), &c)
         };
         let shared = Outside {
             shares_group: true,
@@ -1134,7 +1229,7 @@ mod table {
         assert_eq!(kill(&none, 4321), A);
         let mut c = call(0, &[0, 4300]);
         c.nr = 109;
-        assert_eq!(run(&program(&p, &none).unwrap(), &c), A);
+        assert_eq!(run(&program(&p, &none, Own::default()).unwrap(), &c), A);
     }
 
     #[test]
@@ -1143,7 +1238,7 @@ mod table {
         let kill = |outside: &Outside, pid: i32| {
             let mut c = call(0, &[pid as i64 as u64, 19]);
             c.nr = 62;
-            run(&program(&p, outside).unwrap(), &c)
+            run(&program(&p, outside, Own::default()).unwrap(), &c)
         };
         let named = Outside {
             ancestors: vec![5000, 4900, 77],
@@ -1166,7 +1261,7 @@ mod table {
         let setpgid = |outside: &Outside, group: i32| {
             let mut c = call(0, &[0, group as i64 as u64]);
             c.nr = 109;
-            run(&program(&p, outside).unwrap(), &c)
+            run(&program(&p, outside, Own::default()).unwrap(), &c)
         };
         let named = Outside {
             ancestors: vec![5000, 4900],
@@ -1417,7 +1512,7 @@ mod alone {
         }
         let calls = calls();
         let names: Vec<_> = calls.iter().map(|(n, _)| *n).collect();
-        let filter = program(&policy(Network::Deny, &[], false), &OUTSIDE).unwrap();
+        let filter = program(&policy(Network::Deny, &[], false), &OUTSIDE, Own::default()).unwrap();
         let (control, status) = in_child(&calls, None, true);
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
@@ -1648,7 +1743,7 @@ mod alone {
                 unsafe { libc::syscall(libc::SYS_setpgid, 0, group) }
             }),
         )];
-        let filter = program(&policy(Network::Deny, &[], false), &outside).unwrap();
+        let filter = program(&policy(Network::Deny, &[], false), &outside, Own::default()).unwrap();
         let (control, _) = in_child(&rejoin, None, false);
         assert_eq!(control, [0], "without the filter");
         let (filtered, _) = in_child(&rejoin, Some(&filter), false);
@@ -1669,7 +1764,7 @@ mod alone {
             // As `Outside::of_parent(false, true)` would find them in the child.
             ancestors: super::super::signals::ancestors_of(std::process::id() as i32),
         };
-        let filter = program(&policy(Network::Deny, &[], false), &outside).unwrap();
+        let filter = program(&policy(Network::Deny, &[], false), &outside, Own::default()).unwrap();
         let (control, status) = in_child(&calls, None, false);
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
