@@ -87,6 +87,15 @@ impl DirMeta {
             gid,
         }
     }
+
+    /// Whether everyone may write in it and nothing stops them removing each other's
+    /// files (others-writable without the sticky bit). Such a state is never put back: a
+    /// snapshot taken while another command had weakened a shared root (`chmod 0777 /tmp`
+    /// in a second sandbox) would otherwise be "restored" over the repaired directory, and
+    /// two commands together could leave `/tmp` without its sticky bit for good.
+    pub fn open_to_everyone(&self) -> bool {
+        self.mode & 0o002 != 0 && self.mode & 0o1000 == 0
+    }
 }
 
 impl fmt::Display for DirMeta {
@@ -315,6 +324,15 @@ impl StageReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_snapshot_open_to_everyone_is_never_put_back() {
+        assert!(DirMeta::new(0o777, 0, 0).open_to_everyone());
+        assert!(DirMeta::new(0o40777, 0, 0).open_to_everyone());
+        assert!(!DirMeta::new(0o1777, 0, 0).open_to_everyone());
+        assert!(!DirMeta::new(0o775, 0, 0).open_to_everyone());
+        assert!(!DirMeta::new(0o700, 0, 0).open_to_everyone());
+    }
 
     #[test]
     fn records_round_trip_with_the_documented_bytes() {

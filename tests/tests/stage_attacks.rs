@@ -1033,3 +1033,32 @@ fn names_the_invoker_cannot_look_up_are_not_reported_as_appeared() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_shared_root_seen_open_to_everyone_at_the_start_is_never_put_back_that_way() {
+    // A second sandbox that started while another command had taken the sticky bit off a
+    // shared root must not "put back" that weakened state once the first was repaired:
+    // two commands together would otherwise leave /tmp without its sticky bit for good.
+    // A directory of the test's own, granted with --writable, stands in for /tmp.
+    let fx = Fixture::staged();
+    if !staged_here(&fx) {
+        eprintln!("SKIPPED (needs namespaces): a_shared_root_seen_open_to_everyone");
+        return;
+    }
+    let d = shared_dir(&fx);
+    let ds = d.to_str().unwrap();
+    let run = |script: &str| {
+        fx.stockade(["run", "--writable", ds, "--", "sh", "-c", script])
+            .output()
+            .unwrap()
+    };
+    // Control: from 1777, a change is put back.
+    let out = run(&format!("chmod 0777 {ds}"));
+    assert_code(&out, 0);
+    assert_eq!(mode_of(&d), 0o1777, "{}", text(&out.stderr));
+    // Seen at 0777 when the run began, repaired to 1777 meanwhile: left repaired.
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = run(&format!("chmod 1777 {ds}"));
+    assert_code(&out, 0);
+    assert_eq!(mode_of(&d), 0o1777, "{}", text(&out.stderr));
+}

@@ -189,6 +189,10 @@ impl Watcher {
 /// whether they are `was` afterwards.
 fn restore(dir: &std::fs::File, now: DirMeta, was: DirMeta) -> bool {
     use std::os::fd::AsRawFd;
+    if was.open_to_everyone() {
+        // Seen weakened when the run began (another command's doing?): never put back.
+        return false;
+    }
     let fd = dir.as_raw_fd();
     // Owner first: a change of owner or group can clear set-id bits the mode below then
     // restores. As the owner, no capability is needed for either (a group change only to

@@ -503,38 +503,8 @@ fn blocks(
     if deny || !policy.allow_unix_sockets() {
         block(Socket, &socket);
     }
-    if deny && netns {
-        // The command's own network namespace holds nothing but its loopback: TCP and
-        // UDP there are its own business (a test suite's server and client, a logging
-        // test's datagrams); raw, packet, MPTCP and every other protocol stay refused,
-        // as kernel surface no local server needs.
-        block(
-            InetSocket,
-            &[
-                load_arg(1),
-                (AND_K, SOCK_TYPE_MASK, To::Next, To::Next),
-                (JEQ_K, libc::SOCK_STREAM as u32, To::Skip(4), To::Next),
-                (JEQ_K, libc::SOCK_DGRAM as u32, To::Next, EACCES),
-                load_arg(2),
-                (JEQ_K, 0, ALLOW, To::Next),
-                (JEQ_K, libc::IPPROTO_UDP as u32, ALLOW, EACCES),
-                load_arg(2),
-                (JEQ_K, 0, ALLOW, To::Next),
-                (JEQ_K, libc::IPPROTO_TCP as u32, ALLOW, EACCES),
-            ],
-        );
-    } else if deny && policy.tcp_sockets() {
-        block(
-            InetSocket,
-            &[
-                load_arg(1),
-                (AND_K, SOCK_TYPE_MASK, To::Next, To::Next),
-                (JEQ_K, libc::SOCK_STREAM as u32, To::Next, EACCES),
-                load_arg(2),
-                (JEQ_K, 0, ALLOW, To::Next),
-                (JEQ_K, libc::IPPROTO_TCP as u32, ALLOW, EACCES),
-            ],
-        );
+    if let Some(inet) = inet_socket_checks(policy, netns) {
+        block(InetSocket, &inet);
     }
     if deny || !policy.allow_unix_sockets() {
         block(Socketpair, &socketpair(policy));
@@ -596,6 +566,41 @@ fn blocks(
     block(Eacces, &[ret(ret_errno(libc::EACCES))]);
     block(Eopnotsupp, &[ret(ret_errno(libc::EOPNOTSUPP))]);
     block(Enosys, &[ret(ret_errno(libc::ENOSYS))]);
+}
+
+/// The block for `AF_INET`/`AF_INET6` sockets when the network is denied, if any. In the
+/// command's own network namespace (`netns`), which holds nothing but its loopback, TCP
+/// and UDP are its own business (a test suite's server and client, a logging test's
+/// datagrams); raw, packet, MPTCP and every other protocol stay refused, as kernel surface
+/// no local server needs. Otherwise only TCP, for Landlock to judge by port.
+fn inet_socket_checks(policy: &Policy, netns: bool) -> Option<Vec<bpf::Insn<Label>>> {
+    if policy.network() != Network::Deny {
+        return None;
+    }
+    if netns {
+        return Some(vec![
+            load_arg(1),
+            (AND_K, SOCK_TYPE_MASK, To::Next, To::Next),
+            (JEQ_K, libc::SOCK_STREAM as u32, To::Skip(4), To::Next),
+            (JEQ_K, libc::SOCK_DGRAM as u32, To::Next, EACCES),
+            load_arg(2),
+            (JEQ_K, 0, ALLOW, To::Next),
+            (JEQ_K, libc::IPPROTO_UDP as u32, ALLOW, EACCES),
+            load_arg(2),
+            (JEQ_K, 0, ALLOW, To::Next),
+            (JEQ_K, libc::IPPROTO_TCP as u32, ALLOW, EACCES),
+        ]);
+    }
+    policy.tcp_sockets().then(|| {
+        vec![
+            load_arg(1),
+            (AND_K, SOCK_TYPE_MASK, To::Next, To::Next),
+            (JEQ_K, libc::SOCK_STREAM as u32, To::Next, EACCES),
+            load_arg(2),
+            (JEQ_K, 0, ALLOW, To::Next),
+            (JEQ_K, libc::IPPROTO_TCP as u32, ALLOW, EACCES),
+        ]
+    })
 }
 
 /// The ioctl block: TIOCSTI, owner and process-group changes, the console's ioctl,
