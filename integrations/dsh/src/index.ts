@@ -379,11 +379,10 @@ export class StockadeSandboxProvider extends SandboxProvider {
 
 /**
  * Every file a private directory can hold (docs/provider-contract.md, "The status file"):
- * the request, the runner's status record, the namespace stage's report, the domain
- * proxy's record of refused connections, and the policy's scope `classify` names
- * refusals with.
+ * the request, the runner's status record, the namespace stage's report, and the
+ * domain proxy's record of refused connections.
  */
-const PRIVATE_FILES = ['request', 'status', 'stage', 'network-denied', 'scope'] as const
+const PRIVATE_FILES = ['request', 'status', 'stage', 'network-denied'] as const
 
 /** Whether `path` is a directory (following links, as a spawn's cwd does). */
 function isDirectory(path: string): boolean {
