@@ -191,6 +191,42 @@ impl Cgroup {
         read_again(&self.procs).map(|t| parse_pids(&t))
     }
 
+    /// The descriptors this value holds open, which a forked guardian keeps
+    /// (`lifeline`).
+    pub fn descriptors(&self) -> Vec<RawFd> {
+        let mut fds = vec![
+            self.fd.as_raw_fd(),
+            self.procs.as_raw_fd(),
+            self.events.as_raw_fd(),
+        ];
+        fds.extend(self.kill.as_ref().map(|k| k.as_raw_fd()));
+        fds
+    }
+
+    /// Ends every member and removes the group: what the guardian does once the
+    /// launcher died (`lifeline`). `cgroup.kill` where the kernel has it (it also
+    /// refuses new forks in the group), else rounds of SIGKILL to each member; bounded,
+    /// since nobody waits for the guardian.
+    pub fn end_all(&self) {
+        for _ in 0..1000 {
+            match self.populated() {
+                Some(false) | None => break,
+                Some(true) => {}
+            }
+            let killed = self
+                .kill
+                .as_ref()
+                .is_some_and(|mut k| k.write_all(b"1").is_ok());
+            if !killed {
+                for pid in self.pids().unwrap_or_default() {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        self.remove();
+    }
+
     /// Removes the (empty) group. The kernel may still be finishing exited members, so a
     /// busy group is retried briefly.
     pub fn remove(&self) {

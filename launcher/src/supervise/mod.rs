@@ -8,6 +8,7 @@
 
 pub(crate) mod containment;
 pub(crate) mod error;
+pub(crate) mod lifeline;
 pub(crate) mod output;
 pub(crate) mod spawn;
 pub(crate) mod stdout;
@@ -237,11 +238,16 @@ fn spawn(
         cmd.process_group(0);
     }
     let foreground = session == Session::OwnGroupForeground;
+    let die_with_launcher = !plan.keep_background;
+    let launcher = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (tcsetpgrp, sigprocmask, signal) on memory it owns;
-    // it allocates nothing and touches no lock.
+    // async-signal-safe system calls (prctl, getppid, _exit, tcsetpgrp, sigprocmask,
+    // signal) on memory it owns; it allocates nothing and touches no lock.
     unsafe {
         cmd.pre_exec(move || {
+            if die_with_launcher {
+                crate::supervise::lifeline::die_with_parent(launcher);
+            }
             if foreground {
                 terminal::take_foreground_in_child();
             }
@@ -786,11 +792,10 @@ pub fn release_stop_signals() {
     let _ = watched_signals().thread_unblock();
 }
 
-fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> {
-    // Orphaned descendants re-parent to us, so they stay visible and get reaped.
-    nix::sys::prctl::set_child_subreaper(true)
-        .map_err(|e| LauncherError::Supervise(SuperviseError::Subreaper(e)))?;
-    let session = plan.session;
+/// The range's enclosure, before the command starts: its cgroup where there is one,
+/// the guardian that ends that cgroup should the launcher die, and the launcher as a
+/// subreaper.
+fn enclose(plan: &Plan) -> Result<(Option<Cgroup>, Option<lifeline::Guardian>), LauncherError> {
     let cgroup = match plan.containment {
         Containment::Subreaper => None,
         Containment::Auto => Cgroup::create().ok(),
@@ -798,6 +803,32 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
             Cgroup::create().map_err(|e| LauncherError::Supervise(SuperviseError::Cgroup(e)))?,
         ),
     };
+    // Before the launcher becomes a subreaper, so the guardian is re-parented away from
+    // it (lifeline.rs). Dropped on every return: it then stands down.
+    let guardian = match (&cgroup, plan.keep_background) {
+        (Some(cg), false) => Some(lifeline::Guardian::start(cg).map_err(|source| {
+            cg.remove();
+            LauncherError::Supervise(SuperviseError::Start {
+                program: "the cgroup's guardian".into(),
+                source,
+            })
+        })?),
+        _ => None,
+    };
+    // Orphaned descendants re-parent to us, so they stay visible and get reaped.
+    nix::sys::prctl::set_child_subreaper(true).map_err(|e| {
+        if let Some(cg) = &cgroup {
+            cg.remove();
+        }
+        LauncherError::Supervise(SuperviseError::Subreaper(e))
+    })?;
+    Ok((cgroup, guardian))
+}
+
+fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> {
+    let session = plan.session;
+    // The guardian stands down when this returns, however it returns.
+    let (cgroup, _guardian) = enclose(plan)?;
     // danger-full-access has no runner to check the binding: the launcher does, here,
     // and the child once more on the file it executes.
     let verified = match plan.binding {
