@@ -24,13 +24,14 @@
 mod commands;
 mod control;
 mod error;
+mod journal;
 mod proxy;
 mod stage;
 mod supervise;
 
 use clap::Parser;
 use commands::cli::{Cli, Command};
-use commands::{classify, confine, explain, probe, run};
+use commands::{classify, confine, explain, outcome, probe, run};
 use std::io::Write;
 use stockade_policy::exit;
 
@@ -145,6 +146,7 @@ fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Probe(args) => probe::probe_command(args.json),
         Command::Classify(args) => classify::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Outcome(args) => outcome::run(args),
     };
     match result {
         Ok(code) => exit_status(code),

@@ -81,6 +81,13 @@ pub enum Command {
   stockade confine --mode read-only -- ls /root > c.json
   stockade explain \"$(jq -r '.argv[] | select(test(\"/request$\"))' c.json)\"")]
     Explain(ExplainArgs),
+    /// After a crash: whether the request recorded under KEY (`--journal KEY`) was never
+    /// started, finished (with its receipt), or its outcome is unknown; prints one JSON
+    /// object. An unconsumed request is withdrawn, so "not-started" stays true.
+    #[command(after_help = "Examples:
+  stockade run --journal build-42 -- make
+  stockade outcome build-42 | jq -r .state")]
+    Outcome(OutcomeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -279,6 +286,26 @@ pub struct BindArgs {
     pub bind_executable_hash: bool,
 }
 
+/// The journal key (see `stockade outcome`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct JournalArgs {
+    /// Record this request in the journal under KEY (1-64 letters, digits, - and _, new
+    /// each time), so that after a crash `stockade outcome KEY` tells whether it ran.
+    #[arg(long = "journal", value_name = "KEY", value_parser = parse_journal_key)]
+    pub journal: Option<String>,
+}
+
+fn parse_journal_key(key: &str) -> Result<String, String> {
+    stockade_policy::journal::check_key(key).map(|()| key.to_string())
+}
+
+#[derive(Args, Debug)]
+pub struct OutcomeArgs {
+    /// The key the request was recorded under (`--journal KEY`).
+    #[arg(value_name = "KEY")]
+    pub key: String,
+}
+
 #[derive(Args, Debug)]
 pub struct ConfineArgs {
     #[command(flatten)]
@@ -289,6 +316,8 @@ pub struct ConfineArgs {
     pub inherit: InheritArgs,
     #[command(flatten)]
     pub bind: BindArgs,
+    #[command(flatten)]
+    pub journal: JournalArgs,
     #[command(flatten)]
     pub command: CommandArgs,
 }
@@ -371,6 +400,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub bind: BindArgs,
     #[command(flatten)]
+    pub journal: JournalArgs,
+    #[command(flatten)]
     pub command: CommandArgs,
 }
 
@@ -404,7 +435,12 @@ impl Cli {
         let (policy, command) = match &self.command {
             Command::Confine(a) => (&a.policy, &a.command),
             Command::Run(a) => (&a.policy, &a.command),
-            Command::Classify(_) | Command::Probe(_) | Command::Explain(_) => return Ok(()),
+            Command::Classify(_)
+            | Command::Probe(_)
+            | Command::Explain(_)
+            | Command::Outcome(_) => {
+                return Ok(());
+            }
         };
         policy.check()?;
         command.check()

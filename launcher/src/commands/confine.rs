@@ -654,8 +654,8 @@ pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
         RunnerSession::WhenTerminal,
         args.bind.bind_executable_hash,
     )?;
-    let written = serde_json::to_string(&confinement.confined)
-        .map_err(LauncherError::Json)
+    let written = record_request(args, &confinement)
+        .and_then(|()| serde_json::to_string(&confinement.confined).map_err(LauncherError::Json))
         .and_then(|json| stdout::write(&format!("{json}\n")));
     if let Err(e) = written {
         // Nobody will ever spawn a request we could not hand over.
@@ -665,4 +665,19 @@ pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
         return Err(e);
     }
     Ok(0)
+}
+
+/// With `--journal KEY`: records the request under KEY before the ConfinedArgv is
+/// handed over (nothing can start before).
+fn record_request(args: &ConfineArgs, confinement: &Confinement) -> Result<(), LauncherError> {
+    let Some(key) = &args.journal.journal else {
+        return Ok(());
+    };
+    crate::journal::Journal::open()?.record_request(
+        key,
+        stockade_policy::journal::Requester::Confine,
+        confinement.confined.mode,
+        &args.command.command,
+        confinement.private_dir.as_ref().map(|d| d.path()),
+    )
 }
