@@ -66,6 +66,7 @@ pub mod guarantees;
 pub mod hidden;
 pub mod inherit;
 pub mod journal;
+pub mod limits;
 pub mod mode;
 pub mod network_denials;
 pub mod package_caches;

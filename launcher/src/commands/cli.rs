@@ -376,6 +376,34 @@ pub struct SuperviseArgs {
     /// deleted: 64M, 1G (binary units).
     #[arg(long = "max-spill", value_name = "SIZE", requires = "json", allow_hyphen_values = true, value_parser = super::size::parse, default_value = "64M")]
     pub max_spill: u64,
+    /// Memory the command may use: 512M, 4G (its cgroup's memory.max where the memory
+    /// controller is there, else RLIMIT_AS per process).
+    #[arg(long = "max-memory", value_name = "SIZE", allow_hyphen_values = true, value_parser = super::size::parse)]
+    pub max_memory: Option<u64>,
+    /// Processes the command may have at once (its cgroup's pids.max where the pids
+    /// controller is there, else RLIMIT_NPROC, which counts all of this user's).
+    #[arg(long = "max-processes", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_processes: Option<u64>,
+    /// CPU time each process of the command may use (RLIMIT_CPU): 30s, 10m.
+    #[arg(long = "max-cpu-time", value_name = "DURATION", allow_hyphen_values = true, value_parser = DURATIONS, hide_possible_values = true)]
+    pub max_cpu_time: Option<Duration>,
+    /// The largest file the command may write (RLIMIT_FSIZE): 1G.
+    #[arg(long = "max-file-size", value_name = "SIZE", allow_hyphen_values = true, value_parser = super::size::parse)]
+    pub max_file_size: Option<u64>,
+}
+
+impl SuperviseArgs {
+    /// The resource limits asked for (CPU time in whole seconds, rounded up).
+    pub fn limits(&self) -> stockade_policy::limits::Limits {
+        stockade_policy::limits::Limits {
+            memory: self.max_memory,
+            processes: self.max_processes,
+            cpu_time: self
+                .max_cpu_time
+                .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0)),
+            file_size: self.max_file_size,
+        }
+    }
 }
 
 /// Which containment `stockade run` may use.
@@ -434,7 +462,10 @@ impl Cli {
     pub fn check(&self) -> Result<(), String> {
         let (policy, command) = match &self.command {
             Command::Confine(a) => (&a.policy, &a.command),
-            Command::Run(a) => (&a.policy, &a.command),
+            Command::Run(a) => {
+                a.supervise.limits().check()?;
+                (&a.policy, &a.command)
+            }
             Command::Classify(_)
             | Command::Probe(_)
             | Command::Explain(_)

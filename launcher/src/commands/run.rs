@@ -75,6 +75,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         session,
         // Without a runner, the launcher checks the binding itself.
         binding: (Start::of(request.mode) == Start::Program).then_some(&binding),
+        limits: s.limits(),
     };
     if let Some((journal, key)) = &journal
         && Start::of(request.mode) == Start::Program
@@ -220,6 +221,11 @@ fn write_markers(
             appeared
                 .iter()
                 .map(|p| format!("[sandbox: protected path appeared: {p}]")),
+        )
+        .chain(
+            settled
+                .limit_exceeded
+                .map(|k| format!("[sandbox: limit exceeded: {}]", k.as_str())),
         )
         .chain(markers(
             settled,
@@ -564,6 +570,16 @@ struct RunResult {
     network: DenialLog,
     /// What ran and how it ended, closed (see docs/provider-contract.md).
     receipt: Receipt,
+    /// The resource limits, what held each, and the one the command hit when that can
+    /// be told (`stockade_policy::limits`).
+    limits: LimitsResult,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LimitsResult {
+    held: Vec<stockade_policy::limits::Held>,
+    exceeded: Option<stockade_policy::limits::Kind>,
 }
 
 impl RunResult {
@@ -617,6 +633,10 @@ impl RunResult {
             shared_roots_changed: Vec::new(),
             network: DenialLog::default(),
             receipt: receipt(settled, verdict, confined),
+            limits: LimitsResult {
+                held: settled.limits.clone(),
+                exceeded: settled.limit_exceeded,
+            },
         }
     }
 }

@@ -191,6 +191,16 @@ impl Cgroup {
         read_again(&self.procs).map(|t| parse_pids(&t))
     }
 
+    /// Writes `value` to the group's control file `name` (`memory.max`, ...).
+    pub fn write_control(&self, name: &str, value: &str) -> std::io::Result<()> {
+        write_file(&self.dir.join(name), value.as_bytes())
+    }
+
+    /// The content of the group's control file `name`, `None` when it cannot be read.
+    pub fn read_control(&self, name: &str) -> Option<String> {
+        read_small(self.dir.join(name))
+    }
+
     /// The descriptors this value holds open, which a forked guardian keeps
     /// (`lifeline`).
     pub fn descriptors(&self) -> Vec<RawFd> {
@@ -289,6 +299,10 @@ pub struct Member {
 impl Range {
     pub fn new(cgroup: Option<Cgroup>, leader: Pid) -> Range {
         Range { cgroup, leader }
+    }
+
+    pub fn cgroup(&self) -> Option<&Cgroup> {
+        self.cgroup.as_ref()
     }
 
     pub fn kind(&self) -> Kind {
