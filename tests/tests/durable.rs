@@ -153,3 +153,59 @@ fn keep_background_leaves_the_range_running_when_the_launcher_dies() {
         "the command should have been kept running"
     );
 }
+
+/// Spawns `confined`'s argv from a shell standing in for an executor, waits until the
+/// command wrote `ready`, then kills the executor (SIGKILL).
+fn spawn_then_kill_executor(fx: &Fixture, confined: &serde_json::Value) {
+    let argv = confined_argv(confined);
+    let mut executor = std::process::Command::new("sh")
+        .args(["-c", "\"$@\" & wait", "executor"])
+        .args(&argv)
+        .current_dir(&fx.ws)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_file(&fx.ws.join("ready"));
+    executor.kill().unwrap();
+    executor.wait().unwrap();
+}
+
+#[test]
+fn die_with_executor_ends_a_confined_argv_when_its_executor_dies() {
+    let script = "trap '' TERM INT HUP; touch ready; while :; do sleep 1; done";
+    for staged in [false, true] {
+        let fx = if staged {
+            Fixture::staged()
+        } else {
+            Fixture::new()
+        };
+        let tag = unique_tag("executor-death");
+        let env = format!("E2E_TAG={tag}");
+        let confined = fx.confine(&[
+            "--die-with-executor",
+            "--env",
+            &env,
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]);
+        assert_eq!(confined["argv"][1], "__die-with-parent");
+        spawn_then_kill_executor(&fx, &confined);
+        assert_eq!(survivors(&tag), vec![], "staged {staged}: survivors");
+    }
+    // The default, and the control: without the flag the command outlives its executor.
+    let fx = Fixture::new();
+    let tag = unique_tag("executor-default");
+    let env = format!("E2E_TAG={tag}");
+    let confined = fx.confine(&["--env", &env, "--", "sh", "-c", script]);
+    spawn_then_kill_executor(&fx, &confined);
+    let left = tagged_processes(&tag);
+    kill_tagged(&tag);
+    assert!(
+        !left.is_empty(),
+        "the command should have outlived its executor"
+    );
+}

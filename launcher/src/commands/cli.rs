@@ -318,6 +318,10 @@ pub struct ConfineArgs {
     pub bind: BindArgs,
     #[command(flatten)]
     pub journal: JournalArgs,
+    /// End the command when the process that spawns the argv dies (the argv then starts
+    /// with `stockade __die-with-parent --`). By default it outlives its executor.
+    #[arg(long = "die-with-executor")]
+    pub die_with_executor: bool,
     #[command(flatten)]
     pub command: CommandArgs,
 }

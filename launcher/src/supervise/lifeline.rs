@@ -48,6 +48,72 @@ pub(crate) fn die_with_parent(parent: libc::pid_t) {
     }
 }
 
+/// The subcommand that dies with its parent, then executes the rest of its argv
+/// (`confine --die-with-executor`).
+pub const DIE_WITH_PARENT: &str = "__die-with-parent";
+
+/// `argv` started through [`DIE_WITH_PARENT`] of `launcher`.
+pub fn die_with_parent_argv(launcher: String, argv: Vec<String>) -> Vec<String> {
+    let mut out = vec![launcher, DIE_WITH_PARENT.into(), "--".into()];
+    out.extend(argv);
+    out
+}
+
+/// `stockade __die-with-parent -- ARGV...`: sets the parent-death signal (SIGKILL) and
+/// executes ARGV (an absolute path, as `confine` writes it; the environment passes
+/// through). The signal survives `execve`, and every stockade process of the chain
+/// passes it on to its child. Its parent may have died before the signal was set: then
+/// this process was re-parented, which shows when the new parent is init; under another
+/// subreaper that window (between the spawner's fork and the `prctl`, microseconds) is
+/// not closed. Returns only on failure, with the exit code.
+pub fn die_with_parent_main(args: &[std::ffi::OsString]) -> i32 {
+    use std::os::unix::process::CommandExt;
+    let rest = match args.split_first() {
+        Some((dashes, rest)) if dashes == "--" && !rest.is_empty() => rest,
+        _ => {
+            eprintln_safe(
+                "stockade-runner: usage: stockade __die-with-parent -- PROGRAM [ARGS...]",
+            );
+            return exit::RUNNER_FAILURE;
+        }
+    };
+    // Failure lines carry the runner's failure tag, as the runner's own do: to the
+    // executor this process is part of the runner.
+    let prefix = match rest
+        .iter()
+        .position(|a| a == stockade_policy::failure_tag::FLAG)
+        .and_then(|i| rest.get(i + 1))
+        .and_then(|t| t.to_str())
+        .filter(|t| stockade_policy::failure_tag::is_valid(t))
+    {
+        Some(tag) => format!("stockade-runner: [{tag}]"),
+        None => "stockade-runner:".into(),
+    };
+    // SAFETY: prctl with integer arguments; getppid cannot fail.
+    let orphaned = unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        libc::getppid() == 1
+    };
+    if orphaned {
+        eprintln_safe(&format!(
+            "{prefix} the process that spawned this command is gone: not starting it"
+        ));
+        return exit::RUNNER_FAILURE;
+    }
+    let err = std::process::Command::new(&rest[0]).args(&rest[1..]).exec();
+    eprintln_safe(&format!(
+        "{prefix} cannot start {}: {err}",
+        std::path::Path::new(&rest[0]).display()
+    ));
+    exit::RUNNER_FAILURE
+}
+
+/// One line on stderr, never panicking on a closed stream.
+fn eprintln_safe(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// The parent-death signal this process has, to be passed on to the child it forks
 /// (`fork` clears it in the child): 0 when it has none.
 pub(crate) fn own_death_signal() -> libc::c_int {
