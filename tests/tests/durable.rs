@@ -209,3 +209,45 @@ fn die_with_executor_ends_a_confined_argv_when_its_executor_dies() {
         "the command should have outlived its executor"
     );
 }
+
+#[test]
+fn groups_of_launchers_that_died_are_swept_and_live_ones_kept() {
+    if !stockade_tests::is_root() {
+        eprintln!(
+            "SKIPPED (needs root): groups_of_launchers_that_died_are_swept_and_live_ones_kept (cgroup containment)"
+        );
+        return;
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let mount = mounts
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[2] == "cgroup2").then(|| f[1].to_string())
+        })
+        .unwrap();
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap()
+        .to_string();
+    let parent = std::path::Path::new(&mount).join(own.trim_start_matches('/'));
+    // A pid no process has (above the kernel's maximum), and this test's own (live).
+    let dead = parent.join(format!("stockade-{}-leftover", 1 << 23));
+    let live = parent.join(format!("stockade-{}-leftover", std::process::id()));
+    std::fs::create_dir(&dead).unwrap();
+    std::fs::create_dir(&live).unwrap();
+    let fx = Fixture::new();
+    let out = fx
+        .stockade(["run", "--containment", "cgroup", "--", "true"])
+        .output()
+        .unwrap();
+    let live_left = live.exists();
+    let _ = std::fs::remove_dir(&live);
+    let dead_left = dead.exists();
+    let _ = std::fs::remove_dir(&dead);
+    assert_code(&out, 0);
+    assert!(!dead_left, "the dead launcher's group was not swept");
+    assert!(live_left, "a live launcher's group was swept");
+}

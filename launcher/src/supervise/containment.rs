@@ -121,6 +121,7 @@ impl Cgroup {
         let parent = managed_ancestor(&mount, &own_dir).ok_or(CgroupError::NotDelegated {
             group: own_dir.clone(),
         })?;
+        sweep_dead_groups(&parent);
         let dir = parent.join(format!(
             "stockade-{}-{}",
             std::process::id(),
@@ -247,6 +248,31 @@ impl Cgroup {
                 }
                 _ => return,
             }
+        }
+    }
+}
+
+/// Removes the empty groups launchers that died left under `parent` (`stockade-PID-*`
+/// whose PID is gone): killed before their guardian started (`lifeline`), or with
+/// `--keep-background`. Removing a group that still has members fails (EBUSY) and
+/// leaves it, and a live launcher's group is never touched.
+fn sweep_dead_groups(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("stockade-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let gone = kill(Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir(entry.path());
         }
     }
 }
