@@ -158,6 +158,8 @@ pub(super) fn mounts(spec: &MountPlan, runner: &[OsString]) -> Result<(), StageE
     for (path, dir, clone) in &clones {
         attach(clone, dir, path)?;
     }
+    // Before the command's own devpts covers the caller's terminals' names.
+    super::terminals::reopen_read_only();
     if spec.private_tmp {
         mount(
             Some(Path::new("tmpfs")),
