@@ -1,0 +1,239 @@
+//! What a policy makes of each place, as the README promises it: which paths are
+//! hidden, which lie beneath a writable root, which the namespace stage binds read-only
+//! or covers, and where its mounts begin. Positions only; the operations are judged in
+//! `ops.rs`.
+
+use crate::Policy;
+use crate::capability::Capability;
+use crate::mode::Mode;
+use crate::stage::TmpMode;
+use std::path::{Path, PathBuf};
+
+/// The only device every confined mode may write.
+const DEV_NULL: &str = "/dev/null";
+/// Where device nodes appear while a command runs: a hidden path there is never covered
+/// by a mount, only carved out (README, hidden paths).
+const DEVICE_TREE: &str = "/dev";
+/// The shared temporary directory, writable in workspace-write.
+const SHARED_TMP: &str = "/tmp";
+
+/// What a mount of the stage is: decides whether what lies on it can be written.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum MountKind {
+    /// A writable root bound back read-write.
+    Root,
+    /// A directory between a root and a protected path, bound onto itself (still
+    /// writable, but a mount point: it cannot be renamed or removed).
+    Pin,
+    /// A protected path (or a hidden path inside a root) bound read-only again.
+    Bound,
+    /// An empty read-only mount of mode 000 over a hidden path.
+    Mask,
+    /// Everything else: the machine's tree, made read-only.
+    System,
+}
+
+impl MountKind {
+    pub(super) fn read_only(self) -> bool {
+        matches!(self, MountKind::Bound | MountKind::Mask | MountKind::System)
+    }
+}
+
+/// The places of one policy under one set-up.
+pub(super) struct Layout {
+    pub(super) mode: Mode,
+    /// The writable roots, in the order the stage binds them back.
+    roots: Vec<PathBuf>,
+    hidden: Vec<PathBuf>,
+    /// Hidden paths the stage covers with a mask (none without the stage).
+    masked: Vec<PathBuf>,
+    /// Protected paths, whether or not the stage can bind them.
+    protected: Vec<PathBuf>,
+    /// The stage's mount points, in the order they are made (none without it).
+    mounts: Vec<(PathBuf, MountKind)>,
+    pub(super) staged: bool,
+}
+
+impl Layout {
+    pub(super) fn of(policy: &Policy, staged: bool) -> Layout {
+        let mode = policy.mode();
+        let staged = staged && policy.stage() && mode.is_confined();
+        let roots = writable_roots(policy);
+        let hidden = if mode.is_confined() {
+            policy.hidden().to_vec()
+        } else {
+            Vec::new()
+        };
+        // A command that reads past file modes would find a mask empty, and one that can
+        // be handed a directory descriptor from outside could look beneath it: the
+        // carve-out hides everything for them (README, namespace stage).
+        let kept = policy.kept_capabilities();
+        let masks_count = staged
+            && !kept.contains(Capability::DacOverride)
+            && !kept.contains(Capability::DacReadSearch)
+            && !policy.allow_unix_sockets();
+        let masked: Vec<PathBuf> = hidden
+            .iter()
+            .filter(|h| masks_count && !h.starts_with(DEVICE_TREE))
+            .cloned()
+            .collect();
+        let protected: Vec<PathBuf> = policy.protected().iter().map(|p| p.path.clone()).collect();
+        let mut layout = Layout {
+            mode,
+            roots,
+            hidden,
+            masked,
+            protected,
+            mounts: Vec::new(),
+            staged,
+        };
+        if staged {
+            layout.mounts = layout.stage_mounts(policy);
+        }
+        layout
+    }
+
+    /// The mounts the stage makes, in order: the roots bound back (a later root holding
+    /// an earlier one covers it), the directories above each read-only path pinned, the
+    /// protected paths and the hidden paths inside a root bound read-only, the masks.
+    fn stage_mounts(&self, policy: &Policy) -> Vec<(PathBuf, MountKind)> {
+        let mut mounts: Vec<(PathBuf, MountKind)> = Vec::new();
+        for (i, root) in self.roots.iter().enumerate() {
+            let covered_later = self.roots[i + 1..].iter().any(|r| root.starts_with(r));
+            let private_tmp = policy.tmp() == TmpMode::Private && root.starts_with(SHARED_TMP);
+            if !covered_later && !private_tmp {
+                mounts.push((root.clone(), MountKind::Root));
+            }
+        }
+        let mut bound = self.protected.clone();
+        bound.extend(
+            self.hidden
+                .iter()
+                .filter(|h| self.root_of(h).is_some_and(|r| r != h.as_path()))
+                .cloned(),
+        );
+        for b in &bound {
+            let Some(root) = self.root_of(b) else {
+                continue;
+            };
+            let mut pins: Vec<&Path> = b
+                .ancestors()
+                .skip(1)
+                .take_while(|a| *a != root && a.starts_with(root))
+                .collect();
+            pins.reverse();
+            for a in pins {
+                if !mounts.iter().any(|(m, _)| m == a) {
+                    mounts.push((a.to_path_buf(), MountKind::Pin));
+                }
+            }
+        }
+        for b in bound {
+            mounts.push((b, MountKind::Bound));
+        }
+        for m in &self.masked {
+            mounts.push((m.clone(), MountKind::Mask));
+        }
+        mounts
+    }
+
+    /// The innermost writable root holding `p`.
+    fn root_of(&self, p: &Path) -> Option<&Path> {
+        self.roots
+            .iter()
+            .filter(|r| p.starts_with(r))
+            .max_by_key(|r| r.components().count())
+            .map(PathBuf::as_path)
+    }
+
+    /// Whether the policy lets a command write at `p` (beneath a root, or `/dev/null`).
+    pub(super) fn writable(&self, p: &Path) -> bool {
+        p == Path::new(DEV_NULL) || self.root_of(p).is_some()
+    }
+
+    pub(super) fn hidden(&self, p: &Path) -> bool {
+        self.hidden.iter().any(|h| p.starts_with(h))
+    }
+
+    /// Whether `p` is itself a path the stage covers with a mask.
+    pub(super) fn masked(&self, p: &Path) -> bool {
+        self.masked.iter().any(|m| m == p)
+    }
+
+    /// Whether `p` lies strictly beneath a mask: no lookup reaches it.
+    pub(super) fn beneath_mask(&self, p: &Path) -> bool {
+        self.masked.iter().any(|m| p.starts_with(m) && p != m)
+    }
+
+    /// Whether `p` is a directory on the way to a hidden path the carve-out hides (not a
+    /// mask): it keeps only its directory rights, so an entry created in it, or moved
+    /// into it, cannot be read (README, the carve-out's limits).
+    pub(super) fn carved_ancestor(&self, p: &Path) -> bool {
+        self.hidden
+            .iter()
+            .any(|h| !self.masked(h) && h.starts_with(p) && h != p)
+    }
+
+    /// Whether the object at `p` may be read where it is: not hidden, and not a carved
+    /// directory (which holds something hidden).
+    pub(super) fn object_readable(&self, p: &Path) -> bool {
+        !self.hidden(p) && !self.carved_ancestor(p)
+    }
+
+    /// Whether a new entry put directly in the directory `d` could be read there.
+    pub(super) fn readable_when_new(&self, d: &Path) -> bool {
+        !self.hidden(d) && !self.carved_ancestor(d)
+    }
+
+    pub(super) fn protected(&self, p: &Path) -> bool {
+        self.protected.iter().any(|x| p.starts_with(x))
+    }
+
+    /// Whether `p` is protected or holds a protected path.
+    pub(super) fn holds_protected(&self, p: &Path) -> bool {
+        self.protected
+            .iter()
+            .any(|x| p.starts_with(x) || x.starts_with(p))
+    }
+
+    /// The stage's mount `p` lies on (its own when `p` is a mount point); `System` for the
+    /// machine's tree (and always without the stage).
+    pub(super) fn mount_of(&self, p: &Path) -> (Option<&Path>, MountKind) {
+        // The last made among the deepest: later mounts lie on top.
+        let mut best: Option<(&Path, MountKind)> = None;
+        for (m, kind) in &self.mounts {
+            if p.starts_with(m)
+                && best.is_none_or(|(b, _)| m.components().count() >= b.components().count())
+            {
+                best = Some((m.as_path(), *kind));
+            }
+        }
+        match best {
+            Some((m, kind)) => (Some(m), kind),
+            None => (None, MountKind::System),
+        }
+    }
+
+    /// Whether `p` is one of the stage's mount points (cannot be removed or renamed).
+    pub(super) fn mount_point(&self, p: &Path) -> bool {
+        self.mount_of(p).0 == Some(p)
+    }
+}
+
+/// The writable roots of `policy` in the order the stage binds them back: workspace,
+/// `/tmp`, `$TMPDIR`, each `--writable` (README, modes); none outside workspace-write.
+fn writable_roots(policy: &Policy) -> Vec<PathBuf> {
+    if policy.mode() != Mode::WorkspaceWrite {
+        return Vec::new();
+    }
+    let mut roots = vec![policy.workspace().to_path_buf(), PathBuf::from(SHARED_TMP)];
+    roots.extend(policy.tmpdir().map(Path::to_path_buf));
+    roots.extend(policy.writable_roots().iter().cloned());
+    let mut unique: Vec<PathBuf> = Vec::new();
+    for r in roots {
+        if !unique.contains(&r) {
+            unique.push(r);
+        }
+    }
+    unique
+}
