@@ -98,10 +98,9 @@ impl Layout {
     /// protected paths and the hidden paths inside a root bound read-only, the masks.
     fn stage_mounts(&self, policy: &Policy) -> Vec<(PathBuf, MountKind)> {
         let mut mounts: Vec<(PathBuf, MountKind)> = Vec::new();
-        for (i, root) in self.roots.iter().enumerate() {
-            let covered_later = self.roots[i + 1..].iter().any(|r| root.starts_with(r));
+        for root in &self.roots {
             let private_tmp = policy.tmp() == TmpMode::Private && root.starts_with(SHARED_TMP);
-            if !covered_later && !private_tmp {
+            if !private_tmp && self.outer_root(root).is_none() {
                 mounts.push((root.clone(), MountKind::Root));
             }
         }
@@ -135,6 +134,16 @@ impl Layout {
             mounts.push((m.clone(), MountKind::Mask));
         }
         mounts
+    }
+
+    /// Another writable root holding the root `root`: the stage binds each root back from
+    /// the tree as it was, so the outer one's copy is what a path reaches (the inner
+    /// one is no mount of its own there, though its directory cannot move: `EBUSY`).
+    fn outer_root(&self, root: &Path) -> Option<&Path> {
+        self.roots
+            .iter()
+            .find(|r| root.starts_with(r) && r.as_path() != root)
+            .map(PathBuf::as_path)
     }
 
     /// The innermost writable root holding `p`.
@@ -174,15 +183,23 @@ impl Layout {
             .any(|h| !self.masked(h) && h.starts_with(p) && h != p)
     }
 
-    /// Whether the object at `p` may be read where it is: not hidden, and not a carved
-    /// directory (which holds something hidden).
+    /// Whether `p` is hidden by the carve-out (by its place, where a mask would hide
+    /// it wherever it went).
+    fn carved(&self, p: &Path) -> bool {
+        self.hidden
+            .iter()
+            .any(|h| !self.masked(h) && p.starts_with(h))
+    }
+
+    /// Whether the object at `p` may be read where it is, as far as the carve-out goes:
+    /// not carved out, and not a carved directory (which holds something hidden).
     pub(super) fn object_readable(&self, p: &Path) -> bool {
-        !self.hidden(p) && !self.carved_ancestor(p)
+        !self.carved(p) && !self.carved_ancestor(p)
     }
 
     /// Whether a new entry put directly in the directory `d` could be read there.
     pub(super) fn readable_when_new(&self, d: &Path) -> bool {
-        !self.hidden(d) && !self.carved_ancestor(d)
+        !self.carved(d) && !self.carved_ancestor(d)
     }
 
     pub(super) fn protected(&self, p: &Path) -> bool {
@@ -217,6 +234,11 @@ impl Layout {
     /// Whether `p` is one of the stage's mount points (cannot be removed or renamed).
     pub(super) fn mount_point(&self, p: &Path) -> bool {
         self.mount_of(p).0 == Some(p)
+            || (self.staged
+                && self
+                    .roots
+                    .iter()
+                    .any(|r| r == p && self.outer_root(r).is_some()))
     }
 }
 

@@ -34,6 +34,9 @@ impl Judge<'_> {
         let Some(node) = self.tree.node(path) else {
             return Answer::NotApplicable;
         };
+        if !self.applies(path, &node, op) {
+            return Answer::NotApplicable;
+        }
         if !self.layout.mode.is_confined() {
             return Answer::Allowed;
         }
@@ -85,6 +88,18 @@ impl Judge<'_> {
             }
             Ok(()) => Answer::Allowed,
             Err(answer) => answer,
+        }
+    }
+
+    /// Whether `op` means anything on `path` (a `node`), or on what it leads to.
+    fn applies(&self, path: &Path, node: &Node, op: &Op) -> bool {
+        match op {
+            Op::Remove | Op::Rename(_) => true,
+            Op::Link(_) => *node != Node::Dir,
+            _ => match self.tree.follow(path) {
+                None => false,
+                Some((_, kind)) => applies(op, &kind),
+            },
         }
     }
 
@@ -227,13 +242,19 @@ impl Judge<'_> {
             return refuse(Refusal::Mask);
         }
         if l.staged {
-            // A rename compares the two directories' mounts, a link the object's own.
+            // A rename compares the two directories' mounts before it asks for write
+            // access; a link asks for write access where the new name goes first, then
+            // compares the object's own mount.
             let from = if rename { parent } else { p };
-            if l.mount_of(from).0 != l.mount_of(into).0 {
+            let cross = l.mount_of(from).0 != l.mount_of(into).0;
+            if cross && rename {
                 return refuse(Refusal::CrossMount);
             }
             if l.mount_of(into).1.read_only() {
                 return refuse(Refusal::ReadOnlyMount);
+            }
+            if cross {
+                return refuse(Refusal::CrossMount);
             }
         }
         if (rename && !l.writable(parent)) || !l.writable(into) {
@@ -242,9 +263,12 @@ impl Judge<'_> {
         if self.abi < REFER_ABI {
             return Err(Answer::DeniedPartial(Refusal::NoRefer, Guarantee::Refer));
         }
-        // Hidden content moved or linked where a new entry is readable would be
-        // readable there: Landlock refuses the move (EXDEV).
-        if !l.object_readable(p) && l.readable_when_new(into) {
+        // A new name may give no more than the old one did (README: Landlock refuses a
+        // link made across roots): a file outside the roots linked into one would be
+        // writable there, hidden content moved or linked where a new entry is readable
+        // would be readable. Landlock refuses (EXDEV).
+        let gains_write = !rename && !l.writable(p);
+        if gains_write || (!l.object_readable(p) && l.readable_when_new(into)) {
             return refuse(Refusal::Refer);
         }
         if rename && l.staged && l.mount_point(p) {
@@ -265,7 +289,9 @@ fn applies(op: &Op, kind: &Node) -> bool {
         Op::Truncate | Op::Exec => *kind == Node::File,
         Op::Ioctl => *kind == Node::CharDevice,
         Op::List | Op::Create => *kind == Node::Dir,
-        _ => true,
+        Op::Metadata => true,
+        Op::Xattr => matches!(kind, Node::File | Node::Dir),
+        Op::Remove | Op::Rename(_) | Op::Link(_) => true,
     }
 }
 
