@@ -34,7 +34,7 @@ pub(super) enum MountKind {
 }
 
 impl MountKind {
-    pub(super) fn read_only(self) -> bool {
+    fn read_only(self) -> bool {
         matches!(self, MountKind::Bound | MountKind::Mask | MountKind::System)
     }
 }
@@ -104,21 +104,30 @@ impl Layout {
                 mounts.push((root.clone(), MountKind::Root));
             }
         }
-        let mut bound = self.protected.clone();
-        bound.extend(
-            self.hidden
+        // Each read-only path with the root it lies in: a protected path's own (it may
+        // be a root itself, inside another), a hidden path's innermost.
+        let mut bound: Vec<(PathBuf, PathBuf)> = policy
+            .protected()
+            .iter()
+            .map(|p| (p.path.clone(), p.root.clone()))
+            .collect();
+        for h in &self.hidden {
+            let root = self
+                .roots
                 .iter()
-                .filter(|h| self.root_of(h).is_some_and(|r| r != h.as_path()))
-                .cloned(),
-        );
-        for b in &bound {
-            let Some(root) = self.root_of(b) else {
-                continue;
-            };
+                .filter(|r| h.starts_with(r) && *r != h)
+                .max_by_key(|r| r.components().count());
+            if let Some(root) = root
+                && !bound.iter().any(|(b, _)| b == h)
+            {
+                bound.push((h.clone(), root.clone()));
+            }
+        }
+        for (b, root) in &bound {
             let mut pins: Vec<&Path> = b
                 .ancestors()
                 .skip(1)
-                .take_while(|a| *a != root && a.starts_with(root))
+                .take_while(|a| a != root && a.starts_with(root))
                 .collect();
             pins.reverse();
             for a in pins {
@@ -127,7 +136,7 @@ impl Layout {
                 }
             }
         }
-        for b in bound {
+        for (b, _) in bound {
             mounts.push((b, MountKind::Bound));
         }
         for m in &self.masked {
@@ -229,6 +238,18 @@ impl Layout {
             Some((m, kind)) => (Some(m), kind),
             None => (None, MountKind::System),
         }
+    }
+
+    /// Whether the stage's mounts refuse writes at `p`: on the read-only tree, a mask,
+    /// or anywhere beneath a path bound read-only (which is made read-only with every
+    /// mount beneath it, pins and roots included: what is protected stays so).
+    pub(super) fn read_only(&self, p: &Path) -> bool {
+        self.staged
+            && (self.mount_of(p).1.read_only()
+                || self
+                    .mounts
+                    .iter()
+                    .any(|(m, kind)| *kind == MountKind::Bound && p.starts_with(m)))
     }
 
     /// Whether `p` is one of the stage's mount points (cannot be removed or renamed).

@@ -173,7 +173,7 @@ impl Judge<'_> {
     }
 
     fn read_only_mount(&self, p: &Path) -> bool {
-        self.layout.staged && self.layout.mount_of(p).1.read_only()
+        self.layout.read_only(p)
     }
 
     /// A protected path the stage could not bind (it did not run) is writable like the
@@ -250,7 +250,7 @@ impl Judge<'_> {
             if cross && rename {
                 return refuse(Refusal::CrossMount);
             }
-            if l.mount_of(into).1.read_only() {
+            if l.read_only(into) {
                 return refuse(Refusal::ReadOnlyMount);
             }
             if cross {
