@@ -95,3 +95,65 @@ fn nix_is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// `stockade explain FILE --path` answers from the model, and what it answers is what
+/// the command then meets: a write in the workspace allowed, one outside denied, a
+/// hidden file's read denied (the same request run, each answer checked).
+#[test]
+fn explain_answers_per_path_questions_as_the_command_then_finds() {
+    let fx = Fixture::new();
+    let inside = fx.ws.join("notes.txt");
+    let outside = fx.outside.join("plain.txt");
+    let secret = fx.outside.join("secret.txt");
+    for f in [&inside, &outside, &secret] {
+        std::fs::write(f, b"x").unwrap();
+    }
+    let script = format!(
+        "echo y >> {}; echo w=$?; echo y >> {}; echo o=$?; cat {} >/dev/null; echo s=$?",
+        inside.display(),
+        outside.display(),
+        secret.display()
+    );
+    let hide = secret.display().to_string();
+    let confined = fx.confine(&["--hide", &hide, "--", "sh", "-c", &script]);
+    let argv = confined_argv(&confined);
+    let request = &argv[argv.iter().position(|a| a == "--request").unwrap() + 1];
+    let out = fx
+        .stockade(["explain", request.as_str()])
+        .args(["--path", inside.to_str().unwrap()])
+        .args(["--path", outside.to_str().unwrap()])
+        .args(["--path", secret.to_str().unwrap()])
+        .args(["--path", fx.ws.join("new").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let said = text(&out.stdout);
+    let answer = |path: &Path, op: &str| -> String {
+        let at = said
+            .find(&format!("{} (", path.display()))
+            .expect("path shown");
+        let line = said[at..]
+            .lines()
+            .find(|l| l.trim_start().starts_with(op))
+            .unwrap_or_else(|| panic!("no {op} for {}: {said}", path.display()));
+        line.to_string()
+    };
+    assert!(answer(&inside, "write").contains("allowed"), "{said}");
+    assert!(
+        answer(&outside, "write").contains("denied: Landlock"),
+        "{said}"
+    );
+    assert!(answer(&outside, "read").contains("allowed"), "{said}");
+    assert!(answer(&secret, "read").contains("denied"), "{said}");
+    assert!(
+        said.contains("new (does not exist): create it: allowed"),
+        "{said}"
+    );
+    // The command meets exactly that.
+    let ran = spawn_argv(&confined);
+    let seen = text(&ran.stdout);
+    assert!(seen.contains("w=0"), "{seen}");
+    assert!(!seen.contains("o=0") && !seen.contains("s=0"), "{seen}");
+}
+
+use std::path::Path;
