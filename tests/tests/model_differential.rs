@@ -7,7 +7,8 @@
 //! items and tree entries dropped while it persists) and printed with its seed as a
 //! reproduction.
 //!
-//! Budget: `STOCKADE_MODEL_SECONDS` (default 60), at most `STOCKADE_MODEL_CASES` cases;
+//! Budget: `STOCKADE_MODEL_SECONDS` (default 60, and 20 s short of the test deadline,
+//! `STOCKADE_TEST_DEADLINE`), at most `STOCKADE_MODEL_CASES` cases;
 //! seeds start at `STOCKADE_MODEL_SEED` (default: from the clock), and the range run is
 //! printed. Reproduce one with `STOCKADE_MODEL_SEED=N STOCKADE_MODEL_CASES=1`.
 
@@ -25,7 +26,10 @@ fn env_u64(name: &str) -> Option<u64> {
 #[test]
 fn the_kernel_answers_every_operation_on_random_trees_as_the_model_says() {
     let fx = Fixture::staged();
-    let seconds = env_u64("STOCKADE_MODEL_SECONDS").unwrap_or(60);
+    // Well inside the fixture's deadline, which would end the run as a failure.
+    let seconds = env_u64("STOCKADE_MODEL_SECONDS")
+        .unwrap_or(60)
+        .min(test_deadline().as_secs().saturating_sub(20));
     let max_cases = env_u64("STOCKADE_MODEL_CASES").unwrap_or(u64::MAX);
     let start = env_u64("STOCKADE_MODEL_SEED").unwrap_or_else(|| {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);

@@ -103,26 +103,25 @@ fn workspace_write_writes_beneath_its_roots_only() {
         ask(Mode::WorkspaceWrite, false, 7, "/s/out/d/f", Op::Metadata),
         Answer::Unenforced(Guarantee::Metadata)
     );
-    // The stage's roots are mounts of their own.
+    // The directories the stage pins are mounts of their own; a root nested in another
+    // is none, but cannot move.
+    let a = |staged, path, op| ask(Mode::WorkspaceWrite, staged, 7, path, op);
+    let into = |d: &str| Op::Rename(PathBuf::from(d));
     assert_eq!(
-        ask(
-            Mode::WorkspaceWrite,
-            true,
-            7,
-            "/s/ws/src/a",
-            Op::Rename("/s/ws/cache".into())
-        ),
+        a(true, "/s/ws/src/a", into("/s/ws/.git")),
         Answer::Denied(Refusal::CrossMount)
     );
+    assert_eq!(a(false, "/s/ws/src/a", into("/s/ws/.git")), Answer::Allowed);
+    assert_eq!(a(true, "/s/ws/src/a", into("/s/ws/cache")), Answer::Allowed);
     assert_eq!(
-        ask(
-            Mode::WorkspaceWrite,
-            false,
-            7,
-            "/s/ws/src/a",
-            Op::Rename("/s/ws/cache".into())
-        ),
-        Answer::Allowed
+        a(true, "/s/ws/cache", into("/s/ws/src")),
+        Answer::Denied(Refusal::MountPoint)
+    );
+    assert_eq!(a(false, "/s/ws/cache", into("/s/ws/src")), Answer::Allowed);
+    // A link may give no more than the old name: not a file from outside into a root.
+    assert_eq!(
+        a(false, "/s/out/d/f", Op::Link("/s/ws/src".into())),
+        Answer::Denied(Refusal::Refer)
     );
 }
 
