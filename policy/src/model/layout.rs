@@ -45,8 +45,11 @@ pub(super) struct Layout {
     /// The writable roots, in the order the stage binds them back.
     roots: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
-    /// Hidden paths the stage covers with a mask (none without the stage).
+    /// Hidden paths the stage covers with a mask (none without the stage, nor for a
+    /// command that reads past file modes, which would find them empty).
     masked: Vec<PathBuf>,
+    /// Masked paths the runner leaves out of the carve-out (all but with unix sockets).
+    covered: Vec<PathBuf>,
     /// Protected paths, whether or not the stage can bind them.
     protected: Vec<PathBuf>,
     /// The stage's mount points, in the order they are made (none without it).
@@ -68,21 +71,27 @@ impl Layout {
         // be handed a directory descriptor from outside could look beneath it: the
         // carve-out hides everything for them (README, namespace stage).
         let kept = policy.kept_capabilities();
-        let masks_count = staged
-            && !kept.contains(Capability::DacOverride)
-            && !kept.contains(Capability::DacReadSearch)
-            && !policy.allow_unix_sockets();
+        let reads_past_modes =
+            kept.contains(Capability::DacOverride) || kept.contains(Capability::DacReadSearch);
         let masked: Vec<PathBuf> = hidden
             .iter()
-            .filter(|h| masks_count && !h.starts_with(DEVICE_TREE))
+            .filter(|h| staged && !reads_past_modes && !h.starts_with(DEVICE_TREE))
             .cloned()
             .collect();
+        // With unix sockets a process outside could pass in a descriptor that reaches
+        // beneath a mask: the masks stay, and the carve-out hides every path as well.
+        let covered = if policy.allow_unix_sockets() {
+            Vec::new()
+        } else {
+            masked.clone()
+        };
         let protected: Vec<PathBuf> = policy.protected().iter().map(|p| p.path.clone()).collect();
         let mut layout = Layout {
             mode,
             roots,
             hidden,
             masked,
+            covered,
             protected,
             mounts: Vec::new(),
             staged,
@@ -189,7 +198,7 @@ impl Layout {
     pub(super) fn carved_ancestor(&self, p: &Path) -> bool {
         self.hidden
             .iter()
-            .any(|h| !self.masked(h) && h.starts_with(p) && h != p)
+            .any(|h| !self.covered.contains(h) && h.starts_with(p) && h != p)
     }
 
     /// Whether `p` is hidden by the carve-out (by its place, where a mask would hide
@@ -197,7 +206,7 @@ impl Layout {
     fn carved(&self, p: &Path) -> bool {
         self.hidden
             .iter()
-            .any(|h| !self.masked(h) && p.starts_with(h))
+            .any(|h| !self.covered.contains(h) && p.starts_with(h))
     }
 
     /// Whether the object at `p` may be read where it is, as far as the carve-out goes:

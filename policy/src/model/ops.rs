@@ -268,7 +268,12 @@ impl Judge<'_> {
         // writable there, hidden content moved or linked where a new entry is readable
         // would be readable. Landlock refuses (EXDEV).
         let gains_write = !rename && !l.writable(p);
-        if gains_write || (!l.object_readable(p) && l.readable_when_new(into)) {
+        // A link beside a hidden path has no rule of its own (reads through it are judged
+        // at its target): where it lies, it holds only its directory's rights.
+        let bare_link = matches!(self.tree.node(p), Some(Node::Symlink(_)))
+            && l.carved_ancestor(p.parent().unwrap_or(Path::new("/")));
+        let readable = l.object_readable(p) && !bare_link;
+        if gains_write || (!readable && l.readable_when_new(into)) {
             return refuse(Refusal::Refer);
         }
         if rename && l.staged && l.mount_point(p) {

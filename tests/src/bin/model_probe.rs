@@ -6,7 +6,9 @@
 //! A plan line is `OP<TAB>PATH[<TAB>INTO]`. Each operation leaves the tree as it found it
 //! where it succeeds: a created file is removed, a renamed entry renamed back, a new link
 //! removed, a removed entry made again (same kind and mode); a restoration that fails is
-//! printed as `restore-failed` (the rest of the answers may then be off). `ok` means the
+//! printed as `restore-failed` (the rest of the answers may then be off), a rename that
+//! cannot be moved back as `ok-unrestored` (the answers for what it moved are then left
+//! out). `ok` means the
 //! call got past the sandbox: a directory that is not empty (`ENOTEMPTY`) and an ioctl
 //! the device does not know (`ENOTTY`) count as ok.
 
@@ -35,6 +37,7 @@ fn main() {
             Err(Failure::Errno(e)) => format!("E{e}"),
             Err(Failure::Exit(code)) => format!("rc{code}"),
             Err(Failure::Restore(e)) => format!("restore-failed E{e}"),
+            Err(Failure::Unrestored(e)) => format!("ok-unrestored E{e}"),
         };
         let into = into.map(|p| p.display().to_string()).unwrap_or_default();
         out.push_str(&format!("{op}\t{}\t{into}\t{result}\n", path.display()));
@@ -47,6 +50,8 @@ enum Failure {
     /// The program ran but did not exit 7 (what the test's scripts exit with).
     Exit(i32),
     Restore(i32),
+    /// Done, but it could not be undone: what was moved stays where it went.
+    Unrestored(i32),
 }
 
 fn errno() -> i32 {
@@ -111,7 +116,11 @@ fn perform(op: &str, path: &Path, into: Option<&Path>) -> Result<(), Failure> {
         "rename" => {
             let to = into().join(moved_name(path, "mv"));
             std::fs::rename(path, &to).map_err(io)?;
-            std::fs::rename(&to, path).map_err(|e| Failure::Restore(e.raw_os_error().unwrap_or(0)))
+            // Moving back may be refused where moving there was not (into a directory
+            // whose new entries cannot be read, the way back would make it readable):
+            // the move itself was allowed.
+            std::fs::rename(&to, path)
+                .map_err(|e| Failure::Unrestored(e.raw_os_error().unwrap_or(0)))
         }
         "link" => {
             let to = into().join(moved_name(path, "ln"));

@@ -51,6 +51,10 @@ pub struct Case {
     pub protect: Vec<String>,
     pub tmp_private: bool,
     pub stage: bool,
+    /// `--keep-capability CAP_DAC_OVERRIDE` (as root only: it must be held).
+    pub keep_dac: bool,
+    /// `--allow-unix-sockets`.
+    pub unix_sockets: bool,
     /// For each entry, the directory it is renamed and linked into.
     pub dests: BTreeMap<String, String>,
 }
@@ -158,7 +162,12 @@ impl Case {
                 add(&mut entries, join(&d, &format!("null{i}")), Entry::Device);
             }
         }
-        Case::policy_over(seed, entries, &mut r)
+        let mut case = Case::policy_over(seed, entries, &mut r);
+        let confined = case.mode != "danger-full-access";
+        // Drawn last, so the cases above stay what their seeds made before.
+        case.keep_dac = confined && devices && r.chance(15);
+        case.unix_sockets = confined && r.chance(15);
+        case
     }
 
     /// The random policy over `entries`, and each entry's destination directory.
@@ -219,6 +228,8 @@ impl Case {
             protect,
             tmp_private,
             stage,
+            keep_dac: false,
+            unix_sockets: false,
             dests,
         }
     }

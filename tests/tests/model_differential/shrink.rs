@@ -66,6 +66,12 @@ impl Case {
         if self.tmp_private {
             out.push(vary(&|c| c.tmp_private = false));
         }
+        if self.keep_dac {
+            out.push(vary(&|c| c.keep_dac = false));
+        }
+        if self.unix_sockets {
+            out.push(vary(&|c| c.unix_sockets = false));
+        }
         let named: Vec<&str> = [Some(d.path.as_str()), d.into.as_deref()]
             .into_iter()
             .flatten()
