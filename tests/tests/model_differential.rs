@@ -161,3 +161,49 @@ fn explain_answers_per_path_questions_as_the_command_then_finds() {
 }
 
 use std::path::Path;
+
+/// Found by the differential test: under the stage, a command keeping
+/// `CAP_DAC_OVERRIDE` read past the stage's mask over a hidden directory and was told a
+/// file beneath it did not exist (no denial, no cue to ask). Now nothing is masked for
+/// it and the carve-out denies; the control: the same read without `--hide` succeeds.
+#[test]
+fn a_command_reading_past_file_modes_is_denied_beneath_a_hidden_directory() {
+    if !nix_is_root() {
+        println!("SKIPPED (needs root): only root holds CAP_DAC_OVERRIDE to keep");
+        return;
+    }
+    let fx = Fixture::staged();
+    let dir = fx.outside.join("store");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("key"), b"secret").unwrap();
+    let script = format!("cat {}/key", dir.display());
+    let keep = ["--keep-capability", "CAP_DAC_OVERRIDE"];
+    let hide = dir.display().to_string();
+    let hidden = fx
+        .stockade(
+            ["run"]
+                .iter()
+                .chain(&keep)
+                .chain(&["--hide", &hide, "--", "sh", "-c", &script]),
+        )
+        .output()
+        .unwrap();
+    assert_ne!(hidden.status.code(), Some(0));
+    assert!(
+        text(&hidden.stderr).contains("Permission denied"),
+        "{}",
+        text(&hidden.stderr)
+    );
+    assert!(!text(&hidden.stdout).contains("secret"));
+    let control = fx
+        .stockade(
+            ["run"]
+                .iter()
+                .chain(&keep)
+                .chain(&["--", "sh", "-c", &script]),
+        )
+        .output()
+        .unwrap();
+    assert_code(&control, 0);
+    assert_eq!(text(&control.stdout), "secret");
+}
