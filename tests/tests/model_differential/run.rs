@@ -98,7 +98,11 @@ impl Case {
             text(&ran.stderr),
             text(&ran.stdout)
         );
-        self.compare(&base, &answers, &kernel, &confined)
+        let outcome = self.compare(&base, &answers, &kernel, &confined);
+        // A thousand cases are a lot of small files: each goes when it is done.
+        let _ = std::fs::remove_dir_all(&base);
+        let _ = std::fs::remove_file(&plan);
+        outcome
     }
 
     /// Compares each answer; a guarantee the model finds missing must be reported so.
