@@ -40,41 +40,24 @@ impl Judge<'_> {
         if !self.layout.mode.is_confined() {
             return Answer::Allowed;
         }
+        // What a following operation reaches (it applies, so there is something).
+        let target = || self.tree.follow(path).map(|(t, _)| t).unwrap_or_default();
         let steps = match op {
-            Op::Read | Op::Write | Op::Truncate | Op::Exec | Op::Ioctl | Op::List | Op::Create => {
-                let Some((target, kind)) = self.tree.follow(path) else {
-                    return Answer::NotApplicable;
-                };
-                if !applies(op, &kind) {
-                    return Answer::NotApplicable;
-                }
-                self.reach(path)
-                    .and_then(|()| self.reach(&target))
-                    .and_then(|()| self.on_target(&target, op))
-            }
-            Op::Metadata | Op::Xattr => {
-                // The filter answers before any path is looked up.
-                let seccomp = self.seccomp(op);
-                let Some((target, kind)) = self.tree.follow(path) else {
-                    return seccomp.err().unwrap_or(Answer::NotApplicable);
-                };
-                if matches!(op, Op::Xattr) && !matches!(kind, Node::File | Node::Dir) {
-                    return Answer::NotApplicable;
-                }
-                seccomp
-                    .and_then(|()| self.reach(path))
-                    .and_then(|()| self.reach(&target))
-                    .and_then(|()| self.metadata(&target))
-            }
             Op::Remove => self.reach(path).and_then(|()| self.remove(path)),
-            Op::Rename(into) | Op::Link(into) => {
-                if matches!(op, Op::Link(_)) && node == Node::Dir {
-                    return Answer::NotApplicable;
-                }
-                self.reach(path)
-                    .and_then(|()| self.reach(into))
-                    .and_then(|()| self.move_or_link(path, into, matches!(op, Op::Rename(_))))
-            }
+            Op::Rename(into) | Op::Link(into) => self
+                .reach(path)
+                .and_then(|()| self.reach(into))
+                .and_then(|()| self.move_or_link(path, into, matches!(op, Op::Rename(_)))),
+            // The filter answers before any path is looked up.
+            Op::Metadata | Op::Xattr => self
+                .seccomp(op)
+                .and_then(|()| self.reach(path))
+                .and_then(|()| self.reach(&target()))
+                .and_then(|()| self.metadata(&target())),
+            _ => self
+                .reach(path)
+                .and_then(|()| self.reach(&target()))
+                .and_then(|()| self.on_target(&target(), op)),
         };
         match steps {
             Ok(())
