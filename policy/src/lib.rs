@@ -46,6 +46,8 @@
 //!   [`proxy_env`]: the variables that point a command's clients at the proxy.
 //! - [`binding`]: the executable and working directory bound at confine time, the one
 //!   rule that resolves `argv[0]`, and how a change is named.
+//! - [`model`]: a reference model of what a resolved policy allows, per path and
+//!   operation (what the differential test checks the kernel against).
 //! - [`receipt`]: the record of a run (`stockade run --json`, `stockade classify`).
 
 pub mod addresses;
@@ -68,6 +70,7 @@ pub mod inherit;
 pub mod journal;
 pub mod limits;
 pub mod mode;
+pub mod model;
 pub mod network_denials;
 pub mod package_caches;
 pub mod policy;

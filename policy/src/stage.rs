@@ -350,10 +350,25 @@ pub fn plan(
             }
         }
     }
+    // A command keeping a capability that reads past file modes would find a mask empty
+    // (`No such file or directory` beneath a hidden directory) where the carve-out,
+    // which the runner then applies to every hidden path, answers with a denial: no
+    // masks for it.
+    let reads_past_modes = policy.keep_capabilities.iter().any(|c| {
+        matches!(
+            c,
+            crate::capability::Capability::DacOverride
+                | crate::capability::Capability::DacReadSearch
+        )
+    });
     let mask = policy
         .hidden
         .iter()
-        .filter(|h| !h.starts_with(DEVICE_TREE) && maskable(h, &[control.unwrap_or(Path::new(""))]))
+        .filter(|h| {
+            !reads_past_modes
+                && !h.starts_with(DEVICE_TREE)
+                && maskable(h, &[control.unwrap_or(Path::new(""))])
+        })
         .cloned()
         .collect();
     MountPlan {
@@ -462,5 +477,21 @@ mod tests {
             &[Path::new("/x"), Path::new("/a/b/c")]
         ));
         assert!(maskable(Path::new("/a"), &[Path::new("")]));
+    }
+
+    #[test]
+    fn nothing_is_masked_for_a_command_that_reads_past_file_modes() {
+        for cap in [
+            crate::capability::Capability::DacOverride,
+            crate::capability::Capability::DacReadSearch,
+        ] {
+            let mut policy = Policy::for_tests(crate::Mode::WorkspaceWrite, "/w")
+                .with_keep_capabilities(vec![cap]);
+            policy.hidden = vec!["/etc/shadow".into(), "/w/.env".into()];
+            let plan = plan(&policy, &["/w".into()], None, true);
+            assert!(plan.mask.is_empty(), "{cap:?}: {:?}", plan.mask);
+            // Still bound read-only: only a mount keeps it from being renamed out of hiding.
+            assert_eq!(plan.ro, [PathBuf::from("/w/.env")]);
+        }
     }
 }

@@ -95,6 +95,11 @@ pub struct ExplainArgs {
     /// The request file: the argument after `--request` in the ConfinedArgv's `argv`.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+    /// Instead of the whole request, what its policy lets a command do to PATH (read,
+    /// write, truncate, execute, list, create in, remove, metadata, ...), answered by the
+    /// policy model. Repeatable.
+    #[arg(long = "path", value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
