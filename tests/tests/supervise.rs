@@ -306,7 +306,11 @@ fn exit_codes_follow_the_wrapper_conventions_with_markers_last() {
     assert_code(&out, 4);
     assert!(
         text(&out.stderr)
-            .ends_with("Permission denied\n[sandbox: file access denied under read-only mode]\n"),
+            .ends_with(concat!(
+                "Permission denied\n",
+                "[sandbox: file write denied: /etc/stockade-e2e (allow with --mode workspace-write --writable /etc)]\n",
+                "[sandbox: file access denied under read-only mode]\n"
+            )),
         "{}",
         text(&out.stderr)
     );

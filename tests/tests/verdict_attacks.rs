@@ -36,7 +36,16 @@ fn with_address_space(cmd: &mut std::process::Command, bytes: u64) -> &mut std::
 fn classify_reads_a_stderr_of_line_breaks_in_bounded_memory() {
     let fx = Fixture::new();
     let mut stderr = vec![b'\n'; 16 << 20];
-    stderr.extend_from_slice(b"cat: x: Permission denied\n");
+    // A refusal the policy makes (a write outside the roots, to a directory the invoking
+    // user may write): the line is named as a denial.
+    let refused = fx.outside.join("x");
+    stderr.extend_from_slice(
+        format!(
+            "touch: cannot touch '{}': Permission denied\n",
+            refused.display()
+        )
+        .as_bytes(),
+    );
     let err = fx.root.join("stderr");
     std::fs::write(&err, &stderr).unwrap();
     // Spawns a ConfinedArgv, then classifies it as failed with that stderr.
@@ -65,7 +74,11 @@ fn classify_reads_a_stderr_of_line_breaks_in_bounded_memory() {
         Some(192 << 20),
     );
     assert_eq!(limited["outcome"], "denied", "{limited}");
-    assert_eq!(limited["detail"], "cat: x: Permission denied", "{limited}");
+    assert_eq!(
+        limited["denials"][0]["path"],
+        refused.to_str().unwrap(),
+        "{limited}"
+    );
     // The same verdict without the limit: it bounds memory, it does not change answers.
     let free = classify(&fx.confine(&["--mode", "read-only", "--", "true"]), None);
     assert_eq!(free["outcome"], limited["outcome"]);
