@@ -180,25 +180,31 @@ fn read_network(verified: &Verified) -> Result<DenialLog, String> {
             path.display()
         )
     };
-    let (file, meta) = match open_control_file(&path) {
-        Ok(Some(opened)) => opened,
-        Ok(None) => return Ok(DenialLog::default()),
-        Err(why) => return Err(tampered(why)),
+    match read_record(&path, network_denials::MAX_LOG_BYTES as u64) {
+        Ok(Some(bytes)) => Ok(DenialLog::parse(&bytes)),
+        Ok(None) => Ok(DenialLog::default()),
+        Err(why) => Err(tampered(why)),
+    }
+}
+
+/// The bytes (at most `max`) of a record `confine` or the proxy made in a private
+/// directory with [`RECORD_MODE`]; `Ok(None)` when there is none; `Err`: why it cannot be
+/// trusted (not a regular file only this user can change, another mode, unreadable).
+fn read_record(path: &std::path::Path, max: u64) -> Result<Option<Vec<u8>>, String> {
+    let Some((file, meta)) = open_control_file(path)? else {
+        return Ok(None);
     };
     if meta.mode() & 0o7777 != RECORD_MODE {
-        return Err(tampered(format!(
+        return Err(format!(
             "its mode is {:04o}, not the {RECORD_MODE:04o} it was made with",
             meta.mode() & 0o7777
-        )));
+        ));
     }
     let mut bytes = Vec::new();
-    if let Err(e) = file
-        .take(network_denials::MAX_LOG_BYTES as u64)
+    file.take(max)
         .read_to_end(&mut bytes)
-    {
-        return Err(tampered(format!("cannot read it: {e}")));
-    }
-    Ok(DenialLog::parse(&bytes))
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    Ok(Some(bytes))
 }
 
 /// Adds what the proxy recorded to a verdict: its refusals, or `tampered` when the
@@ -314,24 +320,11 @@ fn read_scope(verified: &Verified) -> Result<Option<Scope>, String> {
             path.display()
         )
     };
-    let (file, meta) = match open_control_file(&path) {
-        Ok(Some(opened)) => opened,
+    let bytes = match read_record(&path, attribution::MAX_SCOPE_BYTES as u64 + 1) {
+        Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(None),
         Err(why) => return Err(tampered(why)),
     };
-    if meta.mode() & 0o7777 != RECORD_MODE {
-        return Err(tampered(format!(
-            "its mode is {:04o}, not the {RECORD_MODE:04o} it was made with",
-            meta.mode() & 0o7777
-        )));
-    }
-    let mut bytes = Vec::new();
-    if let Err(e) = file
-        .take(attribution::MAX_SCOPE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-    {
-        return Err(tampered(format!("cannot read it: {e}")));
-    }
     serde_json::from_slice::<Scope>(&bytes)
         .map(Some)
         .map_err(|e| tampered(format!("it is not one whole scope: {e}")))
