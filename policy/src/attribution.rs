@@ -61,11 +61,21 @@ pub struct Scope {
     /// Whether the network is reached by name through the filtering proxy (its own
     /// record names what it refused).
     pub by_name: bool,
+    /// Whether the namespace stage ran: its read-only mounts hold the protected paths
+    /// (without it nothing does, and "read-only file system" is the host's word).
+    #[serde(default)]
+    pub staged: bool,
+    /// Whether the command had a network namespace of its own (the stage's, loopback
+    /// only): a failure on its own loopback is the command's, and "network is
+    /// unreachable" anywhere else is the sandbox's refusal.
+    #[serde(default)]
+    pub own_network: bool,
 }
 
 impl Scope {
-    /// The scope of a resolved policy, for a command started in `cwd`.
-    pub fn of(policy: &Policy, cwd: &Path) -> Scope {
+    /// The scope of a resolved policy, for a command started in `cwd`, under the
+    /// namespace stage when `staged`.
+    pub fn of(policy: &Policy, cwd: &Path, staged: bool) -> Scope {
         use crate::grants::{Access, grants};
         let all = grants(policy);
         let of = |access: Access| -> Vec<PathBuf> {
@@ -81,11 +91,28 @@ impl Scope {
             writable: of(Access::Full),
             writable_files: of(Access::ReadWriteFile),
             hidden: policy.hidden().to_vec(),
-            protected: policy.protected().iter().map(|p| p.path.clone()).collect(),
+            // Without the stage nothing holds them: a write there is not refused.
+            protected: if staged {
+                policy.protected().iter().map(|p| p.path.clone()).collect()
+            } else {
+                Vec::new()
+            },
             protect_explicit: policy.protect_explicit(),
             network: policy.network(),
             tcp_connect: policy.allow_tcp_connect().to_vec(),
             by_name: policy.domains().is_some(),
+            staged,
+            own_network: staged && policy.own_network(),
+        }
+    }
+
+    /// The refusal words this scope's layers give: EACCES always; a read-only mount and
+    /// a busy mount point only under the stage (without it they are the host's).
+    fn refusal_words(&self) -> &'static [&'static str] {
+        if self.staged {
+            &FILE_REFUSALS
+        } else {
+            &FILE_REFUSALS[..1]
         }
     }
 }
@@ -119,9 +146,10 @@ pub fn from_stderr(scope: &Scope, stderr: &str, unix: &dyn UnixCheck) -> Vec<Den
     if !scope.mode.is_confined() {
         return out;
     }
-    for line in stderr.split('\n') {
+    let lines: Vec<&str> = stderr.split('\n').collect();
+    for (at, line) in lines.iter().enumerate() {
         let record = network_refusal(scope, line)
-            .or_else(|| file_refusal(scope, line, unix))
+            .or_else(|| file_refusal(scope, &lines[..at], line, unix))
             .or_else(|| unresolved_host(scope, line));
         if let Some(r) = record
             && !out
@@ -133,6 +161,13 @@ pub fn from_stderr(scope: &Scope, stderr: &str, unix: &dyn UnixCheck) -> Vec<Den
                 break;
             }
         }
+    }
+    // Bash says `connect: ...` before the line naming `/dev/tcp/HOST/PORT`: one refusal.
+    if out
+        .iter()
+        .any(|r| r.kind == Kind::NetworkAddress && r.host.is_some())
+    {
+        out.retain(|r| r.kind != Kind::NetworkAddress || r.host.is_some());
     }
     out
 }
@@ -169,18 +204,22 @@ pub fn from_proxy(log: &DenialLog) -> Vec<DenialRecord> {
                 ),
                 grant: Some(grant),
                 alternative: Some("--network allow".into()),
+                line: None,
                 evidence: Source::Proxy,
             }
         })
         .collect()
 }
 
+/// The words of a busy mount point (renaming onto a protected path's bind).
+const DEVICE_OR_RESOURCE_BUSY: &str = "device or resource busy";
+
 /// The words of a refusal by the filesystem: EACCES, a read-only mount (the namespace
-/// stage's), or a busy mount point (renaming onto a protected path's bind).
+/// stage's), or a busy mount point. EACCES first: without the stage it is the only one.
 const FILE_REFUSALS: [&str; 3] = [
     "permission denied",
     "read-only file system",
-    "device or resource busy",
+    DEVICE_OR_RESOURCE_BUSY,
 ];
 
 /// Verbs that say an error line is about writing (creating, changing, removing).
@@ -245,11 +284,25 @@ fn reads_only(lower: &str) -> bool {
     READERS.contains(&program)
 }
 
-/// One error line's refusal of a file access, when it is the policy's.
-fn file_refusal(scope: &Scope, line: &str, unix: &dyn UnixCheck) -> Option<DenialRecord> {
+/// One error line's refusal of a file access, when it is the policy's: the path it
+/// names checked against the policy and Unix permissions, or, when it names none, the
+/// refusal as far as the lines `before` it say (see [`pathless`]).
+fn file_refusal(
+    scope: &Scope,
+    before: &[&str],
+    line: &str,
+    unix: &dyn UnixCheck,
+) -> Option<DenialRecord> {
     let lower = line.to_lowercase();
-    let words = FILE_REFUSALS.iter().find(|w| lower.contains(*w))?;
-    let path = named_path(line, words).map(|p| unix.resolve(&absolute(&scope.cwd, &p)))?;
+    let words = scope.refusal_words().iter().find(|w| lower.contains(*w))?;
+    // `script: failed to create pseudo-terminal`: the words name no file.
+    if TERMINAL_WORDS.iter().any(|w| lower.contains(w)) {
+        return Some(terminal(scope));
+    }
+    let Some(path) = named_path(line, words) else {
+        return pathless(scope, before, line, words);
+    };
+    let path = unix.resolve(&absolute(&scope.cwd, &path));
     let hint = if METADATA_VERBS.iter().any(|v| lower.contains(v)) {
         Some(Access::Metadata)
     } else if *words != "permission denied" || WRITE_VERBS.iter().any(|v| lower.contains(v)) {
@@ -279,9 +332,133 @@ fn file_refusal(scope: &Scope, line: &str, unix: &dyn UnixCheck) -> Option<Denia
             rule,
             grant,
             alternative: None,
+            line: None,
             evidence: Source::PolicyCheck,
         })
     })
+}
+
+/// Words that say a line is about making a terminal (`/dev/ptmx`).
+const TERMINAL_WORDS: [&str; 4] = ["pseudo-terminal", "openpty", "forkpty", "/dev/ptmx"];
+
+/// The refusal of a new terminal: opening `/dev/ptmx`, the host's without the stage (the
+/// stage gives the command a devpts instance of its own).
+fn terminal(scope: &Scope) -> DenialRecord {
+    DenialRecord {
+        kind: Kind::Device,
+        path: Some("/dev/ptmx".into()),
+        host: None,
+        port: None,
+        rule: format!(
+            "{} mode: the host's terminals are not the command's (the namespace stage gives it a devpts of its own)",
+            scope.mode
+        ),
+        grant: (!scope.staged).then(|| "the namespace stage, without --no-stage".to_string()),
+        alternative: None,
+        line: None,
+        evidence: Source::PolicyCheck,
+    }
+}
+
+/// How many lines before a pathless refusal say what it was about (a traceback's
+/// last frames).
+const CONTEXT_LINES: usize = 4;
+
+/// A refusal whose line names no path: `PROGRAM: ...: Permission denied` or Python's
+/// `PermissionError: [Errno 13] Permission denied`, the words ending the line as the C
+/// library's message does. What the lines `before` it name (a socket, shared memory, a
+/// terminal) gives its kind; else it is reported `unattributed`, with the line: nothing
+/// names a path to check against Unix permissions, and the policy's layers give that
+/// errno where Unix gives `Operation not permitted` (`kill 1`, `chown`, raw sockets). A
+/// line of the words alone (`Permission denied`, or ssh's `Permission denied
+/// (publickey)`) is no refusal of ours.
+fn pathless(scope: &Scope, before: &[&str], line: &str, words: &str) -> Option<DenialRecord> {
+    // A rename onto a busy mount point always names what it renamed.
+    if words == DEVICE_OR_RESOURCE_BUSY {
+        return None;
+    }
+    let lower = line.trim_end().to_lowercase();
+    let head = lower.strip_suffix(words)?;
+    if !(head.ends_with(": ") || head.ends_with("] ")) || head.trim().len() < 2 {
+        return None;
+    }
+    let context: String = before
+        .iter()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(CONTEXT_LINES)
+        .map(|l| l.to_lowercase())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let said = |words: &[&str]| {
+        words
+            .iter()
+            .any(|w| context.contains(w) || lower.contains(w))
+    };
+    if said(&TERMINAL_WORDS) || said(&["pty.", "pty("]) {
+        return Some(terminal(scope));
+    }
+    if said(&["semlock", "shm_open", "shared_memory", "/dev/shm"])
+        && let Some((kind, rule, grant)) = refused(scope, Path::new("/dev/shm"), Access::Write)
+    {
+        return Some(file_record(kind, "/dev/shm", rule, grant));
+    }
+    if said(&["socket"]) {
+        return Some(socket(scope));
+    }
+    Some(DenialRecord {
+        kind: Kind::Unattributed,
+        path: None,
+        host: None,
+        port: None,
+        rule: format!(
+            "{} mode: refused where the command's line names no path to check",
+            scope.mode
+        ),
+        grant: None,
+        alternative: None,
+        line: Some(line.trim().to_string()),
+        evidence: Source::PolicyCheck,
+    })
+}
+
+/// A record of a refused file access at `path`.
+fn file_record(kind: Kind, path: &str, rule: String, grant: Option<String>) -> DenialRecord {
+    DenialRecord {
+        kind,
+        path: Some(path.to_string()),
+        host: None,
+        port: None,
+        rule,
+        grant,
+        alternative: None,
+        line: None,
+        evidence: Source::PolicyCheck,
+    }
+}
+
+/// A socket the policy refused: any internet socket while the network is denied on
+/// the host's network, else a family it never allows (raw, packet, netlink).
+fn socket(scope: &Scope) -> DenialRecord {
+    let denied_here = scope.network == Network::Deny && !scope.own_network;
+    DenialRecord {
+        kind: Kind::Socket,
+        path: None,
+        host: None,
+        port: None,
+        rule: if denied_here {
+            format!("{} mode: the network is denied", scope.mode)
+        } else {
+            format!(
+                "{} mode: raw, packet, netlink and MPTCP sockets are refused",
+                scope.mode
+            )
+        },
+        grant: denied_here.then(|| "--network allow".to_string()),
+        alternative: None,
+        line: None,
+        evidence: Source::PolicyCheck,
+    }
 }
 
 /// Whether the policy refuses `access` to `path`: the kind, the rule in words and the
@@ -437,7 +614,11 @@ fn strip_verb(field: &str) -> &str {
                     return r.trim();
                 }
             }
-            return rest.trim();
+            // git: `could not write config file .git/config`: the last word, a path.
+            return match rest.trim().rsplit_once(' ') {
+                Some((_, last)) if last.contains('/') => last,
+                _ => rest.trim(),
+            };
         }
     }
     field
@@ -470,28 +651,118 @@ fn looks_like_path(s: &str) -> bool {
 /// seccomp filter's and Landlock's answer), or curl's failed connection to a port no
 /// rule allows (no connection but to an allowed port can succeed then). Unix
 /// permissions never refuse creating an internet socket or connecting with EACCES.
+/// In a network namespace of the command's own the words differ: its own loopback is
+/// its own (a refused connection there is the command's), and everything else is
+/// `Network is unreachable` (see [`unreachable`]).
 fn network_refusal(scope: &Scope, line: &str) -> Option<DenialRecord> {
     if scope.network != Network::Deny {
         return None;
     }
     let lower = line.to_lowercase();
-    let record = |kind, host: Option<String>, port: Option<u16>, grant: String| DenialRecord {
-        kind,
+    let denied = lower.contains("permission denied");
+    let said =
+        |call: &str| lower.contains(&format!("{call}:")) || lower.contains(&format!("{call}()"));
+    if denied && said("socket") && !lower.contains(".sock") {
+        return Some(socket(scope));
+    }
+    if scope.own_network {
+        return unreachable(scope, line, &lower);
+    }
+    if denied && let Some((host, port, tcp)) = dev_tcp(line) {
+        let grant = if tcp {
+            tcp_grant(port)
+        } else {
+            "--network allow".into()
+        };
+        return Some(network_record(scope, Some(host), port, grant));
+    }
+    // A pathname unix socket's own mode refuses its users (`docker.sock`): Unix's.
+    let unix_socket = lower.contains(".sock") || lower.contains("unix");
+    if denied && said("connect") && !unix_socket {
+        return Some(network_record(scope, None, None, tcp_grant(None)));
+    }
+    let (host, port) = connect_target(line, &lower)?;
+    let port = port?;
+    if scope.tcp_connect.contains(&port) {
+        return None;
+    }
+    Some(network_record(
+        scope,
+        Some(host),
+        Some(port),
+        tcp_grant(Some(port)),
+    ))
+}
+
+/// A connection refused in a network namespace of the command's own: `Network is
+/// unreachable` (nothing but its own loopback is there), named with the host and port
+/// the line gives; curl's words for it (`Failed to connect to HOST port N`) count for a
+/// host that is not loopback. A failure on loopback is the command's own server's.
+fn unreachable(scope: &Scope, line: &str, lower: &str) -> Option<DenialRecord> {
+    let target = dev_tcp(line)
+        .map(|(host, port, _)| (host, port))
+        .or_else(|| connect_target(line, lower));
+    if let Some((host, _)) = &target
+        && is_loopback(host)
+    {
+        return None;
+    }
+    if !lower.contains("network is unreachable") && target.is_none() {
+        return None;
+    }
+    let (host, port) = target.map_or((None, None), |(h, p)| (Some(h), p));
+    // `--allow-tcp-connect` keeps the host's network (no namespace of its own), so it
+    // lets the connection out; by name, the proxy is the only way out of the namespace.
+    let grant = match (&host, port) {
+        (Some(h), _) if h.parse::<std::net::IpAddr>().is_err() => format!("--allow-domain {h}"),
+        (_, Some(p)) if !scope.by_name => tcp_grant(Some(p)),
+        _ => "--network allow".to_string(),
+    };
+    Some(network_record(scope, host, port, grant))
+}
+
+/// A refused connection's record.
+fn network_record(
+    scope: &Scope,
+    host: Option<String>,
+    port: Option<u16>,
+    grant: String,
+) -> DenialRecord {
+    let alternative = (grant != "--network allow").then(|| "--network allow".to_string());
+    DenialRecord {
+        kind: Kind::NetworkAddress,
         path: None,
         host,
         port,
         rule: format!("{} mode: the network is denied", scope.mode),
         grant: Some(grant),
-        alternative: Some("--network allow".into()),
+        alternative,
+        line: None,
         evidence: Source::PolicyCheck,
-    };
-    let tcp_grant = |port: Option<u16>| match port {
+    }
+}
+
+fn tcp_grant(port: Option<u16>) -> String {
+    match port {
         Some(p) => format!("--allow-tcp-connect {p}"),
         None => "--allow-tcp-connect PORT".to_string(),
-    };
-    let denied = lower.contains("permission denied");
+    }
+}
+
+/// Whether `host` is loopback: a name for it or an address in it.
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare == "localhost"
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|a| a.is_loopback())
+}
+
+/// Bash's `/dev/tcp/HOST/PORT` (or `/dev/udp/...`) in a line: host, port, and whether
+/// it is TCP.
+fn dev_tcp(line: &str) -> Option<(String, Option<u16>, bool)> {
     for (prefix, tcp) in [("/dev/tcp/", true), ("/dev/udp/", false)] {
-        if let Some(at) = line.find(prefix).filter(|_| denied) {
+        if let Some(at) = line.find(prefix) {
             let rest = &line[at + prefix.len()..];
             let mut parts = rest.splitn(2, '/');
             let host = parts.next().unwrap_or_default().to_string();
@@ -503,42 +774,27 @@ fn network_refusal(scope: &Scope, line: &str) -> Option<DenialRecord> {
                         .collect::<String>()
                 })
                 .and_then(|p| p.parse().ok());
-            let grant = if tcp {
-                tcp_grant(port)
-            } else {
-                "--network allow".into()
-            };
-            return Some(record(Kind::NetworkAddress, Some(host), port, grant));
+            return Some((host, port, tcp));
         }
     }
-    let said =
-        |call: &str| lower.contains(&format!("{call}:")) || lower.contains(&format!("{call}()"));
-    if denied && said("socket") && !lower.contains(".sock") {
-        return Some(record(Kind::Socket, None, None, "--network allow".into()));
-    }
-    // A pathname unix socket's own mode refuses its users (`docker.sock`): Unix's.
-    let unix_socket = lower.contains(".sock") || lower.contains("unix");
-    if denied && said("connect") && !unix_socket {
-        return Some(record(Kind::NetworkAddress, None, None, tcp_grant(None)));
-    }
-    // curl: `Failed to connect to HOST port PORT ...`.
-    let marker = "failed to connect to ";
-    let at = lower.find(marker)?;
-    let mut words = line.get(at + marker.len()..)?.split_whitespace();
+    None
+}
+
+/// The host and port of a failed connection as clients word it: curl's `Failed to
+/// connect to HOST port N`, ssh's and nc's `connect to [host] HOST port N`.
+fn connect_target(line: &str, lower: &str) -> Option<(String, Option<u16>)> {
+    let at = ["failed to connect to ", "connect to host ", "connect to "]
+        .iter()
+        .find_map(|m| lower.find(m).map(|at| at + m.len()))?;
+    let mut words = line.get(at..)?.split_whitespace();
     let host = words.next()?.to_string();
-    let port: u16 = (words.next()? == "port")
-        .then(|| words.next())??
+    (words.next()? == "port").then_some(())?;
+    let port: u16 = words
+        .next()?
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
         .parse()
         .ok()?;
-    if scope.tcp_connect.contains(&port) {
-        return None;
-    }
-    Some(record(
-        Kind::NetworkAddress,
-        Some(host),
-        Some(port),
-        tcp_grant(Some(port)),
-    ))
+    Some((host, Some(port)))
 }
 
 /// A name the default deny kept from resolving (`curl: (6) Could not resolve host:
@@ -566,6 +822,7 @@ fn unresolved_host(scope: &Scope, line: &str) -> Option<DenialRecord> {
         host: Some(host),
         port: None,
         alternative: Some("--network allow".into()),
+        line: None,
         evidence: Source::PolicyCheck,
     })
 }
@@ -597,11 +854,13 @@ mod tests {
             },
             writable_files: vec!["/dev/null".into()],
             hidden: vec!["/root/.ssh".into()],
-            protected: vec!["/ws/.envrc".into()],
+            protected: vec!["/ws/.envrc".into(), "/ws/.git/config".into()],
             protect_explicit: false,
             network: Network::Deny,
             tcp_connect: vec![443],
             by_name: false,
+            staged: true,
+            own_network: false,
         }
     }
 
@@ -636,14 +895,123 @@ mod tests {
             let r = one(&scope(Mode::ReadOnly), line, &Table(vec![]));
             assert_eq!(r.and_then(|r| r.path), Some(path.to_string()), "{line}");
         }
-        // No path, no record.
+        // git names the file after its words; its rename onto the protected file's
+        // mount is refused busy.
+        let r = one(
+            &scope(Mode::WorkspaceWrite),
+            "error: could not write config file .git/config: Device or resource busy",
+            &Table(vec![]),
+        )
+        .unwrap();
         assert_eq!(
-            one(
-                &scope(Mode::ReadOnly),
-                "x: Permission denied",
-                &Table(vec![])
-            ),
+            (r.kind, r.path.as_deref(), r.grant.as_deref()),
+            (
+                Kind::ProtectedPath,
+                Some("/ws/.git/config"),
+                Some("--no-default-protect")
+            )
+        );
+    }
+
+    #[test]
+    fn a_refusal_naming_no_path_is_reported_unattributed_or_by_what_it_was_about() {
+        let s = scope(Mode::WorkspaceWrite);
+        let root = Table(vec![]);
+        for line in [
+            "x: Permission denied",
+            "PermissionError: [Errno 13] Permission denied",
+        ] {
+            let r = one(&s, line, &root).unwrap_or_else(|| panic!("{line}"));
+            assert_eq!(r.kind, Kind::Unattributed, "{line}");
+            assert_eq!(r.line.as_deref(), Some(line));
+            assert_eq!(r.grant, None);
+        }
+        // The words alone, or a remote refusal, are no refusal of ours.
+        for line in [
+            "Permission denied",
+            "git@example.org: Permission denied (publickey).",
+            "bash: x: Device or resource busy",
+        ] {
+            assert_eq!(one(&s, line, &root), None, "{line}");
+        }
+        // What the traceback was doing names the kind.
+        let traceback = |frame: &str| {
+            format!(
+                "  File \"x.py\", line 1\n    {frame}\nPermissionError: [Errno 13] Permission denied\n"
+            )
+        };
+        let mut plain = s.clone();
+        plain.staged = false;
+        let v = from_stderr(&plain, &traceback("_socket.socket.__init__(self)"), &root);
+        assert_eq!((v.len(), v[0].kind), (1, Kind::Socket));
+        assert_eq!(v[0].grant.as_deref(), Some("--network allow"));
+        let v = from_stderr(&plain, &traceback("sl = _multiprocessing.SemLock("), &root);
+        assert_eq!(v[0].path.as_deref(), Some("/dev/shm"), "{v:?}");
+        let r = one(
+            &plain,
+            "script: failed to create pseudo-terminal: Permission denied",
+            &root,
+        )
+        .unwrap();
+        assert_eq!(
+            (r.kind, r.path.as_deref(), r.grant.as_deref()),
+            (
+                Kind::Device,
+                Some("/dev/ptmx"),
+                Some("the namespace stage, without --no-stage")
+            )
+        );
+        // Without the stage a read-only mount is the host's.
+        assert_eq!(
+            one(&plain, "bash: /opt/x: Read-only file system", &root),
             None
+        );
+    }
+
+    #[test]
+    fn in_a_network_namespace_of_its_own_loopback_is_the_command_s_and_the_rest_unreachable() {
+        let mut s = scope(Mode::WorkspaceWrite);
+        s.own_network = true;
+        s.tcp_connect = vec![];
+        let root = Table(vec![]);
+        for line in [
+            "bash: line 1: /dev/tcp/127.0.0.1/9: Connection refused",
+            "curl: (7) Failed to connect to 127.0.0.1 port 9 after 0 ms: Couldn't connect to server",
+            "curl: (7) Failed to connect to localhost port 9 after 0 ms: Couldn't connect to server",
+        ] {
+            assert_eq!(one(&s, line, &root), None, "{line}");
+        }
+        let v = from_stderr(
+            &s,
+            "bash: connect: Network is unreachable\nbash: line 1: /dev/tcp/192.0.2.1/80: Network is unreachable\n",
+            &root,
+        );
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(
+            (v[0].kind, v[0].target(), v[0].grant.as_deref()),
+            (
+                Kind::NetworkAddress,
+                "192.0.2.1:80".to_string(),
+                Some("--allow-tcp-connect 80")
+            )
+        );
+        let r = one(&s, "OSError: [Errno 101] Network is unreachable", &root).unwrap();
+        assert_eq!(
+            (r.kind, r.grant.as_deref()),
+            (Kind::NetworkAddress, Some("--network allow"))
+        );
+        let line = "curl: (7) Failed to connect to 192.0.2.1 port 81 after 0 ms: Couldn't connect to server";
+        assert_eq!(one(&s, line, &root).unwrap().target(), "192.0.2.1:81");
+        // By name the proxy is the only way out: --allow-tcp-connect would not help.
+        s.by_name = true;
+        assert_eq!(
+            one(&s, line, &root).unwrap().grant.as_deref(),
+            Some("--network allow")
+        );
+        let line = "ssh: connect to host example.org port 22: Network is unreachable";
+        assert_eq!(
+            one(&s, line, &root).unwrap().grant.as_deref(),
+            Some("--allow-domain example.org")
         );
     }
 

@@ -478,6 +478,7 @@ mod tests {
             rule: "r".into(),
             grant: Some("--writable /etc".into()),
             alternative: None,
+            line: None,
             evidence: Source::PolicyCheck,
         };
         let confined = crate::confined::ConfinedArgv {

@@ -35,6 +35,11 @@ pub enum Kind {
     Signal,
     /// Inspecting a process outside the sandbox (`/proc/PID/...`).
     Process,
+    /// A refusal whose error line names nothing stockade can check (`script: failed to
+    /// create pseudo-terminal: Permission denied`, Python's bare `PermissionError`): it
+    /// is reported with the line, as the harness's marker always reported it, since
+    /// nothing else the command met gives that errno there.
+    Unattributed,
 }
 
 impl Kind {
@@ -52,7 +57,14 @@ impl Kind {
             Kind::Socket => "socket",
             Kind::Signal => "signal",
             Kind::Process => "process access",
+            Kind::Unattributed => "access",
         }
+    }
+
+    /// Whether the refusal is of the network (a name or an address), not of something
+    /// on this machine: those are not called file access in the harness's marker.
+    pub fn is_network(self) -> bool {
+        matches!(self, Kind::NetworkName | Kind::NetworkAddress)
     }
 }
 
@@ -73,7 +85,7 @@ pub enum Source {
 }
 
 /// One refusal stockade caused. In JSON: `{"kind", "path"?, "host"?, "port"?, "rule",
-/// "grant"?, "alternative"?, "evidence"}`.
+/// "grant"?, "alternative"?, "line"?, "evidence"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DenialRecord {
@@ -95,6 +107,9 @@ pub struct DenialRecord {
     /// A broader option that would allow it too (`--network allow`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alternative: Option<String>,
+    /// The command's error line, for a refusal it names nothing of (`unattributed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
     pub evidence: Source,
 }
 
@@ -102,21 +117,26 @@ pub struct DenialRecord {
 pub const MARKED: usize = 3;
 
 impl DenialRecord {
-    /// What was refused: the path, `HOST:PORT`, or the host.
+    /// What was refused: the path, `HOST:PORT`, the host, or the error line.
     pub fn target(&self) -> String {
         match (&self.path, &self.host, self.port) {
             (Some(p), _, _) => p.clone(),
             (None, Some(h), Some(port)) => format!("{h}:{port}"),
             (None, Some(h), None) => h.clone(),
-            (None, None, _) => "(unknown)".into(),
+            (None, None, _) => match (&self.line, self.kind) {
+                (Some(line), _) => format!("\"{}\"", clipped(line)),
+                (None, Kind::Socket) => "socket()".into(),
+                (None, _) => "(unknown)".into(),
+            },
         }
     }
 
     /// The marker line: `[sandbox: file write denied: /etc/x (allow with --writable /etc)]`.
     pub fn marker(&self) -> String {
-        let allow = match &self.grant {
-            Some(g) => format!("allow with {g}"),
-            None => "no option allows it".into(),
+        let allow = match (&self.grant, self.kind) {
+            (Some(g), _) => format!("allow with {g}"),
+            (None, Kind::Unattributed) => "the line names no path to grant".into(),
+            (None, _) => "no option allows it".into(),
         };
         format!(
             "[sandbox: {} denied: {} ({allow})]",
@@ -124,6 +144,22 @@ impl DenialRecord {
             self.target()
         )
     }
+}
+
+/// The most characters of a command's line a marker repeats.
+const MAX_LINE_CHARS: usize = 120;
+
+/// `line` cut to [`MAX_LINE_CHARS`], control characters dropped (a marker is one line).
+fn clipped(line: &str) -> String {
+    let mut out: String = line
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_LINE_CHARS)
+        .collect();
+    if line.chars().count() > MAX_LINE_CHARS {
+        out.push_str("...");
+    }
+    out
 }
 
 /// The marker lines for `records`: one each for the first [`MARKED`], then a count.
@@ -155,6 +191,7 @@ mod tests {
             rule: "r".into(),
             grant: Some("--writable /etc".into()),
             alternative: None,
+            line: None,
             evidence: Source::PolicyCheck,
         }
     }

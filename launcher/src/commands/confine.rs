@@ -457,7 +457,7 @@ fn start(
     request.validate().map_err(LauncherError::Invalid)?;
     let (request_path, digest) = dir.write_request(request)?;
     // What the policy refuses, for naming each refusal once the command settled.
-    dir.write_scope(&Scope::of(&request.policy, &request.cwd))?;
+    dir.write_scope(&Scope::of(&request.policy, &request.cwd, staged))?;
     let request_path = utf8(request_path.as_os_str(), "the request path")?;
     let status_path = utf8(status_path.as_os_str(), "the status path")?;
     let runner_argv = vec![

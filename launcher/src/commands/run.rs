@@ -365,10 +365,11 @@ fn markers(
     timeout: Option<std::time::Duration>,
     status: i32,
 ) -> Vec<String> {
-    // The marker agents know, for a failed command with a file refusal (each refusal
-    // was named before the other markers).
+    // The marker agents know, for a failed command with a refusal on this machine (a
+    // file, a device, a socket, or one its line names nothing of); each refusal was
+    // named before the other markers. A refused name or address is no file access.
     let mut lines = Vec::new();
-    if verdict.denied && verdict.denials.iter().any(|d| d.path.is_some()) {
+    if verdict.denied && verdict.denials.iter().any(|d| !d.kind.is_network()) {
         lines.push(format!("[sandbox: file access denied under {mode} mode]"));
     }
     // Refused connections are facts whatever the exit code: a client may have fallen
