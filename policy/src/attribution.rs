@@ -146,11 +146,19 @@ pub fn from_stderr(scope: &Scope, stderr: &str, unix: &dyn UnixCheck) -> Vec<Den
     if !scope.mode.is_confined() {
         return out;
     }
-    let lines: Vec<&str> = stderr.split('\n').collect();
-    for (at, line) in lines.iter().enumerate() {
+    // The last few lines with text, for what a pathless refusal was about: bounded, as
+    // stderr may be millions of line breaks.
+    let mut before: Vec<&str> = Vec::with_capacity(CONTEXT_LINES + 1);
+    for line in stderr.split('\n') {
         let record = network_refusal(scope, line)
-            .or_else(|| file_refusal(scope, &lines[..at], line, unix))
+            .or_else(|| file_refusal(scope, &before, line, unix))
             .or_else(|| unresolved_host(scope, line));
+        if !line.trim().is_empty() {
+            before.push(line);
+            if before.len() > CONTEXT_LINES {
+                before.remove(0);
+            }
+        }
         if let Some(r) = record
             && !out
                 .iter()
@@ -364,6 +372,9 @@ fn terminal(scope: &Scope) -> DenialRecord {
 /// last frames).
 const CONTEXT_LINES: usize = 4;
 
+/// How much of the end of each of those lines is read.
+const CONTEXT_CHARS: usize = 400;
+
 /// A refusal whose line names no path: `PROGRAM: ...: Permission denied` or Python's
 /// `PermissionError: [Errno 13] Permission denied`, the words ending the line as the C
 /// library's message does. What the lines `before` it name (a socket, shared memory, a
@@ -382,14 +393,19 @@ fn pathless(scope: &Scope, before: &[&str], line: &str, words: &str) -> Option<D
     if !(head.ends_with(": ") || head.ends_with("] ")) || head.trim().len() < 2 {
         return None;
     }
+    // The end of each line is where a traceback names the call.
     let context: String = before
         .iter()
-        .rev()
-        .filter(|l| !l.trim().is_empty())
-        .take(CONTEXT_LINES)
-        .map(|l| l.to_lowercase())
-        .collect::<Vec<_>>()
-        .join("\n");
+        .flat_map(|l| {
+            let from = l
+                .char_indices()
+                .rev()
+                .nth(CONTEXT_CHARS)
+                .map_or(0, |(i, _)| i);
+            [&l[from..], "\n"]
+        })
+        .collect::<String>()
+        .to_lowercase();
     let said = |words: &[&str]| {
         words
             .iter()

@@ -412,3 +412,39 @@ fn a_mode_change_outside_the_roots_is_named_as_metadata_and_the_grant_allows_it(
         0o600
     );
 }
+
+#[test]
+fn classify_names_git_s_busy_config_a_protected_path_with_its_flag() {
+    let fx = Fixture::staged();
+    let confined = fx.confine(&["--", "true"]);
+    if !confined_argv(&confined).iter().any(|a| a == "__stage") {
+        eprintln!("SKIPPED (no namespace stage here): classify_names_git_s_busy_config");
+        return;
+    }
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&fx.ws)
+        .output()
+        .unwrap();
+    assert_code(&init, 0);
+    let v = classify_spawned(&fx, "git config user.name Other");
+    assert_eq!(v["outcome"], "denied", "{v}");
+    let r = the_record(&v);
+    assert_eq!(r["kind"], "protected-path", "{v}");
+    assert_eq!(
+        r["path"],
+        fx.ws.join(".git/config").to_str().unwrap(),
+        "{v}"
+    );
+    assert_eq!(r["grant"], "--no-default-protect", "{v}");
+    // Control: with the flag the record names, the same write works.
+    let c = fx.confine(&[
+        "--no-default-protect",
+        "--",
+        "git",
+        "config",
+        "user.name",
+        "Other",
+    ]);
+    assert_code(&spawn_argv(&c), 0);
+}
