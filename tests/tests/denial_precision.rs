@@ -2,8 +2,10 @@
 //! them that print "Permission denied" or fail for Unix's own reasons), how often
 //! `sandbox.denied` of `stockade run --json` is right. Precision is the share of
 //! `denied: true` that were stockade's refusals, recall the share of stockade's refusals
-//! that said `denied: true`. Both are printed (`cargo test --test denial_precision --
-//! --nocapture`) and must be 100% (bench/denial-precision.md records a run).
+//! that said `denied: true`, without the namespace stage and with it. Both are printed
+//! (`cargo test --test denial_precision -- --nocapture`); precision must be 100%, recall
+//! too but for the one case the error-line fallback is known to miss
+//! (bench/denial-precision.md records a run).
 
 mod support;
 use support::*;
@@ -59,7 +61,12 @@ fn refusing(fx: &Fixture, home: &str, staged: bool) -> Vec<Case> {
         case(&ro, "mkdir ro-d", true),
         case(&ro, &format!("echo x > {out}/ro-c"), true),
         case(&[], &format!("cat {home}/.ssh/id_test"), true),
-        case(&[], &format!("ls {home}/.ssh"), true),
+        // Without the stage the hidden directory can still be listed: its files not read.
+        if staged {
+            case(&[], &format!("ls {home}/.ssh"), true)
+        } else {
+            case(&[], &format!("head -c1 {home}/.ssh/id_test"), true)
+        },
         case(&[], &format!("cp {home}/.ssh/id_test key"), true),
         case(&[], "curl -sS --max-time 5 http://example.com/", true),
         case(
@@ -91,8 +98,13 @@ fn refusing(fx: &Fixture, home: &str, staged: bool) -> Vec<Case> {
         v.push(case(&[], "echo evil >> .envrc", true));
         v.push(case(&[], "echo evil > .git/hooks/pre-commit", true));
     } else {
-        v.push(case(&[], &format!("touch {out}/nostage-1"), true));
-        v.push(case(&[], &format!("touch {out}/nostage-2"), true));
+        // Refusals whose lines name no path: a new terminal, a socket.
+        v.push(case(&[], "script -qc true /dev/null", true));
+        v.push(case(
+            &[],
+            "python3 -c 'import socket; socket.socket()'",
+            true,
+        ));
     }
     v
 }
@@ -166,7 +178,17 @@ fn not_refusing(fx: &Fixture, staged: bool) -> Vec<Case> {
 
 #[test]
 fn precision_of_denied_is_100_percent_and_recall_misses_only_the_known_case() {
-    let fx = Fixture::staged();
+    // Without the stage and with it (where namespaces can be had: else both are the
+    // same, and the line printed says `stage false` twice).
+    let wrong: Vec<String> = [Fixture::new(), Fixture::staged()]
+        .into_iter()
+        .flat_map(measure)
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Runs the 60 cases in `fx`, prints precision and recall: the cases judged wrong.
+fn measure(fx: Fixture) -> Vec<String> {
     let home = fx.root.join("home");
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
     std::fs::write(home.join(".ssh/id_test"), "key\n").unwrap();
@@ -231,7 +253,7 @@ fn precision_of_denied_is_100_percent_and_recall_misses_only_the_known_case() {
         100.0 * htp as f64 / (htp + hfp).max(1) as f64,
         100.0 * htp as f64 / 30.0
     );
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    wrong
 }
 
 fn nix_uid() -> u32 {

@@ -261,9 +261,13 @@ fn classify_saved(
         .unwrap()
 }
 
-/// A write outside the writable roots: refused in every configuration these tests run in
-/// (Landlock without the stage), read as a denial.
-const DENIED_WRITE: &str = "touch /etc/stockade-verdict-attack";
+/// A write outside the writable roots to a directory the invoking user owns: refused by
+/// the policy alone in every configuration these tests run in (Landlock without the
+/// stage), as root and as an ordinary user (`/etc` is refused to a user by Unix
+/// anyway, which is no denial), read as a denial.
+fn denied_write(fx: &Fixture) -> String {
+    format!("touch {}/verdict-attack", fx.outside.display())
+}
 
 /// Without the namespace stage the control directory is reachable by path (hidden from
 /// reads, but Landlock does not govern `chmod`), and workspace-write leaves mode changes
@@ -275,7 +279,7 @@ const DENIED_WRITE: &str = "touch /etc/stockade-verdict-attack";
 fn a_status_record_the_command_changed_is_a_marker_not_a_silent_run() {
     let fx = Fixture::new();
     // Control: the denial is marked.
-    let out = fx.run_sh("workspace-write", DENIED_WRITE);
+    let out = fx.run_sh("workspace-write", &denied_write(&fx));
     assert_code(&out, 1);
     let err = text(&out.stderr);
     assert!(
@@ -287,8 +291,9 @@ fn a_status_record_the_command_changed_is_a_marker_not_a_silent_run() {
     let out = fx.run_sh(
         "workspace-write",
         &format!(
-            "chmod 000 {}/req-*/status && echo changed; {DENIED_WRITE}",
-            base.display()
+            "chmod 000 {}/req-*/status && echo changed; {}",
+            base.display(),
+            denied_write(&fx)
         ),
     );
     assert_code(&out, 1);
