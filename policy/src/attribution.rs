@@ -310,7 +310,7 @@ fn file_refusal(
     let Some(path) = named_path(line, words) else {
         return pathless(scope, before, line, words);
     };
-    let path = unix.resolve(&absolute(&scope.cwd, &path));
+    let path = unix.resolve(&absolute(&scope.cwd, &shared_memory(before, path)));
     let hint = if METADATA_VERBS.iter().any(|v| lower.contains(v)) {
         Some(Access::Metadata)
     } else if *words != "permission denied" || WRITE_VERBS.iter().any(|v| lower.contains(v)) {
@@ -344,6 +344,23 @@ fn file_refusal(
             evidence: Source::PolicyCheck,
         })
     })
+}
+
+/// Words that say the lines before are about POSIX shared memory or semaphores.
+const SHARED_MEMORY_WORDS: [&str; 4] = ["semlock", "shm_open", "shared_memory", "/dev/shm"];
+
+/// `path` as the kernel sees it: a POSIX shared memory name (`shm_open("/psm_x")`, which
+/// Python's error line names as `'/psm_x'`) lies in `/dev/shm`.
+fn shared_memory(before: &[&str], path: PathBuf) -> PathBuf {
+    let single = path.is_absolute() && path.components().count() == 2;
+    let said = before.iter().any(|l| {
+        let l = l.to_lowercase();
+        SHARED_MEMORY_WORDS.iter().any(|w| l.contains(w))
+    });
+    match path.file_name() {
+        Some(name) if single && said => Path::new("/dev/shm").join(name),
+        _ => path,
+    }
 }
 
 /// Words that say a line is about making a terminal (`/dev/ptmx`).
@@ -414,7 +431,7 @@ fn pathless(scope: &Scope, before: &[&str], line: &str, words: &str) -> Option<D
     if said(&TERMINAL_WORDS) || said(&["pty.", "pty("]) {
         return Some(terminal(scope));
     }
-    if said(&["semlock", "shm_open", "shared_memory", "/dev/shm"])
+    if said(&SHARED_MEMORY_WORDS)
         && let Some((kind, rule, grant)) = refused(scope, Path::new("/dev/shm"), Access::Write)
     {
         return Some(file_record(kind, "/dev/shm", rule, grant));
@@ -963,6 +980,12 @@ mod tests {
         assert_eq!(v[0].grant.as_deref(), Some("--network allow"));
         let v = from_stderr(&plain, &traceback("sl = _multiprocessing.SemLock("), &root);
         assert_eq!(v[0].path.as_deref(), Some("/dev/shm"), "{v:?}");
+        // A shared memory name is a file in /dev/shm.
+        let named =
+            traceback("self._fd = _posixshmem.shm_open(").replace("denied\n", "denied: '/psm_1'\n");
+        let v = from_stderr(&plain, &named, &root);
+        assert_eq!(v[0].path.as_deref(), Some("/dev/shm/psm_1"), "{v:?}");
+        assert_eq!(v[0].grant.as_deref(), Some("--writable /dev/shm"), "{v:?}");
         let r = one(
             &plain,
             "script: failed to create pseudo-terminal: Permission denied",

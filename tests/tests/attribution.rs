@@ -448,3 +448,27 @@ fn classify_names_git_s_busy_config_a_protected_path_with_its_flag() {
     ]);
     assert_code(&spawn_argv(&c), 0);
 }
+
+#[test]
+fn a_shared_memory_name_is_named_in_dev_shm_and_its_grant_allows_it() {
+    // Without the stage /dev/shm is the host's: creating a segment there is refused, and
+    // Python's line names it as `'/psm_...'`, which is a file in /dev/shm.
+    let fx = Fixture::new();
+    let home = fx.root.join("home");
+    let script = "python3 -c 'from multiprocessing import shared_memory as s\n\
+                  m = s.SharedMemory(create=True, size=16)\n\
+                  m.close(); m.unlink(); print(\"made\")'";
+    let v = run_json_in(&fx, &home, &[], script);
+    assert_eq!(v["sandbox"]["denied"], true, "{v}");
+    let r = the_record(&v);
+    assert!(
+        r["path"].as_str().unwrap().starts_with("/dev/shm/psm_"),
+        "{v}"
+    );
+    assert_eq!(r["grant"], "--writable /dev/shm", "{v}");
+    // Control: the grant named lets it through (the segment is removed again).
+    let v = run_json_in(&fx, &home, &["--writable", "/dev/shm"], script);
+    assert_eq!(v["exitCode"], 0, "{v}");
+    assert_eq!(v["stdout"]["text"], "made\n", "{v}");
+    assert_eq!(v["denials"], serde_json::json!([]), "{v}");
+}
