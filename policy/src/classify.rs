@@ -10,6 +10,7 @@
 //! An exit code of `None` means the process was killed by a signal.
 
 use crate::confined::{ConfinedArgv, RunnerFailureRule};
+use crate::denial_record::DenialRecord;
 use crate::descriptors::OpenOutside;
 use crate::exit;
 use crate::guarantees::Enforcement;
@@ -97,6 +98,11 @@ pub struct Classification {
     /// command's exit says what it made of it.
     #[serde(default, skip_serializing_if = "DenialLog::is_empty")]
     pub network: DenialLog,
+    /// Every refusal stockade caused that could be named (see
+    /// [`crate::denial_record`]), whatever the exit code; `denied` is true when the
+    /// command failed and this is not empty (see [`with_denials`]).
+    #[serde(default)]
+    pub denials: Vec<DenialRecord>,
     /// The receipt fields an executor's process allows (see [`crate::receipt`]): what
     /// `confine` bound (as the ConfinedArgv given states it), whether the runner checked
     /// it, and the exit facts. The stream digests and `timedOut` are `null` and `cleanup`
@@ -230,6 +236,7 @@ fn verdict(
         shared_roots_changed: Vec::new(),
         protected_appeared: Vec::new(),
         network: DenialLog::default(),
+        denials: Vec::new(),
         receipt: receipt_of(confined, settled),
     };
     let tampered = match status {
@@ -355,6 +362,24 @@ pub fn with_stage(mut v: Classification, stage: &StageEvidence) -> Classificatio
     v
 }
 
+/// Adds the named refusals to a verdict, and lets them decide the denial: a command
+/// that failed is `denied` when stockade caused a refusal it met, whatever its stderr
+/// says otherwise (an EACCES Unix permissions give anyway is no denial). Runner failure,
+/// a signal and tampering outrank denial and are kept as they are.
+pub fn with_denials(mut v: Classification, records: Vec<DenialRecord>) -> Classification {
+    v.denials = records;
+    if matches!(v.outcome, Outcome::Denied | Outcome::Failed) {
+        v.denied = !v.denials.is_empty();
+        v.outcome = if v.denied {
+            Outcome::Denied
+        } else {
+            Outcome::Failed
+        };
+        v.detail = v.denials.first().map(DenialRecord::marker);
+    }
+    v
+}
+
 /// Makes a verdict `tampered` with `detail`, as a changed status record or stage report
 /// does: it outranks every other outcome (`denied` and `runnerFailed` are then false). A
 /// verdict already `tampered` keeps its first finding. For the launcher's own control
@@ -458,6 +483,58 @@ fn split_lines(s: &str) -> impl Iterator<Item = &str> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn named_refusals_decide_the_denial_of_a_failed_command_only() {
+        use crate::denial_record::{DenialRecord, Kind, Source};
+        let record = DenialRecord {
+            kind: Kind::FileWrite,
+            path: Some("/etc/x".into()),
+            host: None,
+            port: None,
+            rule: "r".into(),
+            grant: Some("--writable /etc".into()),
+            alternative: None,
+            line: None,
+            evidence: Source::PolicyCheck,
+        };
+        let confined = crate::confined::ConfinedArgv {
+            contract: crate::confined::CONTRACT_VERSION,
+            argv: vec!["x".into()],
+            enforcement: None,
+            denial_signatures: crate::confined::denial_signatures(Mode::ReadOnly, false),
+            runner_failure_rules: crate::confined::runner_failure_rules(Mode::ReadOnly),
+            mode: Mode::ReadOnly,
+            guarantees: Default::default(),
+            status_path: None,
+            status_channel: None,
+            not_granted: Vec::new(),
+            binding: None,
+        };
+        let judged = |code: i32, records: Vec<DenialRecord>| {
+            let facts = ExitFacts {
+                exit_code: Some(code),
+                signal: None,
+                stderr: "ls: cannot open directory '/root': Permission denied",
+            };
+            with_denials(
+                classify(&confined, &facts, &StatusEvidence::Unavailable),
+                records,
+            )
+        };
+        // The signature matched, but nothing stockade caused: an ordinary failure.
+        let v = judged(2, vec![]);
+        assert_eq!((v.outcome, v.denied), (Outcome::Failed, false));
+        let v = judged(2, vec![record.clone()]);
+        assert_eq!((v.outcome, v.denied), (Outcome::Denied, true));
+        assert_eq!(v.detail, Some(record.marker()));
+        // Exit 0: reported, never denied.
+        let v = judged(0, vec![record.clone()]);
+        assert_eq!(
+            (v.outcome, v.denied, v.denials.len()),
+            (Outcome::Ok, false, 1)
+        );
+    }
     use super::*;
     use crate::confined::{denial_signatures, runner_failure_rules};
     use crate::mode::Mode;
@@ -861,7 +938,7 @@ mod tests {
             serde_json::json!({
                 "contract": 2, "outcome": "denied", "mode": "read-only", "denied": true,
                 "runnerFailed": false, "detail": DENIED.trim_end(), "enforcement": "partial",
-                "evidence": "status-channel"
+                "evidence": "status-channel", "denials": []
             })
         );
         let v = classify(&c, &settled(Some(0), ""), &StatusEvidence::Unavailable);

@@ -51,12 +51,14 @@
 //! - [`receipt`]: the record of a run (`stockade run --json`, `stockade classify`).
 
 pub mod addresses;
+pub mod attribution;
 pub mod binding;
 pub mod capability;
 pub mod classify;
 pub mod confined;
 pub mod credentials;
 pub mod denial;
+pub mod denial_record;
 pub mod descriptors;
 pub mod digest;
 pub mod domains;

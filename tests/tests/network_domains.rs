@@ -147,6 +147,21 @@ fn an_allowed_name_is_reached_over_connect_and_socks5_and_a_denied_one_is_refuse
         );
         assert_eq!(json["network"]["moreDenied"], false);
         assert_eq!(json["sandbox"]["denied"], false);
+        // The same refusal as a denial record, with the grant that allows it (the
+        // allowed name above is that grant applied).
+        assert_eq!(
+            json["denials"],
+            serde_json::json!([{
+                "kind": "network-name",
+                "host": "denied.test",
+                "port": port,
+                "rule": "network by name: not in the allowed domains (not-allowed)",
+                "grant": "--allow-domain denied.test",
+                "alternative": "--network allow",
+                "evidence": "proxy"
+            }]),
+            "{json}"
+        );
     }
 }
 

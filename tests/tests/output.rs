@@ -19,7 +19,10 @@ fn the_json_document_parses_and_carries_every_field() {
             "--",
             "sh",
             "-c",
-            "printf out; printf 'err\\n' >&2; echo x > /etc/stockade-e2e; exit 3",
+            // A write in the workspace, which read-only mode refuses: the policy's
+            // refusal as root and as an ordinary user (a user's write to /etc is
+            // refused by Unix anyway, no denial).
+            "printf out; printf 'err\\n' >&2; echo x > refused-e2e; exit 3",
         ])
         .env("E2E_API_TOKEN", "hunter2"),
     );

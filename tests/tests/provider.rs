@@ -130,7 +130,7 @@ fn a_confined_run_records_confined_and_classify_consumes_the_private_directory()
         serde_json::json!({
             "contract": 2, "outcome": "ok", "mode": "workspace-write", "denied": false,
             "runnerFailed": false, "detail": null, "enforcement": "partial",
-            "evidence": "status-channel"
+            "evidence": "status-channel", "denials": []
         })
     );
     assert!(!private_dir(&c).exists());
@@ -325,7 +325,12 @@ fn signals_and_denials_are_classified() {
     let v = classify(&fx, &c, &out);
     assert_eq!(v["outcome"], "denied", "{v}");
     assert_eq!(v["denied"], true);
-    assert!(str_field(&v, "detail").contains("Permission denied"));
+    // The detail is the refusal named: its kind and path.
+    let detail = str_field(&v, "detail");
+    assert!(
+        detail.contains("file write denied") && detail.contains(target.to_str().unwrap()),
+        "{v}"
+    );
     assert!(!target.exists());
     // Positive control: unconfined, the same write works and nothing is denied; there
     // is no runner, so no status.

@@ -301,12 +301,20 @@ fn exit_codes_follow_the_wrapper_conventions_with_markers_last() {
         "[timed out after 300ms]\n[exit code: 124]\n"
     );
 
-    // Denial comes before the signal marker's place; here the command exits itself.
-    let out = fx.run_sh("read-only", "echo x > /etc/stockade-e2e; exit 4");
+    // Denial comes before the signal marker's place; here the command exits itself. A
+    // directory the invoking user owns: the refusal is the policy's, root or not.
+    let target = fx.outside.join("stockade-e2e");
+    let out = fx.run_sh(
+        "read-only",
+        &format!("echo x > {}; exit 4", target.display()),
+    );
     assert_code(&out, 4);
     assert!(
-        text(&out.stderr)
-            .ends_with("Permission denied\n[sandbox: file access denied under read-only mode]\n"),
+        text(&out.stderr).ends_with(&format!(
+            "Permission denied\n[sandbox: file write denied: {} (allow with --mode workspace-write --writable {})]\n[sandbox: file access denied under read-only mode]\n",
+            target.display(),
+            fx.outside.display()
+        )),
         "{}",
         text(&out.stderr)
     );

@@ -36,7 +36,16 @@ fn with_address_space(cmd: &mut std::process::Command, bytes: u64) -> &mut std::
 fn classify_reads_a_stderr_of_line_breaks_in_bounded_memory() {
     let fx = Fixture::new();
     let mut stderr = vec![b'\n'; 16 << 20];
-    stderr.extend_from_slice(b"cat: x: Permission denied\n");
+    // A refusal the policy makes (a write outside the roots, to a directory the invoking
+    // user may write): the line is named as a denial.
+    let refused = fx.outside.join("x");
+    stderr.extend_from_slice(
+        format!(
+            "touch: cannot touch '{}': Permission denied\n",
+            refused.display()
+        )
+        .as_bytes(),
+    );
     let err = fx.root.join("stderr");
     std::fs::write(&err, &stderr).unwrap();
     // Spawns a ConfinedArgv, then classifies it as failed with that stderr.
@@ -65,7 +74,11 @@ fn classify_reads_a_stderr_of_line_breaks_in_bounded_memory() {
         Some(192 << 20),
     );
     assert_eq!(limited["outcome"], "denied", "{limited}");
-    assert_eq!(limited["detail"], "cat: x: Permission denied", "{limited}");
+    assert_eq!(
+        limited["denials"][0]["path"],
+        refused.to_str().unwrap(),
+        "{limited}"
+    );
     // The same verdict without the limit: it bounds memory, it does not change answers.
     let free = classify(&fx.confine(&["--mode", "read-only", "--", "true"]), None);
     assert_eq!(free["outcome"], limited["outcome"]);
@@ -248,9 +261,13 @@ fn classify_saved(
         .unwrap()
 }
 
-/// A write outside the writable roots: refused in every configuration these tests run in
-/// (Landlock without the stage), read as a denial.
-const DENIED_WRITE: &str = "touch /etc/stockade-verdict-attack";
+/// A write outside the writable roots to a directory the invoking user owns: refused by
+/// the policy alone in every configuration these tests run in (Landlock without the
+/// stage), as root and as an ordinary user (`/etc` is refused to a user by Unix
+/// anyway, which is no denial), read as a denial.
+fn denied_write(fx: &Fixture) -> String {
+    format!("touch {}/verdict-attack", fx.outside.display())
+}
 
 /// Without the namespace stage the control directory is reachable by path (hidden from
 /// reads, but Landlock does not govern `chmod`), and workspace-write leaves mode changes
@@ -262,7 +279,7 @@ const DENIED_WRITE: &str = "touch /etc/stockade-verdict-attack";
 fn a_status_record_the_command_changed_is_a_marker_not_a_silent_run() {
     let fx = Fixture::new();
     // Control: the denial is marked.
-    let out = fx.run_sh("workspace-write", DENIED_WRITE);
+    let out = fx.run_sh("workspace-write", &denied_write(&fx));
     assert_code(&out, 1);
     let err = text(&out.stderr);
     assert!(
@@ -274,8 +291,9 @@ fn a_status_record_the_command_changed_is_a_marker_not_a_silent_run() {
     let out = fx.run_sh(
         "workspace-write",
         &format!(
-            "chmod 000 {}/req-*/status && echo changed; {DENIED_WRITE}",
-            base.display()
+            "chmod 000 {}/req-*/status && echo changed; {}",
+            base.display(),
+            denied_write(&fx)
         ),
     );
     assert_code(&out, 1);

@@ -133,6 +133,11 @@ fn without_the_stage_a_loopback_server_is_refused_and_reported() {
             && err.contains("[sandbox: file access denied under workspace-write mode]"),
         "the refusal is not reported: {err}"
     );
+    // Python names no path: the traceback says it was a socket.
+    assert!(
+        err.contains("[sandbox: socket denied: socket() (allow with --network allow)]"),
+        "the refusal is not named: {err}"
+    );
 }
 
 #[test]
@@ -272,6 +277,10 @@ fn without_the_stage_shared_memory_is_refused_and_reported() {
         err.contains("[sandbox: file access denied under workspace-write mode]"),
         "the refusal is not reported: {err}"
     );
+    assert!(
+        err.contains("[sandbox: device write denied: /dev/shm "),
+        "the refusal is not named: {err}"
+    );
 }
 
 #[test]
@@ -371,7 +380,9 @@ fn script_and_python_pty_work_under_the_stage() {
     let out = script(&plain, &["--mode", "workspace-write"]);
     assert_ne!(out.status.code(), Some(0), "a terminal without the stage");
     assert!(
-        text(&out.stderr).contains("[sandbox: file access denied under workspace-write mode]"),
+        text(&out.stderr).contains(
+            "[sandbox: device write denied: /dev/ptmx (allow with the namespace stage, without --no-stage)]\n[sandbox: file access denied under workspace-write mode]"
+        ),
         "{}",
         text(&out.stderr)
     );
@@ -483,7 +494,25 @@ fn git_works_in_the_workspace_and_a_config_write_is_a_reported_denial() {
         assert_eq!(v["sandbox"]["denied"], true, "{write}: not a denial: {v}");
         let err = v["stderr"]["text"].as_str().unwrap();
         assert!(err.contains("Device or resource busy"), "{write}: {err}");
+        // Named: the protected file, and the flag that allows the write.
+        let config = fx.ws.join(".git/config");
+        let record = &v["denials"][0];
+        assert_eq!(record["kind"], "protected-path", "{write}: {v}");
+        assert_eq!(record["path"], config.to_str().unwrap(), "{write}: {v}");
+        assert_eq!(record["grant"], "--no-default-protect", "{write}: {v}");
     }
+    let out = fx
+        .stockade(["run", "--", "git", "config", "user.name", "Other"])
+        .output()
+        .unwrap();
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "[sandbox: protected path write denied: {} (allow with --no-default-protect)]\n[sandbox: file access denied under workspace-write mode]",
+            fx.ws.join(".git/config").display()
+        )),
+        "{}",
+        text(&out.stderr)
+    );
     // A new hook: refused as well (the hooks directory is read-only).
     let v = run_json_sh(&fx, &[], "printf '#!/bin/sh\n' > .git/hooks/post-checkout");
     assert_eq!(v["sandbox"]["denied"], true, "a new hook: {v}");

@@ -388,10 +388,11 @@ export class StockadeSandboxProvider extends SandboxProvider {
 
 /**
  * Every file a private directory can hold (docs/provider-contract.md, "The status file"):
- * the request, the runner's status record, the namespace stage's report, and the
- * domain proxy's record of refused connections.
+ * the request, the runner's status record, the namespace stage's report, the domain
+ * proxy's record of refused connections, and the policy's scope `classify` names
+ * refusals with.
  */
-const PRIVATE_FILES = ['request', 'status', 'stage', 'network-denied'] as const
+const PRIVATE_FILES = ['request', 'status', 'stage', 'network-denied', 'scope'] as const
 
 /** Whether `path` is a directory (following links, as a spawn's cwd does). */
 function isDirectory(path: string): boolean {

@@ -7,6 +7,7 @@
 //! private directory it made itself, through `PrivateDir::remove`).
 
 use crate::commands::cli::ClassifyArgs;
+use crate::commands::evidence::HostPermissions;
 use crate::commands::probe;
 use crate::control::private_dir;
 use crate::error::LauncherError;
@@ -14,6 +15,7 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
+use stockade_policy::attribution::{self, SCOPE_FILE, Scope};
 use stockade_policy::classify::{self, Classification, ExitFacts, StageEvidence, StatusEvidence};
 use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv, StatusChannel};
 use stockade_policy::network_denials::{self, DenialLog, LOG_FILE};
@@ -178,25 +180,31 @@ fn read_network(verified: &Verified) -> Result<DenialLog, String> {
             path.display()
         )
     };
-    let (file, meta) = match open_control_file(&path) {
-        Ok(Some(opened)) => opened,
-        Ok(None) => return Ok(DenialLog::default()),
-        Err(why) => return Err(tampered(why)),
+    match read_record(&path, network_denials::MAX_LOG_BYTES as u64) {
+        Ok(Some(bytes)) => Ok(DenialLog::parse(&bytes)),
+        Ok(None) => Ok(DenialLog::default()),
+        Err(why) => Err(tampered(why)),
+    }
+}
+
+/// The bytes (at most `max`) of a record `confine` or the proxy made in a private
+/// directory with [`RECORD_MODE`]; `Ok(None)` when there is none; `Err`: why it cannot be
+/// trusted (not a regular file only this user can change, another mode, unreadable).
+fn read_record(path: &std::path::Path, max: u64) -> Result<Option<Vec<u8>>, String> {
+    let Some((file, meta)) = open_control_file(path)? else {
+        return Ok(None);
     };
     if meta.mode() & 0o7777 != RECORD_MODE {
-        return Err(tampered(format!(
+        return Err(format!(
             "its mode is {:04o}, not the {RECORD_MODE:04o} it was made with",
             meta.mode() & 0o7777
-        )));
+        ));
     }
     let mut bytes = Vec::new();
-    if let Err(e) = file
-        .take(network_denials::MAX_LOG_BYTES as u64)
+    file.take(max)
         .read_to_end(&mut bytes)
-    {
-        return Err(tampered(format!("cannot read it: {e}")));
-    }
-    Ok(DenialLog::parse(&bytes))
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    Ok(Some(bytes))
 }
 
 /// Adds what the proxy recorded to a verdict: its refusals, or `tampered` when the
@@ -275,9 +283,51 @@ pub fn verdict(
         &stage(confined),
     );
     match verify(confined) {
-        Ok(Some(verified)) => with_network(v, &verified),
+        Ok(Some(verified)) => with_denials(with_network(v, &verified), &verified, stderr),
         _ => v,
     }
+}
+
+/// Names the refusals stockade caused: the proxy's record, and the command's error
+/// lines checked against the scope `confine` kept and Unix permissions for this user.
+/// Without a scope (a ConfinedArgv from an older stockade) the exit rules' `denied`
+/// stands; a scope not as `confine` made it is tampering.
+fn with_denials(v: Classification, verified: &Verified, stderr: &str) -> Classification {
+    let mut records = Vec::new();
+    let scope = match read_scope(verified) {
+        Ok(scope) => scope,
+        Err(why) => return classify::with_tampering(v, why),
+    };
+    if let Some(scope) = &scope {
+        records = attribution::from_stderr(scope, stderr, &HostPermissions);
+    }
+    records.extend(attribution::from_proxy(&v.network));
+    if scope.is_none() {
+        let mut v = v;
+        v.denials = records;
+        return v;
+    }
+    classify::with_denials(v, records)
+}
+
+/// What the scope file in `verified`'s directory says (see
+/// `stockade_policy::attribution::Scope`); `Ok(None)` when there is none.
+fn read_scope(verified: &Verified) -> Result<Option<Scope>, String> {
+    let path = verified.dir.join(SCOPE_FILE);
+    let tampered = |why: String| {
+        format!(
+            "the policy's scope was tampered with: {}: {why}",
+            path.display()
+        )
+    };
+    let bytes = match read_record(&path, attribution::MAX_SCOPE_BYTES as u64 + 1) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
+        Err(why) => return Err(tampered(why)),
+    };
+    serde_json::from_slice::<Scope>(&bytes)
+        .map(Some)
+        .map_err(|e| tampered(format!("it is not one whole scope: {e}")))
 }
 
 /// Removes a verified private directory: only the files `confine` puts there, then the
@@ -425,7 +475,7 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
     let mut verdict =
         classify::with_stage(classify::classify(&confined, &settled, &status), &stage);
     if let Some(v) = &verified {
-        verdict = with_network(verdict, v);
+        verdict = with_denials(with_network(verdict, v), v, settled.stderr);
     }
     let line = serde_json::to_string(&verdict).map_err(LauncherError::Json)?;
     crate::supervise::stdout::write(&format!("{line}\n"))?;

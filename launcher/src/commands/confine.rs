@@ -17,6 +17,7 @@ use crate::supervise::stdout;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
+use stockade_policy::attribution::Scope;
 use stockade_policy::binding::Binding;
 use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv};
 use stockade_policy::confined::{
@@ -493,6 +494,8 @@ fn start(
 ) -> Result<Started, LauncherError> {
     request.validate().map_err(LauncherError::Invalid)?;
     let (request_path, digest) = dir.write_request(request)?;
+    // What the policy refuses, for naming each refusal once the command settled.
+    dir.write_scope(&Scope::of(&request.policy, &request.cwd, staged))?;
     let request_path = utf8(request_path.as_os_str(), "the request path")?;
     let status_path = utf8(status_path.as_os_str(), "the status path")?;
     let runner_argv = vec![

@@ -8,6 +8,7 @@ pub(crate) mod cli;
 pub(crate) mod confine;
 pub(crate) mod duration;
 pub(crate) mod env;
+pub(crate) mod evidence;
 pub(crate) mod explain;
 pub(crate) mod explain_path;
 pub(crate) mod outcome;

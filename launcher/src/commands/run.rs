@@ -17,6 +17,7 @@ use std::ffi::OsString;
 use stockade_policy::Mode;
 use stockade_policy::classify::Outcome;
 use stockade_policy::confined::ConfinedArgv;
+use stockade_policy::denial_record::{self, DenialRecord, Source};
 use stockade_policy::descriptors::OpenOutside;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
@@ -71,7 +72,6 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         } else {
             Output::PassThrough
         },
-        denial_signatures: &confined.denial_signatures,
         session,
         // Without a runner, the launcher checks the binding itself.
         binding: (Start::of(request.mode) == Start::Program).then_some(&binding),
@@ -125,6 +125,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         result.protected_appeared = appeared;
         result.shared_roots_changed = verdict.shared_roots_changed.clone();
         result.network = verdict.network.clone();
+        result.denials = verdict.denials.clone();
         let json = serde_json::to_string(&result).map_err(LauncherError::Json)?;
         // Never blocks past the bound on a terminal the command may have stopped.
         stdout::write_after_run(&format!("{json}\n"), settled.final_writes_until)?;
@@ -207,10 +208,22 @@ fn write_markers(
     code: i32,
 ) {
     // Never blocks past a bound: the command may have stopped our terminal's output.
-    let text: String = verdict
-        .shared_roots_changed
+    // Each refusal named first (the proxy's have lines of their own below): a tampering
+    // marker after them stays the last word on the run.
+    let named: Vec<DenialRecord> = verdict
+        .denials
         .iter()
-        .map(|c| format!("[sandbox: {c}]"))
+        .filter(|d| d.evidence != Source::Proxy)
+        .cloned()
+        .collect();
+    let text: String = denial_record::markers(&named)
+        .into_iter()
+        .chain(
+            verdict
+                .shared_roots_changed
+                .iter()
+                .map(|c| format!("[sandbox: {c}]")),
+        )
         .chain(
             verdict
                 .tampered_detail
@@ -303,21 +316,23 @@ pub struct SandboxVerdict {
     pub tampered_detail: Option<String>,
     /// The connections the filtering proxy refused, as it recorded them.
     pub network: DenialLog,
+    /// Every refusal stockade caused that could be named, the proxy's among them,
+    /// whatever the exit code.
+    pub denials: Vec<DenialRecord>,
 }
 
-/// The one place that decides runner failure and denial for `stockade run`: the same
-/// classification `stockade classify` gives (status record first, exit rules else),
-/// except that denial is judged on the whole of stderr rather than its tail.
+/// The one place that decides runner failure and denial for `stockade run`: the
+/// classification `stockade classify` gives (status record first, exit rules else; a
+/// denial is a refusal named from the stderr the supervisor kept and from the proxy's
+/// record, checked against the policy and Unix permissions).
 fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
     let stderr = String::from_utf8_lossy(&settled.stderr.tail);
     let signal = settled.signal.map(signal_name);
     let v = classify::verdict(confined, settled.exit_code, signal.as_deref(), &stderr);
-    // The policy's denial rule on the whole stream (the supervisor ran the same scanner
-    // over all of stderr). Runner failure and tampering outrank denial.
+    // Runner failure and tampering outrank denial (the verdict says so already).
     let tampered = v.outcome == Outcome::Tampered;
-    let denied = !v.runner_failed
-        && !tampered
-        && stockade_policy::classify::denied(settled.exit_code, || settled.denial_seen);
+    let denied = v.denied && !tampered;
+    let denials = v.denials.clone();
     // Without a runner, the launcher checked the binding itself before it started the
     // command (it would not have started otherwise).
     // A script it started by name is not proven, as the runner's by-name record says.
@@ -346,6 +361,7 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         binding_unverifiable,
         tampered_detail,
         network: v.network,
+        denials,
     }
 }
 
@@ -426,8 +442,11 @@ fn markers(
     timeout: Option<std::time::Duration>,
     status: i32,
 ) -> Vec<String> {
+    // The marker agents know, for a failed command with a refusal on this machine (a
+    // file, a device, a socket, or one its line names nothing of); each refusal was
+    // named before the other markers. A refused name or address is no file access.
     let mut lines = Vec::new();
-    if verdict.denied {
+    if verdict.denied && verdict.denials.iter().any(|d| !d.kind.is_network()) {
         lines.push(format!("[sandbox: file access denied under {mode} mode]"));
     }
     // Refused connections are facts whatever the exit code: a client may have fallen
@@ -568,6 +587,9 @@ struct RunResult {
     /// The network by name: what the proxy refused (`{"denied": [{"host", "port",
     /// "reason"}], "moreDenied"}`).
     network: DenialLog,
+    /// Every refusal stockade caused that could be named (see
+    /// `stockade_policy::denial_record`), whatever the exit code.
+    denials: Vec<DenialRecord>,
     /// What ran and how it ended, closed (see docs/provider-contract.md).
     receipt: Receipt,
     /// The resource limits, what held each, and the one the command hit when that can
@@ -632,6 +654,7 @@ impl RunResult {
             protected_appeared: Vec::new(),
             shared_roots_changed: Vec::new(),
             network: DenialLog::default(),
+            denials: Vec::new(),
             receipt: receipt(settled, verdict, confined),
             limits: LimitsResult {
                 held: settled.limits.clone(),

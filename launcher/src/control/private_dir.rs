@@ -504,6 +504,7 @@ pub fn remove_private(dir: &Path) {
             STATUS_FILE,
             REPORT_FILE,
             stockade_policy::network_denials::LOG_FILE,
+            stockade_policy::attribution::SCOPE_FILE,
         ]
     };
     // Anything else inside (a name stockade never writes there, or a directory by one
@@ -646,6 +647,17 @@ impl PrivateDir {
             reserve(&file, stockade_policy::stage_report::MAX_REPORT_BYTES);
         }
         Ok(path)
+    }
+
+    /// Writes what the policy refuses (see `stockade_policy::attribution::Scope`), for
+    /// naming each refusal once the command settled.
+    pub fn write_scope(
+        &self,
+        scope: &stockade_policy::attribution::Scope,
+    ) -> Result<(), LauncherError> {
+        let bytes = serde_json::to_vec(scope).map_err(LauncherError::Json)?;
+        self.create_file(stockade_policy::attribution::SCOPE_FILE, &bytes)
+            .map(|_| ())
     }
 
     /// Creates `name` as a new 0600 file holding `bytes`; fails if it exists.

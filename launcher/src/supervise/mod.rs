@@ -150,7 +150,6 @@ pub struct Plan<'a> {
     pub keep_background: bool,
     pub containment: Containment,
     pub output: Output,
-    pub denial_signatures: &'a [String],
     /// Decided with [`Session::choose`] before the request was written.
     pub session: Session,
     /// What was bound when confined, when the launcher must check it just before the
@@ -178,8 +177,6 @@ pub struct Settled {
     /// `None` when stdout was passed through.
     pub stdout: Option<Captured>,
     pub stderr: Captured,
-    /// Whether any denial signature appeared anywhere in stderr.
-    pub denial_seen: bool,
     /// Whether every process of the range is known to be gone.
     pub cleanup: Cleanup,
     /// Whether stdout and stderr were read to their end (`None`: stdout passed through).
@@ -693,7 +690,6 @@ impl Supervisor<'_> {
         }
         let (oom_kills, pids_refused) = limits::events(self.range.cgroup());
         self.range.release(empty);
-        let denial_seen = self.err.capture.signature_seen();
         let stdout_complete = self.out.as_ref().map(|s| s.eof);
         let stderr_complete = self.err.eof;
         let stdout = self.out.map(|s| s.capture.finish());
@@ -714,7 +710,6 @@ impl Supervisor<'_> {
             left_behind: self.left_behind.unwrap_or_default(),
             stdout,
             stderr,
-            denial_seen,
             cleanup,
             stdout_complete,
             stderr_complete,
@@ -913,7 +908,7 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
     });
     let err = Stream {
         pipe: Some(child.stderr),
-        capture: err_capture.scanning(plan.denial_signatures),
+        capture: err_capture,
         eof: false,
     };
     if let Some(p) = out.as_ref().and_then(|s| s.pipe.as_ref()) {

@@ -16,7 +16,6 @@ use crate::supervise::tail::Tail;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use stockade_policy::denial::DenialScanner;
 use stockade_policy::digest::Sha256;
 
 /// How long the launcher waits for its own stderr to take what is left (a terminal whose
@@ -112,7 +111,6 @@ pub struct Capture {
     /// `None`: never spill (pass-through streams keep only a tail).
     max_spill: Option<u64>,
     spill: Spill,
-    scanner: Option<DenialScanner>,
     /// Copy everything here as it arrives (live pass-through).
     echo: Option<Echo>,
     /// Everything that passed, for the receipt.
@@ -129,7 +127,6 @@ impl Capture {
             max_output: max_output as u64,
             max_spill: Some(max_spill),
             spill: Spill::None,
-            scanner: None,
             echo: None,
             digest: Sha256::new(),
         }
@@ -144,19 +141,10 @@ impl Capture {
         }
     }
 
-    /// Also look for `signatures` anywhere in the stream.
-    pub fn scanning(mut self, signatures: &[String]) -> Capture {
-        self.scanner = Some(DenialScanner::new(signatures));
-        self
-    }
-
     pub fn push(&mut self, chunk: &[u8], dir: &mut SpillDir) {
         self.digest.update(chunk);
         if let Some(out) = &mut self.echo {
             out.push(chunk);
-        }
-        if let Some(s) = &mut self.scanner {
-            s.push(chunk);
         }
         let before = self.total;
         self.total += chunk.len() as u64;
@@ -222,14 +210,6 @@ impl Capture {
     /// The live copy, when the stream is passed through.
     pub fn echo(&mut self) -> Option<&mut Echo> {
         self.echo.as_mut()
-    }
-
-    /// Whether a denial signature appeared anywhere in the stream.
-    pub fn signature_seen(&mut self) -> bool {
-        self.scanner.as_mut().is_some_and(|s| {
-            s.end();
-            s.found()
-        })
     }
 
     pub fn finish(self) -> Captured {
