@@ -114,6 +114,8 @@ def layer_cost(variant):
 
 
 NO_HIDE = "stockade-runner (static), request without the default hidden paths"
+STAGED = "ConfinedArgv: stage and runner (static)"
+CONFINE = "stockade confine (workspace-write)"
 seccomp_cost = layer_cost(NO_SECCOMP)
 caps_cost = layer_cost(NO_CAPS)
 hide_cost = layer_cost(NO_HIDE)
@@ -425,25 +427,40 @@ def verdict(ok):
 for mode in ("read-only", "workspace-write"):
     ours = overhead[("stockade-runner (static)", mode)]
     c = overhead[("C landlock-run (static)", mode)]
+    if c <= 0:
+        # Under heavy load the C runner's median can fall below bare exec's: no ratio.
+        w(f"| runner overhead over bare exec, {mode}, every layer on: at most 1.5x the static "
+          f"C runner's | {signed_ms(ours)} (C: {signed_ms(c)}, not above bare: too loaded to "
+          f"judge; see bench/cpu-cost.md) | n/a |")
+        continue
     nohide = ""
     if hide_cost:
         rest = overhead[(NO_HIDE, mode)]
         nohide = (f"; without the default hidden paths, which the C runner does not hide, "
                   f"{signed_ms(rest)}, {rest / c:.2f}x")
-    w(f"| runner overhead over bare exec, {mode}, every layer on: at most 2x the static C "
+    w(f"| runner overhead over bare exec, {mode}, every layer on: at most 1.5x the static C "
       f"runner's | {signed_ms(ours)} (C: {signed_ms(c)}; {ours / c:.2f}x{nohide}) | "
-      f"{verdict(ours <= 2 * c)} |")
+      f"{verdict(ours <= 1.5 * c)} |")
+    if (STAGED, mode) in overhead:
+        staged = overhead[(STAGED, mode)]
+        w(f"| ConfinedArgv (stage and runner) overhead over bare exec, {mode}, every default "
+          f"on: at most 2x the static C runner's | {signed_ms(staged)} ({staged / c:.2f}x) | "
+          f"{verdict(staged <= 2 * c)} |")
 if bwrap_ua:
     ours = med(e2e["stockade run (workspace-write)"])
-    w(f"| `stockade run -- /bin/true` at least 2x faster than `bwrap --unshare-all` | "
-      f"{bwrap_ua / ours:.2f}x ({ms(ours)} vs {ms(bwrap_ua)}) | {verdict(bwrap_ua / ours >= 2)} |")
+    w(f"| `stockade run -- /bin/true` at least 1.5x faster than `bwrap --unshare-all` | "
+      f"{bwrap_ua / ours:.2f}x ({ms(ours)} vs {ms(bwrap_ua)}) | {verdict(bwrap_ua / ours >= 1.5)} |")
 else:
-    w("| `stockade run` at least 2x faster than `bwrap --unshare-all` | n/a (bwrap could not "
+    w("| `stockade run` at least 1.5x faster than `bwrap --unshare-all` | n/a (bwrap could not "
       "start) | n/a |")
 for label, (ours, ub) in user_rows.items():
-    w(f"| as an ordinary user ({label}): `stockade run -- /bin/true` at least 2x faster than "
+    w(f"| as an ordinary user ({label}): `stockade run -- /bin/true` at least 1.5x faster than "
       f"`bwrap --unshare-all` | {ub / ours:.2f}x ({ms(ours)} vs {ms(ub)}) | "
-      f"{verdict(ub / ours >= 2)} |")
+      f"{verdict(ub / ours >= 1.5)} |")
+if CONFINE in e2e:
+    took = med(e2e[CONFINE])
+    w(f"| `stockade confine` (a process per call, as the provider calls it): at most 0.5 ms | "
+      f"{ms(took)} | {verdict(took <= 0.0005)} |")
 if "proxy_direct_mibs" in facts:
     direct = float(facts["proxy_direct_mibs"])
     for key, label in [("tunnel", "CONNECT, network namespace"),

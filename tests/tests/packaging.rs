@@ -418,6 +418,7 @@ fn the_purge_removes_only_control_directories_that_are_provably_stockades() {
         &format!("run/stockade-{me}"),
         &[
             ".swept",
+            ".namespaces",
             "req-1796280339-abcdefghijkl-42",
             "out-1796280339-abcdefghijkl",
         ],

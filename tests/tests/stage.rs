@@ -590,6 +590,45 @@ fn without_namespaces_a_policy_that_requires_the_stage_fails_closed() {
 }
 
 #[test]
+fn a_namespace_trial_remembered_outside_a_seccomp_filter_is_not_believed_under_it() {
+    // `confine` remembers a successful trial of the stage's namespaces for a minute in
+    // the control base. A launcher under a filter that refuses `unshare` (a container's
+    // profile, a parent sandbox) must try for itself, or its commands would be promised a
+    // stage that cannot start.
+    let fx = Fixture::staged();
+    let out = fx.stockade(["confine", "--", "true"]).output().unwrap();
+    assert_code(&out, 0);
+    let confined: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(confined_argv(&confined).iter().any(|a| a == "__stage"));
+    let stamp = fx.runtime.join("stockade/.namespaces");
+    assert!(
+        stamp.is_file(),
+        "no remembered trial at {}",
+        stamp.display()
+    );
+
+    let out = fx
+        .stockade_masked(MASK, ["confine", "--", "true"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let confined: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(confined["enforcement"], "partial", "{confined}");
+    assert!(!confined_argv(&confined).iter().any(|a| a == "__stage"));
+    // And the baseline runs there, after the stamp was written.
+    let out = fx
+        .stockade_masked(MASK, ["run", "--", "sh", "-c", "echo hi > out"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    assert!(fx.ws.join("out").exists());
+    // Control: unfiltered, the remembered trial still gives the stage.
+    let out = fx.stockade(["confine", "--", "true"]).output().unwrap();
+    let confined: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(confined_argv(&confined).iter().any(|a| a == "__stage"));
+}
+
+#[test]
 fn where_user_namespaces_run_out_the_baseline_runs_and_says_so() {
     // The other way namespaces are refused: `user.max_user_namespaces=0` (or used up).
     // The limit is set inside a user namespace of the helper's own, where the command

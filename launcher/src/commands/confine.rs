@@ -220,7 +220,9 @@ fn prepare(
     let allow_dns = resolved.allow_dns();
     let proxy_port = resolved.domains().map(|d| d.proxy_port());
     let asks = Asks::of(&resolved);
-    let facts = probe::kernel_facts(&asks);
+    // Before the facts: a successful trial of the stage's namespaces is remembered there.
+    let base = control_base(&resolved)?;
+    let facts = probe::kernel_facts(&asks, &base);
     let enforcement = enforcement(mode, &asks, &facts)?;
     let staged = asks.wants_stage() && facts.namespaces;
     // The argv starts the launcher itself first (as proxy host or stage) where the policy
@@ -229,7 +231,6 @@ fn prepare(
     let loader_env = spawner.env.then_some(env.as_slice());
     let runner = check_binaries(&resolved, loader_env, launcher_first, tmpdir, &invoker)?;
     let tag = new_failure_tag()?;
-    let base = control_base(&resolved)?;
     let mut not_granted = not_granted(&resolved);
     let dir = PrivateDir::create(&base)?;
     let status_path = dir.status_path();

@@ -29,12 +29,15 @@ pub fn basic_kernel_facts() -> KernelFacts {
 }
 
 /// The kernel facts a policy asking `asks` is judged on. The namespace stage is tried
-/// (a short-lived child calls `unshare`) only when the policy has a use for it.
-pub fn kernel_facts(asks: &Asks) -> KernelFacts {
+/// (a short-lived child calls `unshare`) only when the policy has a use for it, and a
+/// success is remembered for a minute in the control base `base`
+/// (`stage::available_remembered`).
+pub fn kernel_facts(asks: &Asks, base: &std::path::Path) -> KernelFacts {
     KernelFacts {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),
-        namespaces: asks.wants_stage() && crate::stage::available(true, asks.own_network()).is_ok(),
+        namespaces: asks.wants_stage()
+            && crate::stage::available_remembered(true, asks.own_network(), base).is_ok(),
     }
 }
 

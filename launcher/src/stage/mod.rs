@@ -60,7 +60,7 @@ use exec::{RUNNER_ENV, close_exec_descriptors, exec_runner};
 pub(crate) use init::{forward_signals_to, replay, wait_for};
 use init::{outer, parent_of_runner};
 use mounts::mounts;
-pub(crate) use namespaces::{available, mount_namespace};
+pub(crate) use namespaces::{available, available_remembered, mount_namespace};
 use namespaces::{map_ids, namespace_flags};
 use std::ffi::OsString;
 use stockade_policy::exit;
