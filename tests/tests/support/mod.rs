@@ -481,7 +481,9 @@ impl Fixture {
         match std::fs::read_dir(&base) {
             Ok(rd) => rd
                 .map(|e| e.unwrap().path())
-                .filter(|p| !p.ends_with(".swept"))
+                // The sweep's stamp and the remembered namespace trial are the control
+                // base's own bookkeeping, not requests.
+                .filter(|p| !p.ends_with(".swept") && !p.ends_with(".namespaces"))
                 .collect(),
             Err(_) => Vec::new(),
         }
