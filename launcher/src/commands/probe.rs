@@ -25,17 +25,67 @@ pub fn basic_kernel_facts() -> KernelFacts {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),
         namespaces: false,
+        supervisor: false,
     }
 }
 
 /// The kernel facts a policy asking `asks` is judged on. The namespace stage is tried
 /// (a short-lived child calls `unshare`) only when the policy has a use for it.
 pub fn kernel_facts(asks: &Asks) -> KernelFacts {
+    let namespaces =
+        asks.wants_stage() && crate::stage::available(true, asks.own_network()).is_ok();
     KernelFacts {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),
-        namespaces: asks.wants_stage() && crate::stage::available(true, asks.own_network()).is_ok(),
+        namespaces,
+        // Only where the stage does not run: it holds the same and more.
+        supervisor: !namespaces && asks.wants_supervisor() && seccomp_notify(),
     }
+}
+
+/// Whether the runner's metadata supervisor can run here: a short-lived child installs
+/// an allow-all seccomp filter with a user-notification listener. Tried for real: the
+/// kernel refuses a second listener below one (`EBUSY`, as under another supervisor),
+/// and a container's profile may refuse `seccomp` itself.
+pub fn seccomp_notify() -> bool {
+    // SAFETY: the child only makes raw system calls and `_exit`s; the launcher is
+    // single-threaded where facts are gathered, and the child touches no lock.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let allow = libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        };
+        let prog = libc::sock_fprog {
+            len: 1,
+            filter: &allow as *const libc::sock_filter as *mut libc::sock_filter,
+        };
+        // SAFETY: prctl takes plain numbers; `prog` and `allow` live across seccomp,
+        // which copies them; `_exit` ends the child without running anything of ours.
+        unsafe {
+            let ok = libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+                && libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                    &prog as *const libc::sock_fprog,
+                ) >= 0;
+            libc::_exit(if ok { 0 } else { 1 })
+        }
+    }
+    if pid < 0 {
+        return false;
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked, writing its status into `status`.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return false;
+        }
+    }
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
 
 /// The Landlock ABI version, 0 when Landlock is not built in or not enabled.
@@ -90,6 +140,9 @@ struct Kernel {
     seccomp: bool,
     /// Whether the namespace stage can run here, and if not, why.
     namespaces: Namespaces,
+    /// Whether the runner's metadata supervisor can run (seccomp user notification),
+    /// tried only where the namespace stage cannot run (`false` otherwise).
+    seccomp_notify: bool,
     user_namespaces: bool,
     /// `dev.tty.legacy_tiocsti`; `null` on kernels without the switch (TIOCSTI always on).
     legacy_tiocsti: Option<bool>,
@@ -158,6 +211,7 @@ fn gather() -> Probe {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),
         namespaces: stage.is_ok(),
+        supervisor: stage.is_err() && seccomp_notify(),
     };
     let release = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
@@ -190,6 +244,7 @@ fn gather() -> Probe {
                 available: stage.is_ok(),
                 cause: stage.err(),
             },
+            seccomp_notify: facts.supervisor,
             user_namespaces: user_namespaces(),
             legacy_tiocsti: read_sysctl("/proc/sys/dev/tty/legacy_tiocsti").map(|v| v != 0),
         },
@@ -223,6 +278,16 @@ fn table(p: &Probe) -> String {
             ),
         }
     );
+    if k.namespaces.cause.is_some() {
+        let _ = writeln!(
+            o,
+            "seccomp notify   {}",
+            match k.seccomp_notify {
+                true => "yes (the runner's supervisor holds metadata without the stage)",
+                false => "no",
+            }
+        );
+    }
     let _ = writeln!(
         o,
         "user namespaces  {} (sysctls; root needs none)",
