@@ -189,13 +189,15 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     if !policy.mode().is_confined() {
         return Err(RunnerError::Unconfined);
     }
+    // Decided by the process the executor spawned (whether it leads a group), before
+    // the supervisor's split below.
+    let new_session = session::starts_new(request.session);
     // Without the stage, the supervisor holds metadata: the runner's process becomes it
     // here, and what follows runs in its child, which becomes the command.
     let handoff = match supervised(request) {
         true => Some(notify::split(policy)?),
         false => None,
     };
-    let new_session = session::starts_new(request.session);
     // Who is outside is known now, before the session changes: the parent and its group,
     // and, where Landlock will not scope signals to the sandbox, every ancestor.
     let scoped = ruleset::kernel_abi() >= ruleset::SIGNAL_SCOPE_ABI;

@@ -262,16 +262,23 @@ fn metadata_through_a_directory_device_terminal_or_fifo_outside_the_roots_is_rea
 }
 
 #[test]
-fn without_the_stage_or_unconfined_metadata_through_them_changes() {
-    // The controls: without the stage's read-only mounts (metadata is reported
-    // unavailable there) and unconfined, the very same calls change this test's objects.
-    for flags in [&["--no-stage"][..], &["--mode", "danger-full-access"]] {
-        let fx = Fixture::staged();
-        for (what, path, file) in reopenable_objects(&fx) {
-            let (answer, _) = fd_metadata_on(&fx, flags, file);
-            assert_eq!(answer, "ok", "{what} {flags:?}");
-            assert_eq!(mode_and_mtime(&path).0, 0o600, "{what} {flags:?}");
-        }
+fn without_the_stage_the_supervisor_refuses_them_and_unconfined_they_change() {
+    // Without the stage's read-only mounts the runner's supervisor judges the object a
+    // descriptor holds (tests/tests/supervised_metadata.rs): refused outside the roots.
+    let fx = Fixture::staged();
+    for (what, path, file) in reopenable_objects(&fx) {
+        let before = mode_and_mtime(&path);
+        let (answer, sandbox) = fd_metadata_on(&fx, &["--no-stage"], file);
+        assert_eq!(answer, "errno EPERM", "{what}");
+        assert_eq!(mode_and_mtime(&path), before, "{what}");
+        assert_eq!(sandbox["enforcement"], "full", "{what}: {sandbox}");
+    }
+    // The control: unconfined, the very same calls change this test's objects.
+    let fx = Fixture::staged();
+    for (what, path, file) in reopenable_objects(&fx) {
+        let (answer, _) = fd_metadata_on(&fx, &["--mode", "danger-full-access"], file);
+        assert_eq!(answer, "ok", "{what}");
+        assert_eq!(mode_and_mtime(&path).0, 0o600, "{what}");
     }
 }
 
@@ -340,14 +347,14 @@ fn pipes_files_in_the_workspace_and_a_null_stdin_keep_metadata_enforced() {
 }
 
 #[test]
-fn without_the_stage_nothing_is_named_since_metadata_is_not_held_anyway() {
-    // The runner looks only where the mounts would hold metadata: here the guarantee is
-    // already unavailable (and the run partial) whatever the descriptors are.
+fn without_the_stage_nothing_is_named_since_the_supervisor_holds_them() {
+    // The runner looks only where the mounts would hold metadata: without the stage the
+    // supervisor judges every descriptor's object, and the run is full.
     let fx = Fixture::new();
     let outside = fx.outside.join("stdin-file");
     std::fs::write(&outside, "x\n").unwrap();
     let json = run_with_stdin(&fx, std::fs::File::open(&outside).unwrap().into(), "true");
-    assert_eq!(json["sandbox"]["enforcement"], "partial", "{json}");
+    assert_eq!(json["sandbox"]["enforcement"], "full", "{json}");
     assert!(json["sandbox"].get("metadataOpen").is_none(), "{json}");
 }
 
