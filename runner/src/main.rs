@@ -189,19 +189,16 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     if !policy.mode().is_confined() {
         return Err(RunnerError::Unconfined);
     }
-    // Decided by the process the executor spawned (whether it leads a group), before
-    // the supervisor's split below.
     let new_session = session::starts_new(request.session);
-    // Without the stage, the supervisor holds metadata: the runner's process becomes it
-    // here, and what follows runs in its child, which becomes the command.
-    let handoff = match supervised(request) {
-        true => Some(notify::split(policy)?),
-        false => None,
-    };
     // Who is outside is known now, before the session changes: the parent and its group,
     // and, where Landlock will not scope signals to the sandbox, every ancestor.
     let scoped = ruleset::kernel_abi() >= ruleset::SIGNAL_SCOPE_ABI;
-    let outside = seccomp::Outside::of_parent(new_session, !scoped);
+    let mut outside = seccomp::Outside::of_parent(new_session, !scoped);
+    let supervised = supervised(request);
+    if supervised {
+        // This process, once it has become the supervisor: the command's parent.
+        outside.supervisor = Some(nix::unistd::getpid().as_raw());
+    }
     // With the network denied under the stage, the command's network namespace of its
     // own holds the network (a stage that did not run is refused below, before anything
     // starts): its loopback is the command's, and nothing else is there.
@@ -211,6 +208,15 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
         ipc: request.promised.namespaces,
     };
     let filter = seccomp::program(policy, &outside, own)?;
+    // Without the stage, the supervisor holds metadata: the runner's process becomes it
+    // here, and what follows runs in its child, which becomes the command. The session
+    // and who is outside were judged above, by the process the executor spawned: the
+    // supervisor leads (or shares) the command's group as the runner did, so only its
+    // pid is added to those the command may not signal.
+    let handoff = match supervised {
+        true => Some(notify::split(policy)?),
+        false => None,
+    };
     enter_cwd(request)?;
     session::apply(new_session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;

@@ -133,6 +133,21 @@ fn with_no_stage_metadata_outside_the_roots_cannot_change_and_inside_it_can() {
         "namespace-stage or seccomp-notify"
     );
     assert_eq!(c["enforcement"], "full", "{c}");
+    // The supervisor, the command's parent, is out of its reach: no signal, no SIGIO
+    // owner, no memory. Control: unconfined, the parent (the launcher) is reachable.
+    let devnull = Path::new("/dev/null");
+    // Its memory: Landlock refuses ptrace access to a process outside the domain, and
+    // the supervisor is not dumpable (EACCES or EPERM, by who asks).
+    for (args, errno) in [
+        (["kill-parent"], "EPERM"),
+        (["setown-parent"], "EPERM"),
+        (["proc-mem-parent"], "EACCES|EPERM"),
+    ] {
+        let got = attack(&fx, None, WS, devnull, &args);
+        let name = got.strip_prefix("errno ").unwrap_or(&got);
+        assert!(errno.split('|').any(|e| e == name), "{args:?}: {got}");
+        assert_eq!(attack(&fx, None, DANGER, devnull, &args), "ok", "{args:?}");
+    }
 }
 
 #[test]
