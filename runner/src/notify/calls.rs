@@ -16,7 +16,7 @@
 
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
 use nix::sys::stat::{Mode, SFlag, fstat};
-use std::ffi::{CString, OsString};
+use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
@@ -377,9 +377,10 @@ fn open_retrying(
 /// not be protected. EPERM otherwise.
 fn judge(rules: &Rules, target: &OwnedFd) -> Result<(), i32> {
     let st = fstat(target).map_err(|_| libc::EPERM)?;
+    // A name the kernel cannot give (too long) is judged as no name in a root: refused.
     let link = std::fs::read_link(format!("/proc/self/fd/{}", target.as_raw_fd()))
         .map(PathBuf::into_os_string)
-        .unwrap_or_else(|_| OsString::from_vec(b"?".to_vec()));
+        .map_err(|_| libc::EPERM)?;
     if !supervision::names_a_file(&link) || st.st_nlink == 0 {
         return Ok(());
     }

@@ -53,7 +53,14 @@ pub fn rules_of(policy: &Policy) -> RulePaths {
     RulePaths {
         roots: grants::writable_roots(policy),
         workspace: policy.workspace().to_path_buf(),
-        protected: policy.protected().iter().map(|p| p.path.clone()).collect(),
+        // Hidden paths are judged as protected too, should one lie inside a root (the
+        // launcher refuses that without the stage today): their modes are the owner's.
+        protected: policy
+            .protected()
+            .iter()
+            .map(|p| p.path.clone())
+            .chain(policy.hidden().iter().cloned())
+            .collect(),
         keep_caps: policy.kept_capabilities().mask(),
     }
 }
