@@ -287,3 +287,43 @@ fn the_executor_sees_the_commands_exit_status_and_signals_through_the_supervisor
     assert_eq!(rest.trim(), "got-term");
     assert_eq!(status.code(), Some(3));
 }
+
+/// Fail closed: a ConfinedArgv promised the supervisor (`metadata` reported enforced),
+/// spawned where its filter cannot be installed (another supervisor's listener above,
+/// played by `no-notify`), is a runner failure that runs nothing, never a run with
+/// metadata unheld. Control: the same argv spawned plainly runs.
+#[test]
+fn a_supervisor_that_cannot_be_installed_fails_the_run_before_the_command() {
+    let fx = Fixture::new();
+    let marker = fx.ws.join("ran");
+    let script = format!("touch {}", marker.display());
+    let spawn = |mask: Option<&str>| {
+        let c = fx.confine(&["--", "sh", "-c", &script]);
+        assert_eq!(c["guarantees"]["metadata"]["status"], "enforced", "{c}");
+        let argv = confined_argv(&c);
+        let mut cmd = match mask {
+            Some(helper) => {
+                let mut cmd = Command::new(bin(helper));
+                cmd.args(&argv);
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new(&argv[0]);
+                cmd.args(&argv[1..]);
+                cmd
+            }
+        };
+        cmd.stdin(Stdio::null()).env_remove("TMPDIR").output().unwrap()
+    };
+    let out = spawn(Some("no-notify"));
+    assert_code(&out, 125);
+    let line = runner_failure_line(&out);
+    assert!(
+        line.contains("the kernel refused the metadata supervisor's filter"),
+        "{line}"
+    );
+    assert!(!marker.exists(), "the command ran");
+    let out = spawn(None);
+    assert_code(&out, 0);
+    assert!(marker.exists());
+}
