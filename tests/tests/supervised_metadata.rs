@@ -313,7 +313,10 @@ fn a_supervisor_that_cannot_be_installed_fails_the_run_before_the_command() {
                 cmd
             }
         };
-        cmd.stdin(Stdio::null()).env_remove("TMPDIR").output().unwrap()
+        cmd.stdin(Stdio::null())
+            .env_remove("TMPDIR")
+            .output()
+            .unwrap()
     };
     let out = spawn(Some("no-notify"));
     assert_code(&out, 125);

@@ -44,10 +44,17 @@ pub fn kernel_facts(asks: &Asks) -> KernelFacts {
 }
 
 /// Whether the runner's metadata supervisor can run here: a short-lived child installs
-/// an allow-all seccomp filter with a user-notification listener. Tried for real: the
+/// an allow-all seccomp filter with a user-notification listener, where Yama lets an
+/// ancestor read its descendants' memory. Tried for real: the
 /// kernel refuses a second listener below one (`EBUSY`, as under another supervisor),
 /// and a container's profile may refuse `seccomp` itself.
 pub fn seccomp_notify() -> bool {
+    // The supervisor reads its command's memory as an ancestor without capabilities:
+    // Yama's scope 2 and 3 (admin-only attach, or none) refuse that, and every change
+    // would be refused.
+    if read_sysctl("/proc/sys/kernel/yama/ptrace_scope").is_some_and(|scope| scope >= 2) {
+        return false;
+    }
     // SAFETY: the child only makes raw system calls and `_exit`s; the launcher is
     // single-threaded where facts are gathered, and the child touches no lock.
     let pid = unsafe { libc::fork() };
