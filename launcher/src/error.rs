@@ -65,6 +65,8 @@ pub enum LauncherError {
     Json(serde_json::Error),
     /// A combination the launcher's own logic rules out happened after all.
     Internal(&'static str),
+    /// The journal could not record or answer (see `crate::journal`).
+    Journal(String),
     /// No loopback port could be reserved for the network proxy.
     ProxyPort(io::Error),
     /// The runner was found but could not be started (`stockade explain`).
@@ -147,6 +149,7 @@ impl fmt::Display for LauncherError {
             LauncherError::WriteOutput(e) => write!(f, "cannot write to stdout: {e}"),
             LauncherError::Json(e) => write!(f, "cannot serialise the result as JSON: {e}"),
             LauncherError::Internal(what) => write!(f, "internal error: {what}"),
+            LauncherError::Journal(what) => write!(f, "journal: {what}"),
             LauncherError::ProxyPort(e) => write!(
                 f,
                 "cannot reserve a port free on every address for the network proxy (--allow-domain): {e}"

@@ -24,13 +24,14 @@
 mod commands;
 mod control;
 mod error;
+mod journal;
 mod proxy;
 mod stage;
 mod supervise;
 
 use clap::Parser;
 use commands::cli::{Cli, Command};
-use commands::{classify, confine, explain, probe, run};
+use commands::{classify, confine, explain, outcome, probe, run};
 use std::io::Write;
 use stockade_policy::exit;
 
@@ -103,6 +104,12 @@ fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
     if args.get(1).is_some_and(|a| a == proxy::host::SUBCOMMAND) {
         return proxy::host::main(&args[2..]);
     }
+    if args
+        .get(1)
+        .is_some_and(|a| a == supervise::lifeline::DIE_WITH_PARENT)
+    {
+        return supervise::lifeline::die_with_parent_main(&args[2..]);
+    }
     // A low file-size limit from the caller (`ulimit -f`) must fail a write, so that a
     // request too large for it is an error naming it (125) rather than the launcher
     // killed by SIGXFSZ without a word. Not for the two steps above: they start the
@@ -145,6 +152,7 @@ fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Probe(args) => probe::probe_command(args.json),
         Command::Classify(args) => classify::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Outcome(args) => outcome::run(args),
     };
     match result {
         Ok(code) => exit_status(code),

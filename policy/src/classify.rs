@@ -75,6 +75,14 @@ pub struct Classification {
     /// not held, and `enforcement` is `partial`): each `{"fd", "kind"}`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metadata_open: Vec<OpenOutside>,
+    /// Variables the environment rule withheld from the environment the runner
+    /// inherited (`--inherit-env`), by name, as its status record names them: what the
+    /// executor passed and the command never got (`--keep-env NAME` passes one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_removed: Vec<String>,
+    /// How many more were withheld than the record had room to name.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub env_removed_more: usize,
     pub evidence: Evidence,
     /// Shared writable roots whose own mode or owner changed while the command ran, as
     /// the namespace stage reported them (each put back, or said not to be).
@@ -95,6 +103,10 @@ pub struct Classification {
     /// is `unknown` (`not-supervised`): only `stockade run`, which reads the streams and
     /// owns the process range, can give them.
     pub receipt: Receipt,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What the status channel says about one run.
@@ -212,6 +224,8 @@ fn verdict(
         detail: None,
         enforcement: confined.enforcement,
         metadata_open: Vec::new(),
+        env_removed: Vec::new(),
+        env_removed_more: 0,
         evidence: Evidence::ExitRules,
         shared_roots_changed: Vec::new(),
         protected_appeared: Vec::new(),
@@ -245,10 +259,13 @@ fn verdict(
                 Some(StatusRecord::Confined {
                     enforcement,
                     metadata_open,
+                    env_removed,
                     ..
                 }) => {
                     v.enforcement = Some(*enforcement);
                     v.metadata_open = metadata_open.clone();
+                    v.env_removed = env_removed.names.clone();
+                    v.env_removed_more = env_removed.more;
                     None
                 }
                 Some(StatusRecord::Failed { kind, message }) => {
@@ -568,6 +585,7 @@ mod tests {
             enforcement: Enforcement::Partial,
             start: TargetStart::Descriptor,
             metadata_open: Vec::new(),
+            env_removed: Default::default(),
         })))
     }
 
@@ -723,6 +741,7 @@ mod tests {
             enforcement: Enforcement::Partial,
             start: TargetStart::Descriptor,
             metadata_open: open.clone(),
+            env_removed: Default::default(),
         })));
         let v = classify(&c, &settled(Some(0), ""), &record);
         assert_eq!(v.outcome, Outcome::Ok);
@@ -933,6 +952,7 @@ mod tests {
             enforcement: Enforcement::Full,
             start: TargetStart::ByName,
             metadata_open: Vec::new(),
+            env_removed: Default::default(),
         })));
         let v = classify(&c, &settled(Some(0), ""), &by_name);
         assert_eq!(v.receipt.binding_verified, None);

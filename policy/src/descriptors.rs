@@ -4,12 +4,16 @@
 //! the writable roots read-only. A descriptor the caller opened before the stage ran
 //! (stdin, stdout, stderr, `--keep-fd`) is on the caller's own read-write mount: through
 //! it (`fchmod`, `fchown`, `futimens`, `chmod /proc/self/fd/N`) the command changes the
-//! real file, device or terminal whatever the mounts say. The runner looks at every
-//! descriptor the command will hold before it applies Landlock: a directory, a terminal, a named pipe
-//! or a harmless device (`/dev/null`) outside the roots it opens again through the
-//! stage's read-only mounts, where every metadata change is `EROFS`; any other whose
-//! object is not beneath a writable root is named in the status record, and the run is
-//! then `partial`.
+//! real file, device or terminal whatever the mounts say. So such a descriptor is put
+//! back as the same object opened again through the stage's read-only mounts, where
+//! every metadata change is `EROFS`: the stage does it for the caller's pseudo-terminals
+//! (before the command's own devpts instance covers their names), the runner, before it
+//! applies Landlock, for a directory, a named pipe, a harmless device (`/dev/null`) and a
+//! regular file opened only for reading. Any other whose object is not beneath a
+//! writable root nor on a read-only mount is named in the status record, and the run is
+//! then `partial`: a regular file open for writing (a log the caller redirected output
+//! to: no read-only mount lets it be written), a device whose opening has effects of its
+//! own, a terminal that could not be opened again.
 //!
 //! Pipes, sockets and anonymous inodes are not named: their inode belongs to no file
 //! anyone else opens by path, so changing its mode changes nothing outside.

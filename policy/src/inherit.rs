@@ -60,6 +60,13 @@ pub struct InheritEnv {
 impl InheritEnv {
     /// The target's environment, from the spawn-time environment `spawned`.
     pub fn build(&self, spawned: Vec<(OsString, OsString)>) -> Vec<(OsString, OsString)> {
+        self.build_reporting(spawned).vars
+    }
+
+    /// [`InheritEnv::build`], with the names the rule withheld (the runner records them,
+    /// so the executor can tell the agent which of the variables it passed never
+    /// arrived).
+    pub fn build_reporting(&self, spawned: Vec<(OsString, OsString)>) -> environment::BuiltEnv {
         match self.filter {
             EnvFilter::Rule => {
                 let request = EnvRequest {
@@ -67,7 +74,7 @@ impl InheritEnv {
                     keep: self.keep.clone(),
                     set: self.set.clone(),
                 };
-                environment::build(spawned, &request).vars
+                environment::build(spawned, &request)
             }
             EnvFilter::Unfiltered => {
                 let mut vars = spawned;
@@ -75,7 +82,10 @@ impl InheritEnv {
                     vars.retain(|(n, _)| n != name);
                     vars.push((name.clone(), value.clone()));
                 }
-                vars
+                environment::BuiltEnv {
+                    vars,
+                    removed: Vec::new(),
+                }
             }
         }
     }

@@ -65,6 +65,8 @@ pub mod grants;
 pub mod guarantees;
 pub mod hidden;
 pub mod inherit;
+pub mod journal;
+pub mod limits;
 pub mod mode;
 pub mod network_denials;
 pub mod package_caches;

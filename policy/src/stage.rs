@@ -261,6 +261,13 @@ pub const PTS: &str = "/dev/pts";
 /// The multiplexer a new terminal is opened through: the stage binds its instance's
 /// `ptmx` over it.
 pub const PTMX: &str = "/dev/ptmx";
+/// Where the POSIX message queues of the IPC namespace are seen as files. The stage,
+/// which gives every command an IPC namespace of its own, mounts that namespace's mqueue
+/// filesystem here where the machine has the directory: the queues the command makes
+/// (`mq_open`) are its own, gone with it, and the host's (another command's) are neither
+/// there to list nor to open. Where the machine has no such directory, POSIX message
+/// queues stay refused (`EPERM`).
+pub const MQUEUE: &str = "/dev/mqueue";
 /// The mount options of the private devpts: terminals anyone in the namespace may
 /// allocate through its `ptmx`, each terminal readable and writable by its owner.
 pub const PTS_OPTIONS: &str = "newinstance,ptmxmode=0666,mode=0620";

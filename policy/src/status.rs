@@ -19,6 +19,7 @@
 //! stockade-status 1 confined ENFORCEMENT\n      ENFORCEMENT: full | partial
 //! stockade-status 1 confined ENFORCEMENT by-name\n
 //! stockade-status 1 confined partial [by-name] metadata-open FD:KIND,...\n
+//! stockade-status 1 confined ENFORCEMENT [by-name] [metadata-open ...] env-removed NAME,...\n
 //! stockade-status 1 failed KIND MESSAGE\n       KIND: [a-z0-9-]+, MESSAGE: rest of line
 //! ```
 //!
@@ -29,7 +30,9 @@
 //!   but whatever the path leads to then ([`TargetStart::ByName`]). `metadata-open`:
 //!   inherited descriptors through which the command can change metadata outside the
 //!   writable roots ([`crate::descriptors`]), so `metadata` is not held (ENFORCEMENT is
-//!   then `partial`).
+//!   then `partial`). `env-removed`: the names of the variables the environment rule
+//!   withheld from the environment the runner inherited (`--inherit-env`), escaped and
+//!   cut to fit ([`crate::environment::withheld`]).
 //! - `failed`: the runner failed before the target started; KIND is a stable identifier
 //!   ([`FailureKind`]), MESSAGE the same text as its stderr line
 //!   without the prefix (carriage returns and newlines escaped as `\r`, `\n`).
@@ -39,6 +42,7 @@
 //! partial line, unknown words, more than [`MAX_RECORD_BYTES`]) is corrupt.
 
 use crate::descriptors::{self, OpenOutside};
+use crate::environment::withheld::{self, Withheld};
 use crate::guarantees::Enforcement;
 use std::fmt;
 
@@ -211,6 +215,8 @@ pub enum StatusRecord {
         /// Inherited descriptors reaching metadata outside the writable roots; empty
         /// when there are none (or the mode holds metadata whatever they are).
         metadata_open: Vec<OpenOutside>,
+        /// Variables withheld from an inherited environment, by name.
+        env_removed: Withheld,
     },
     /// The runner failed before the target started.
     Failed { kind: FailureKind, message: String },
@@ -237,6 +243,7 @@ impl StatusRecord {
                 enforcement,
                 start,
                 metadata_open,
+                env_removed,
             } => {
                 let by_name = match start {
                     TargetStart::Descriptor => "",
@@ -250,10 +257,18 @@ impl StatusRecord {
                         descriptors::encode(metadata_open)
                     ),
                 };
-                format!(
-                    "{MAGIC} {VERSION} confined {}{by_name}{open}\n",
+                let head = format!(
+                    "{MAGIC} {VERSION} confined {}{by_name}{open}",
                     enforcement.as_str()
-                )
+                );
+                // What room the record leaves after the word, its space and the newline.
+                let room =
+                    MAX_RECORD_BYTES.saturating_sub(head.len() + withheld::RECORD_WORD.len() + 3);
+                let names = withheld::encode(env_removed, room);
+                match names.is_empty() {
+                    true => format!("{head}\n"),
+                    false => format!("{head} {} {names}\n", withheld::RECORD_WORD),
+                }
             }
             StatusRecord::Failed { kind, message } => {
                 let head = format!("{MAGIC} {VERSION} failed {kind} ");
@@ -317,8 +332,8 @@ impl StatusRecord {
     }
 }
 
-/// The words after `confined`: `ENFORCEMENT [by-name] [metadata-open LIST]`, each at
-/// most once and in that order.
+/// The words after `confined`: `ENFORCEMENT [by-name] [metadata-open LIST]
+/// [env-removed LIST]`, each at most once and in that order.
 fn decode_confined(rest: &str) -> Result<Option<StatusRecord>, CorruptStatus> {
     let bad = |why: &str| Err(CorruptStatus(why.to_string()));
     let mut words = rest.split(' ');
@@ -336,11 +351,24 @@ fn decode_confined(rest: &str) -> Result<Option<StatusRecord>, CorruptStatus> {
         _ => TargetStart::Descriptor,
     };
     let metadata_open = match next {
-        None => Vec::new(),
-        Some(descriptors::RECORD_WORD) => match words.next().and_then(descriptors::decode) {
-            // Metadata not held is never a full run.
-            Some(list) if enforcement == Enforcement::Partial => list,
-            _ => return bad("a malformed list of descriptors in a confined record"),
+        Some(descriptors::RECORD_WORD) => {
+            next = words.next();
+            match next.and_then(descriptors::decode) {
+                // Metadata not held is never a full run.
+                Some(list) if enforcement == Enforcement::Partial => {
+                    next = words.next();
+                    list
+                }
+                _ => return bad("a malformed list of descriptors in a confined record"),
+            }
+        }
+        _ => Vec::new(),
+    };
+    let env_removed = match next {
+        None => Withheld::default(),
+        Some(withheld::RECORD_WORD) => match words.next().and_then(withheld::decode) {
+            Some(list) => list,
+            None => return bad("a malformed list of withheld variables in a confined record"),
         },
         Some(_) => return bad("an unknown word in a confined record"),
     };
@@ -351,6 +379,7 @@ fn decode_confined(rest: &str) -> Result<Option<StatusRecord>, CorruptStatus> {
         enforcement,
         start,
         metadata_open,
+        env_removed,
     }))
 }
 
@@ -365,12 +394,14 @@ mod tests {
             enforcement: Enforcement::Partial,
             start: TargetStart::Descriptor,
             metadata_open: Vec::new(),
+            env_removed: Withheld::default(),
         };
         assert_eq!(confined.encode(), b"stockade-status 1 confined partial\n");
         let by_name = StatusRecord::Confined {
             enforcement: Enforcement::Full,
             start: TargetStart::ByName,
             metadata_open: Vec::new(),
+            env_removed: Withheld::default(),
         };
         assert_eq!(
             by_name.encode(),
@@ -383,6 +414,7 @@ mod tests {
                 fd: 0,
                 kind: DescriptorKind::Device,
             }],
+            env_removed: Withheld::default(),
         };
         assert_eq!(
             open.encode(),
@@ -396,10 +428,55 @@ mod tests {
             failed.encode(),
             b"stockade-status 1 failed chdir cannot enter working directory /w: gone\n"
         );
-        for r in [confined, by_name, open, failed] {
+        let withheld = StatusRecord::Confined {
+            enforcement: Enforcement::Partial,
+            start: TargetStart::Descriptor,
+            metadata_open: vec![OpenOutside {
+                fd: 1,
+                kind: DescriptorKind::File,
+            }],
+            env_removed: Withheld {
+                names: vec!["GH_TOKEN".into(), "A B".into()],
+                more: 0,
+            },
+        };
+        assert_eq!(
+            withheld.encode(),
+            b"stockade-status 1 confined partial metadata-open 1:file env-removed GH_TOKEN,A%20B\n"
+        );
+        for r in [confined, by_name, open, failed, withheld] {
             assert_eq!(StatusRecord::decode(&r.encode()), Ok(Some(r)));
         }
         assert_eq!(StatusRecord::decode(b""), Ok(None));
+        for bad in [
+            "stockade-status 1 confined full env-removed\n",
+            "stockade-status 1 confined full env-removed A,,B\n",
+            "stockade-status 1 confined full env-removed A metadata-open 0:file\n",
+            "stockade-status 1 confined full metadata-open\n",
+        ] {
+            assert!(StatusRecord::decode(bad.as_bytes()).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_list_of_withheld_names_is_cut_to_fit_and_counted() {
+        let r = StatusRecord::Confined {
+            enforcement: Enforcement::Full,
+            start: TargetStart::Descriptor,
+            metadata_open: Vec::new(),
+            env_removed: Withheld {
+                names: (0..2000).map(|i| format!("SECRET_{i}")).collect(),
+                more: 0,
+            },
+        };
+        let bytes = r.encode();
+        assert!(bytes.len() <= MAX_RECORD_BYTES);
+        let Ok(Some(StatusRecord::Confined { env_removed, .. })) = StatusRecord::decode(&bytes)
+        else {
+            panic!("{}", String::from_utf8_lossy(&bytes))
+        };
+        assert!(env_removed.names.len() > 100);
+        assert_eq!(env_removed.names.len() + env_removed.more, 2000);
     }
 
     #[test]

@@ -2,12 +2,15 @@
 //! `stockade_policy::descriptors`): stdin, stdout, stderr and the kept ones, opened by
 //! the caller on its own mounts, where the stage's read-only mounts do not apply.
 //!
-//! A descriptor is fine when its object is private (a pipe, socket or anonymous inode)
-//! or lies beneath a writable root: found by walking `..` up from its directory and
-//! comparing each ancestor's device and inode with the roots', never by comparing path
-//! strings. A directory, a named pipe, a pseudo-terminal or a harmless device outside the roots is
-//! opened again through the read-only mounts and put in place of the caller's
-//! descriptor; anything else that cannot be shown to be fine is named.
+//! A descriptor is fine when its object is private (a pipe, socket or anonymous inode),
+//! when its own mount is read-only (every metadata change through it is `EROFS`: the
+//! stage opens the caller's terminals again that way, see the launcher's
+//! `stage::terminals`), or when it lies beneath a writable root: found by walking `..` up
+//! from its directory and comparing each ancestor's device and inode with the roots',
+//! never by comparing path strings. A directory, a named pipe, a pseudo-terminal, a
+//! harmless device or a regular file opened only for reading outside the roots is opened
+//! again through the read-only mounts and put in place of the caller's descriptor;
+//! anything else that cannot be shown to be fine is named.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -34,13 +37,17 @@ const REOPENABLE_DEVICES: [(u32, u32); 5] = [(1, 3), (1, 5), (1, 7), (1, 8), (1,
 /// Pseudo-terminal ends (`/dev/pts/N`): majors 136 to 143.
 const PTS_MAJORS: std::ops::RangeInclusive<u32> = 136..=143;
 
-/// Opens each of `open` that is a directory, a named pipe, a harmless device or a
-/// pseudo-terminal again, by the name the kernel gives it, through this process's mounts (the namespace
-/// stage's: read-only outside the writable roots), and puts that descriptor in its place:
-/// the same object with the same status flags, on which every metadata change is
-/// `EROFS`, through the descriptor and through `/proc/self/fd/N` alike. Returns those
-/// left as they were (a regular file, whose offset the caller shares; anything whose
-/// new descriptor is not the same object on a read-only mount).
+/// Opens each of `open` that is a directory, a named pipe, a harmless device, a
+/// pseudo-terminal or a regular file opened only for reading again, by the name the
+/// kernel gives it, through this process's mounts (the namespace stage's: read-only
+/// outside the writable roots), and puts that descriptor in its place: the same object
+/// with the same status flags, on which every metadata change is `EROFS`, through the
+/// descriptor and through `/proc/self/fd/N` alike. A file read goes on from the offset
+/// the caller's descriptor had; what the command reads no longer moves the caller's
+/// offset (a file the caller shares for reading, as `{ cmd; rest; } < file`, is read by
+/// `rest` from where it was before `cmd`). Returns those left as they were (a regular
+/// file open for writing, which cannot be opened for writing on a read-only mount;
+/// anything whose new descriptor is not the same object on a read-only mount).
 ///
 /// Called before Landlock: a device opened afterwards would be refused for writing, and
 /// its ioctls (terminal modes) governed, where the caller's descriptor was not.
@@ -53,7 +60,7 @@ fn reopen(fd: i32) -> bool {
     let Some(st) = fstat(fd) else {
         return false;
     };
-    if !reopenable(&st) {
+    if !reopenable(fd, &st) {
         return false;
     }
     let Ok(path) = std::fs::read_link(format!("/proc/self/fd/{fd}")) else {
@@ -64,7 +71,7 @@ fn reopen(fd: i32) -> bool {
     };
     let same = fstat(new.as_raw_fd())
         .is_some_and(|n| (n.st_dev, n.st_ino, n.st_rdev) == (st.st_dev, st.st_ino, st.st_rdev));
-    if !same || !read_only_mount(new.as_raw_fd()) {
+    if !same || !read_only_mount(new.as_raw_fd()) || !same_offset(fd, &new, &st) {
         return false;
     }
     // SAFETY: dup2 onto a descriptor this process holds; the new one is then closed
@@ -72,14 +79,39 @@ fn reopen(fd: i32) -> bool {
     unsafe { libc::dup2(new.as_raw_fd(), fd) == fd }
 }
 
-fn reopenable(st: &libc::stat) -> bool {
+fn reopenable(fd: i32, st: &libc::stat) -> bool {
     let (major, minor) = (libc::major(st.st_rdev), libc::minor(st.st_rdev));
     match st.st_mode & libc::S_IFMT {
         libc::S_IFIFO | libc::S_IFDIR => true,
         libc::S_IFCHR => {
             REOPENABLE_DEVICES.contains(&(major, minor)) || PTS_MAJORS.contains(&major)
         }
+        libc::S_IFREG => read_only_access(fd),
         _ => false,
+    }
+}
+
+/// Whether `fd` was opened only for reading (or only as a path).
+fn read_only_access(fd: i32) -> bool {
+    // SAFETY: F_GETFL only reads the status flags of `fd`.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    flags >= 0 && (flags & libc::O_PATH != 0 || flags & libc::O_ACCMODE == libc::O_RDONLY)
+}
+
+/// For a regular file, moves `new` to `fd`'s offset (a path-only descriptor has none);
+/// whether that worked. Other objects have no offset to keep.
+fn same_offset(fd: i32, new: &OwnedFd, st: &libc::stat) -> bool {
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return true;
+    }
+    // SAFETY: lseek only reads or sets a descriptor's offset.
+    unsafe {
+        let at = libc::lseek(fd, 0, libc::SEEK_CUR);
+        if at < 0 {
+            // A path-only descriptor (EBADF): nothing to keep.
+            return libc::fcntl(fd, libc::F_GETFL) & libc::O_PATH != 0;
+        }
+        libc::lseek(new.as_raw_fd(), at, libc::SEEK_SET) == at
     }
 }
 
@@ -137,10 +169,11 @@ pub fn open_outside(policy: &Policy) -> Vec<OpenOutside> {
     fds.into_iter().filter_map(|fd| judge(fd, &roots)).collect()
 }
 
-/// `Some` when `fd` is open and its object is not shown to be private or beneath a root.
+/// `Some` when `fd` is open and its object is not shown to be private, on a read-only
+/// mount or beneath a root.
 fn judge(fd: i32, roots: &[(u64, u64)]) -> Option<OpenOutside> {
     let st = fstat(fd)?;
-    if private_filesystem(fd) {
+    if private_filesystem(fd) || read_only_mount(fd) {
         return None;
     }
     let kind = kind_of(fd, &st);

@@ -245,7 +245,7 @@ impl fmt::Display for RunnerError {
             RunnerError::Usage(msg) => write!(f, "{msg}; {USAGE}"),
             RunnerError::RequestMissing { path } => write!(
                 f,
-                "request file {} does not exist (a request is consumed by its first run: it ran already, or the path is not the one confine printed)",
+                "request file {} does not exist (a request is consumed by its first run: it ran already, `stockade outcome` withdrew it, or the path is not the one confine printed)",
                 path.display()
             ),
             RunnerError::RequestSymlink { path } => write!(

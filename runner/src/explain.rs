@@ -434,6 +434,15 @@ fn explain_stage(w: &mut String, request: &LaunchRequest, asks: &Asks) {
             "  /dev/shm:            private: a fresh tmpfs, empty, gone with the command"
         );
     }
+    if std::path::Path::new(stockade_policy::stage::MQUEUE)
+        .symlink_metadata()
+        .is_ok_and(|m| m.is_dir())
+    {
+        let _ = writeln!(
+            w,
+            "  /dev/mqueue:         private: its IPC namespace's POSIX message queues, none of the host's"
+        );
+    }
     if plan.private_pts {
         let _ = writeln!(
             w,

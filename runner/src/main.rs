@@ -37,6 +37,7 @@ mod explain;
 mod fds;
 mod mask;
 mod notify;
+mod queues;
 mod request_file;
 mod roots;
 mod ruleset;
@@ -54,6 +55,7 @@ use std::path::PathBuf;
 use stockade_policy::LaunchRequest;
 use stockade_policy::descriptors::OpenOutside;
 use stockade_policy::digest;
+use stockade_policy::environment::withheld::Withheld;
 use stockade_policy::exit;
 use stockade_policy::failure_tag;
 use stockade_policy::guarantees::{self, Asks, Enforcement, Feature, KernelFacts, ModeVerdict};
@@ -203,9 +205,21 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     // own holds the network (a stage that did not run is refused below, before anything
     // starts): its loopback is the command's, and nothing else is there.
     let netns = request.promised.namespaces && policy.own_network();
+    // Checked only when promised: the check is a few system calls, and a runner started
+    // without the stage must not pay for it. Before the filter, which refuses the
+    // netlink socket the network namespace's check reads interfaces through.
+    let stage_missing = if request.promised.namespaces {
+        stage::achieved(policy, request.confined_in).err()
+    } else {
+        None
+    };
+    let staged = request.promised.namespaces && stage_missing.is_none();
+    // The stage's IPC namespace, and its queues where the stage could mount them.
+    let queues = staged.then(|| queues::own(policy)).flatten();
     let own = seccomp::Own {
         network: netns,
         ipc: request.promised.namespaces,
+        message_queues: queues.is_some(),
     };
     let filter = seccomp::program(policy, &outside, own)?;
     // Without the stage, the supervisor holds metadata: the runner's process becomes it
@@ -220,18 +234,9 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     enter_cwd(request)?;
     session::apply(new_session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
-    // Checked only when promised: the check is a few system calls, and a runner started
-    // without the stage must not pay for it. Before the filter, which refuses the
-    // netlink socket the network namespace's check reads interfaces through.
-    let stage_missing = if request.promised.namespaces {
-        stage::achieved(policy, request.confined_in).err()
-    } else {
-        None
-    };
-    let staged = request.promised.namespaces && stage_missing.is_none();
     // Before Landlock, which would govern the descriptors opened again here.
     let metadata_open = metadata_open(policy, staged);
-    let landlock_abi = ruleset::restrict(policy, netns, staged)?;
+    let landlock_abi = ruleset::restrict(policy, netns, staged, queues)?;
     caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
     seccomp::install(&filter)?;
@@ -350,6 +355,7 @@ fn run(path: &std::path::Path, digest: &[u8; 32]) -> RunnerError {
         Ok(r) => r,
         Err(e) => return e,
     };
+    let mut env_removed = Withheld::default();
     if let Some(inherit) = &request.inherit.env {
         let spawned: Vec<(OsString, OsString)> = std::env::vars_os().collect();
         // The credential stores this environment moves are hidden too: the command reads
@@ -357,7 +363,9 @@ fn run(path: &std::path::Path, digest: &[u8; 32]) -> RunnerError {
         let homes = invoker_homes(&spawned);
         request.policy.hide_stores_moved_by(&spawned, &homes);
         // The environment this runner was spawned with, through the request's rule.
-        request.env = inherit.build(spawned);
+        let built = inherit.build_reporting(spawned);
+        env_removed = Withheld::of(&built.removed);
+        request.env = built.vars;
     }
     let status = match request.status_path.as_deref().map(StatusFile::open) {
         None => None,
@@ -389,6 +397,7 @@ fn run(path: &std::path::Path, digest: &[u8; 32]) -> RunnerError {
             achieved.enforcement,
             start.target_start(),
             achieved.metadata_open,
+            env_removed,
         )
     {
         return e;

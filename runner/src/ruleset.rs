@@ -223,7 +223,12 @@ fn abi_number(status: &LandlockStatus) -> u32 {
 /// guarantee is missing. A ruleset the kernel did not enforce at all is refused here.
 /// With `staged` (the namespace stage ran), the hidden paths found covered by its masks
 /// are not carved out (mask.rs).
-pub fn restrict(policy: &Policy, netns: bool, staged: bool) -> Result<u32, RunnerError> {
+pub fn restrict(
+    policy: &Policy,
+    netns: bool,
+    staged: bool,
+    queues: Option<std::fs::File>,
+) -> Result<u32, RunnerError> {
     let ll = |e: landlock::RulesetError| RunnerError::Landlock(LandlockError::Ruleset(e));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -277,6 +282,11 @@ pub fn restrict(policy: &Policy, netns: bool, staged: bool) -> Result<u32, Runne
         for (fd, rights) in private_devices(policy) {
             created = created.add_rule(PathBeneath::new(fd, rights)).map_err(ll)?;
         }
+    }
+    // The command's own message queues (see `crate::queues`), its to use fully.
+    if let Some(fd) = queues {
+        let full = AccessFs::from_all(HANDLED_ABI);
+        created = created.add_rule(PathBeneath::new(fd, full)).map_err(ll)?;
     }
     let status = created.restrict_self().map_err(ll)?;
     if status.ruleset == RulesetStatus::NotEnforced {

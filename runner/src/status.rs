@@ -18,6 +18,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use stockade_policy::descriptors::OpenOutside;
+use stockade_policy::environment::withheld::Withheld;
 use stockade_policy::guarantees::Enforcement;
 use stockade_policy::status::{MAX_RECORD_BYTES, StatusRecord, TargetStart};
 
@@ -87,11 +88,13 @@ impl StatusFile {
         enforcement: Enforcement,
         start: TargetStart,
         metadata_open: Vec<OpenOutside>,
+        env_removed: Withheld,
     ) -> Result<(), RunnerError> {
         self.write(&StatusRecord::Confined {
             enforcement,
             start,
             metadata_open,
+            env_removed,
         })
     }
 

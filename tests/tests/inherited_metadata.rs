@@ -2,10 +2,12 @@
 //! everything outside the writable roots is a read-only mount, but stdin, stdout, stderr
 //! and `--keep-fd` descriptors were opened by the caller on its own read-write mounts:
 //! through them the command could change the mode, owner and times of what they refer
-//! to. The runner opens a device, terminal or named pipe there again through the stage's
-//! read-only mounts (every metadata change is then `EROFS`), and names any other such
-//! descriptor in its status record: the run is then `partial`, not `full`
-//! (`metadataOpen` in `stockade run --json` and `classify`).
+//! to. The stage opens the caller's terminals again through its read-only view of the
+//! host's `/dev/pts` (before its own devpts instance covers it), the runner a directory,
+//! harmless device, named pipe or file opened only for reading through the read-only
+//! mounts (every metadata change is then `EROFS`), and the runner names any other such
+//! descriptor (a file open for writing) in its status record: the run is then
+//! `partial`, not `full` (`metadataOpen` in `stockade run --json` and `classify`).
 //!
 //! Safety: every descriptor given to a command here is on a file or terminal this test
 //! made itself, never on `/dev/null` or a real terminal with a command that changes it.
@@ -113,18 +115,25 @@ impl NoCtty for std::fs::OpenOptions {
 }
 
 #[test]
-fn a_descriptor_on_a_file_outside_the_roots_is_named_and_the_run_is_partial() {
+fn a_file_open_for_writing_outside_the_roots_is_named_and_the_run_is_partial() {
     let fx = Fixture::staged();
     let outside = fx.outside.join("stdin-file");
     std::fs::write(&outside, "x\n").unwrap();
+    let writable = || {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&outside)
+            .unwrap()
+    };
 
-    // stockade run: stdin on a file outside every writable root (its offset is the
-    // caller's too, so it is not opened again), and a kept descriptor on a writable file
-    // outside (opening it again through a read-only mount could not write).
+    // stockade run: stdin open for reading and writing on a file outside every writable
+    // root, and a kept descriptor appending to a log outside (no read-only mount lets
+    // either be written: they are not opened again), both named.
     let log = fx.outside.join("log");
     std::fs::write(&log, "").unwrap();
     let mut cmd = fx.stockade(["run", "--json", "--keep-fd", "5", "--", "true"]);
-    cmd.stdin(std::fs::File::open(&outside).unwrap());
+    cmd.stdin(writable());
     let log_file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
     with_fd(&mut cmd, log_file, 5);
     let (out, json) = run_json(&mut cmd);
@@ -139,11 +148,17 @@ fn a_descriptor_on_a_file_outside_the_roots_is_named_and_the_run_is_partial() {
     // The confine path: an executor spawns the argv; classify reads the record.
     let c = fx.confine(&["--", "true"]);
     assert_eq!(c["enforcement"], "full", "{c}");
-    let stdin = std::fs::File::open(&outside).unwrap();
-    assert_eq!(spawn_with_stdin(&c, stdin.into()), Some(0));
+    assert_eq!(spawn_with_stdin(&c, writable().into()), Some(0));
     let v = classify_ok(&fx, &c);
     assert_eq!(v["enforcement"], "partial", "{v}");
     assert_eq!(v["metadataOpen"], json!([{"fd": 0, "kind": "file"}]), "{v}");
+    // The same file opened only for reading is opened again read-only: nothing named.
+    let c = fx.confine(&["--", "true"]);
+    let read_only = std::fs::File::open(&outside).unwrap();
+    assert_eq!(spawn_with_stdin(&c, read_only.into()), Some(0));
+    let v = classify_ok(&fx, &c);
+    assert_eq!(v["enforcement"], "full", "{v}");
+    assert!(v.get("metadataOpen").is_none(), "{v}");
 }
 
 /// What the command's `attack fd-metadata 0 600` (fchmod, fchown, futimens on stdin)
@@ -166,11 +181,15 @@ fn mode_and_mtime(p: &std::path::Path) -> (u32, i64) {
     (m.mode() & 0o7777, m.mtime())
 }
 
-/// Objects of this test's own outside the roots that the runner opens again read-only: a
-/// directory, a pseudo-terminal, a named pipe, and (as root, who may make one) a private
-/// device node with `/dev/null`'s numbers. Each with the path whose mode must not change.
+/// Objects of this test's own outside the roots that are opened again read-only: a
+/// directory, a file opened for reading, a pseudo-terminal (by the stage), a named pipe,
+/// and (as root, who may make one) a private device node with `/dev/null`'s numbers.
+/// Each with the path whose mode must not change.
 fn reopenable_objects(fx: &Fixture) -> Vec<(&'static str, std::path::PathBuf, std::fs::File)> {
     let mut out = Vec::new();
+    let file = fx.outside.join("read-only-file");
+    std::fs::write(&file, "x\n").unwrap();
+    out.push(("file", file.clone(), std::fs::File::open(&file).unwrap()));
     let dir = fx.outside.join("dir");
     std::fs::create_dir(&dir).unwrap();
     out.push(("directory", dir.clone(), std::fs::File::open(&dir).unwrap()));
@@ -208,18 +227,11 @@ fn reopenable_objects(fx: &Fixture) -> Vec<(&'static str, std::path::PathBuf, st
 }
 
 #[test]
-fn metadata_through_a_directory_device_terminal_or_fifo_outside_the_roots_is_read_only() {
+fn metadata_through_a_directory_file_device_terminal_or_fifo_outside_the_roots_is_read_only() {
     let fx = Fixture::staged();
     for (what, path, file) in reopenable_objects(&fx) {
         let before = mode_and_mtime(&path);
         let (answer, sandbox) = fd_metadata_on(&fx, &[], file.try_clone().unwrap());
-        if what == "terminal" {
-            // The stage gives the command a devpts instance of its own, where the
-            // caller's terminal has no name to be opened again by: not closed, so named
-            // and the run reported partial (the test's own pty is what changed).
-            assert_partial_naming_a_terminal(&sandbox);
-            continue;
-        }
         assert_eq!(answer, "errno EROFS", "{what}: {sandbox}");
         assert_eq!(sandbox["enforcement"], "full", "{what}: {sandbox}");
         assert!(sandbox.get("metadataOpen").is_none(), "{what}: {sandbox}");
@@ -288,27 +300,88 @@ fn a_terminal_opened_again_still_reads_writes_and_takes_modes() {
     let fx = Fixture::staged();
     let (mut controller, terminal) = private_terminal();
     controller.write_all(b"typed\n").unwrap();
-    let script = "test -t 0 && stty -echo && stty echo && head -n 1 && echo tty-ok";
-    let (out, json) = run_json(
-        fx.stockade(["run", "--json", "--", "sh", "-c", script])
-            .stdin(terminal),
-    );
+    // stockade run (which captures stdout and stderr): the terminal as stdin and kept
+    // descriptor 5. Terminal modes (tcsetattr through stty), isatty, stat, a read, a
+    // write: what a command run from a terminal does with it.
+    let script = "test -t 0 && test -t 5 && test -c /dev/stdin && stty -echo && stty echo && \
+                  head -n 1 && echo written >&5 && echo tty-ok";
+    let mut cmd = fx.stockade(["run", "--json", "--keep-fd", "5", "--", "sh", "-c", script]);
+    cmd.stdin(terminal.try_clone().unwrap());
+    with_fd(&mut cmd, terminal.try_clone().unwrap(), 5);
+    let (out, json) = run_json(&mut cmd);
     assert_code(&out, 0);
     assert_eq!(json["stdout"]["text"], "typed\ntty-ok\n", "{json}");
-    // Under the stage's own devpts the caller's terminal cannot be opened again: it keeps
-    // working as it is, and the run says metadata is not held through it.
-    assert_partial_naming_a_terminal(&json["sandbox"]);
+    assert_eq!(json["sandbox"]["enforcement"], "full", "{json}");
+    assert!(json["sandbox"].get("metadataOpen").is_none(), "{json}");
+    assert!(
+        drain(&controller).contains("written"),
+        "nothing reached the terminal"
+    );
+
+    // The confine path, as an executor started from a terminal spawns it: all three on
+    // the terminal; the command's modes and writes work, a chmod through its name fails.
+    let pts = std::fs::read_link(format!("/proc/self/fd/{}", {
+        use std::os::fd::AsRawFd;
+        terminal.as_raw_fd()
+    }))
+    .unwrap();
+    let before = mode_and_mtime(&pts);
+    let script = "test -t 0 && test -t 1 && stty sane && echo on-terminal && \
+                  ! chmod 600 /proc/self/fd/1 2>/dev/null && ! touch /dev/stderr 2>/dev/null";
+    let c = fx.confine(&["--", "sh", "-c", script]);
+    let argv = confined_argv(&c);
+    let status = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(terminal.try_clone().unwrap())
+        .stdout(terminal.try_clone().unwrap())
+        .stderr(terminal.try_clone().unwrap())
+        .env_remove("TMPDIR")
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{}", drain(&controller));
+    assert!(drain(&controller).contains("on-terminal"));
+    assert_eq!(mode_and_mtime(&pts), before, "the terminal changed");
+    let v = classify_ok(&fx, &c);
+    assert_eq!(v["enforcement"], "full", "{v}");
+    assert!(v.get("metadataOpen").is_none(), "{v}");
 }
 
-/// The run's sandbox block says metadata is not held through the inherited terminal on
-/// descriptor 0.
-fn assert_partial_naming_a_terminal(sandbox: &serde_json::Value) {
-    assert_eq!(sandbox["enforcement"], "partial", "{sandbox}");
-    assert_eq!(
-        sandbox["metadataOpen"],
-        serde_json::json!([{"fd": 0, "kind": "terminal"}]),
-        "{sandbox}"
-    );
+/// Everything the terminal's controller can read now, as text.
+fn drain(controller: &std::fs::File) -> String {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_SETFL on a descriptor this test holds.
+    unsafe { libc::fcntl(controller.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut reader = controller;
+    while let Ok(n) = reader.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        all.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&all).into_owned()
+}
+
+#[test]
+fn a_file_opened_again_is_read_from_the_callers_offset_and_can_be_seeked_and_stat() {
+    use std::io::{Read, Seek};
+    let fx = Fixture::staged();
+    let path = fx.outside.join("input");
+    std::fs::write(&path, "first\nsecond\nthird\n").unwrap();
+    let mut file = std::fs::File::open(&path).unwrap();
+    let mut first = [0u8; 6];
+    file.read_exact(&mut first).unwrap();
+    // The command reads on from where the caller was, seeks back (tail of a seekable
+    // input), and sees a regular file of the right size.
+    let script = "head -n 1; test -f /dev/stdin && stat -L -c %s /dev/stdin && tail -c 6";
+    let json = run_with_stdin(&fx, file.try_clone().unwrap().into(), script);
+    assert_eq!(json["stdout"]["text"], "second\n19\nthird\n", "{json}");
+    assert_eq!(json["sandbox"]["enforcement"], "full", "{json}");
+    assert!(json["sandbox"].get("metadataOpen").is_none(), "{json}");
+    // The caller's own offset is its own: the command's reads did not move it.
+    assert_eq!(file.stream_position().unwrap(), 6);
 }
 
 #[test]

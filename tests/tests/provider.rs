@@ -602,3 +602,89 @@ fn the_files_of_a_private_directory_are_named_where_executors_remove_them() {
         );
     }
 }
+
+/// Spawns a ConfinedArgv as an executor would, with `env` added to this test's own
+/// environment.
+fn spawn_argv_with_env(confined: &Value, env: &[(&str, &str)]) -> Output {
+    let argv = confined_argv(confined);
+    std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .env_remove("TMPDIR")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn variables_withheld_from_an_inherited_environment_are_named_to_classify() {
+    // Without the stage and with it (where namespaces are available).
+    withheld_names_reach_classify(&Fixture::new());
+    if stage_available() {
+        withheld_names_reach_classify(&Fixture::staged());
+    } else {
+        eprintln!(
+            "SKIPPED (no namespaces here): variables_withheld_from_an_inherited_environment_are_named_to_classify with the stage"
+        );
+    }
+}
+
+/// Whether the namespace stage can run here (`stockade probe`).
+fn stage_available() -> bool {
+    let out = std::process::Command::new(stockade_bin())
+        .args(["probe", "--json"])
+        .output()
+        .unwrap();
+    let p: Value = serde_json::from_slice(&out.stdout).unwrap();
+    p["kernel"]["namespaces"]["available"] == true
+}
+
+fn withheld_names_reach_classify(fx: &Fixture) {
+    let env = [
+        ("GH_TOKEN", "forwarded-on-purpose"),
+        ("STOCKADE_TEST_PASSWORD", "hunter2"),
+        ("STOCKADE_TEST_PLAIN", "kept"),
+    ];
+    let script =
+        "echo \"${GH_TOKEN-unset} ${STOCKADE_TEST_PASSWORD-unset} ${STOCKADE_TEST_PLAIN-unset}\"";
+    // The executor's environment, through the rule: the two secrets never arrive, and
+    // classify names them (never their values) from the runner's record.
+    let c = confine(fx, &["--inherit-env"], script);
+    let out = spawn_argv_with_env(&c, &env);
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "unset unset kept\n");
+    let record = status_text(&c);
+    assert!(
+        record.contains(" env-removed ") && !record.contains("hunter2"),
+        "{record}"
+    );
+    let v = classify(fx, &c, &out);
+    assert_eq!(v["outcome"], "ok", "{v}");
+    let named: Vec<&str> = v["envRemoved"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no envRemoved: {v}"))
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(named.contains(&"GH_TOKEN"), "{v}");
+    assert!(named.contains(&"STOCKADE_TEST_PASSWORD"), "{v}");
+    assert!(!named.contains(&"STOCKADE_TEST_PLAIN"), "{v}");
+    assert!(!v.to_string().contains("hunter2"), "{v}");
+
+    // The control: kept on purpose, it arrives and is not named.
+    let c = confine(fx, &["--inherit-env", "--keep-env", "GH_TOKEN"], script);
+    let out = spawn_argv_with_env(&c, &env);
+    assert_eq!(text(&out.stdout), "forwarded-on-purpose unset kept\n");
+    let v = classify(fx, &c, &out);
+    let named = v["envRemoved"].to_string();
+    assert!(
+        !named.contains("GH_TOKEN") && named.contains("STOCKADE_TEST_PASSWORD"),
+        "{v}"
+    );
+    // Unfiltered: nothing is withheld, nothing named.
+    let c = confine(fx, &["--inherit-env=unfiltered"], script);
+    let out = spawn_argv_with_env(&c, &env);
+    assert_eq!(text(&out.stdout), "forwarded-on-purpose hunter2 kept\n");
+    let v = classify(fx, &c, &out);
+    assert!(v.get("envRemoved").is_none(), "{v}");
+}

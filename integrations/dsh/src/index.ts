@@ -82,6 +82,15 @@ export interface Verdict {
   network?: { denied: Array<{ host: string; port: number; reason: string }>; moreDenied: boolean }
   /** The receipt fields an executor's process allows (docs/provider-contract.md, section 8). */
   receipt?: Record<string, unknown>
+  /**
+   * Variables of the executor's environment that stockade's rule withheld from the
+   * command, by name (never values), when there were any; `envRemovedMore` counts those
+   * the runner's record had no room to name.
+   */
+  envRemoved?: string[]
+  envRemovedMore?: number
+  /** Added by `settle()`: sentences for the agent, when there is something to tell it. */
+  notices?: string[]
 }
 
 /** One private directory handed out: where it is, since when, and since when its runner's record is written. */
@@ -254,7 +263,7 @@ export class StockadeSandboxProvider extends SandboxProvider {
           (error, stdout) => error ? reject(error) : resolve(stdout))
         child.stdin?.end(JSON.stringify(confined))
       })
-      return JSON.parse(out) as Verdict
+      return withNotices(JSON.parse(out) as Verdict)
     } finally {
       rmSync(scratch, { recursive: true, force: true })
       // classify removes the directory it read; should it have failed, nothing else will.
@@ -391,6 +400,21 @@ function isDirectory(path: string): boolean {
   } catch {
     return false
   }
+}
+
+/**
+ * The verdict with what the agent should be told: the variables withheld from the
+ * command's environment, by name, and how to pass one on purpose. Without it a forwarded
+ * credential (a `GH_TOKEN`) vanishes without a word, and the agent takes the command's
+ * failure to authenticate for something else.
+ */
+export function withNotices(verdict: Verdict): Verdict {
+  const names = verdict.envRemoved ?? []
+  const more = verdict.envRemovedMore ?? 0
+  if (names.length === 0 && more === 0) return verdict
+  const listed = names.join(', ') + (more > 0 ? `${names.length > 0 ? ' and ' : ''}${more} more` : '')
+  const notice = `stockade withheld from the command's environment: ${listed} (secret-looking variables are removed; the provider's keepEnv setting passes one on purpose)`
+  return { ...verdict, notices: [...(verdict.notices ?? []), notice] }
 }
 
 /** A failed `stockade confine` as the harness's fail-closed error. */

@@ -363,13 +363,23 @@ await test('keepEnv passes a variable the executor forwards on purpose; without 
     encoding: 'utf8',
     env: { ...process.env, GH_TOKEN: 'forwarded-on-purpose' },
   })
-  // Control: the default rule removes it.
+  // Control: the default rule removes it, and settle() names it (never its value) for
+  // the agent, with the setting that passes it.
   const plain = h.provider.confine(['sh', '-c', 'echo "token=${GH_TOKEN-unset}"'], policy)
-  assert.match(spawnWith(plain).stdout, /token=unset/)
-  await h.provider.settle(plain, { exitCode: 0, stderr: '' }).catch(() => {})
+  const ran = spawnWith(plain)
+  assert.match(ran.stdout, /token=unset/)
+  const v = await h.provider.settle(plain, { exitCode: ran.status, stderr: ran.stderr })
+  assert.equal(v.outcome, 'ok')
+  assert.ok(v.envRemoved.includes('GH_TOKEN'), JSON.stringify(v))
+  assert.ok(v.notices.some((n) => /withheld .*GH_TOKEN.*keepEnv/.test(n)), JSON.stringify(v.notices))
+  assert.ok(!JSON.stringify(v).includes('forwarded-on-purpose'))
   const k = await harness({ keepEnv: ['GH_TOKEN'] })
   const kept = k.provider.confine(['sh', '-c', 'echo "token=${GH_TOKEN-unset}"'], policy)
-  assert.match(spawnWith(kept).stdout, /token=forwarded-on-purpose/)
+  const keptRun = spawnWith(kept)
+  assert.match(keptRun.stdout, /token=forwarded-on-purpose/)
+  const kv = await k.provider.settle(kept, { exitCode: keptRun.status, stderr: keptRun.stderr })
+  assert.ok(!(kv.envRemoved ?? []).includes('GH_TOKEN'), JSON.stringify(kv))
+  assert.ok(!(kv.notices ?? []).some((n) => n.includes('GH_TOKEN')), JSON.stringify(kv.notices))
   await k.ctx.fiber.dispose()
 })
 

@@ -81,6 +81,13 @@ pub enum Command {
   stockade confine --mode read-only -- ls /root > c.json
   stockade explain \"$(jq -r '.argv[] | select(test(\"/request$\"))' c.json)\"")]
     Explain(ExplainArgs),
+    /// After a crash: whether the request recorded under KEY (`--journal KEY`) was never
+    /// started, finished (with its receipt), or its outcome is unknown; prints one JSON
+    /// object. An unconsumed request is withdrawn, so "not-started" stays true.
+    #[command(after_help = "Examples:
+  stockade run --journal build-42 -- make
+  stockade outcome build-42 | jq -r .state")]
+    Outcome(OutcomeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -279,6 +286,26 @@ pub struct BindArgs {
     pub bind_executable_hash: bool,
 }
 
+/// The journal key (see `stockade outcome`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct JournalArgs {
+    /// Record this request in the journal under KEY (1-64 letters, digits, - and _, new
+    /// each time), so that after a crash `stockade outcome KEY` tells whether it ran.
+    #[arg(long = "journal", value_name = "KEY", value_parser = parse_journal_key)]
+    pub journal: Option<String>,
+}
+
+fn parse_journal_key(key: &str) -> Result<String, String> {
+    stockade_policy::journal::check_key(key).map(|()| key.to_string())
+}
+
+#[derive(Args, Debug)]
+pub struct OutcomeArgs {
+    /// The key the request was recorded under (`--journal KEY`).
+    #[arg(value_name = "KEY")]
+    pub key: String,
+}
+
 #[derive(Args, Debug)]
 pub struct ConfineArgs {
     #[command(flatten)]
@@ -289,6 +316,12 @@ pub struct ConfineArgs {
     pub inherit: InheritArgs,
     #[command(flatten)]
     pub bind: BindArgs,
+    #[command(flatten)]
+    pub journal: JournalArgs,
+    /// End the command when the process that spawns the argv dies (the argv then starts
+    /// with `stockade __die-with-parent --`). By default it outlives its executor.
+    #[arg(long = "die-with-executor")]
+    pub die_with_executor: bool,
     #[command(flatten)]
     pub command: CommandArgs,
 }
@@ -347,6 +380,34 @@ pub struct SuperviseArgs {
     /// deleted: 64M, 1G (binary units).
     #[arg(long = "max-spill", value_name = "SIZE", requires = "json", allow_hyphen_values = true, value_parser = super::size::parse, default_value = "64M")]
     pub max_spill: u64,
+    /// Memory the command may use: 512M, 4G (its cgroup's memory.max where the memory
+    /// controller is there, else RLIMIT_AS per process).
+    #[arg(long = "max-memory", value_name = "SIZE", allow_hyphen_values = true, value_parser = super::size::parse)]
+    pub max_memory: Option<u64>,
+    /// Processes the command may have at once (its cgroup's pids.max where the pids
+    /// controller is there, else RLIMIT_NPROC, which counts all of this user's).
+    #[arg(long = "max-processes", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_processes: Option<u64>,
+    /// CPU time each process of the command may use (RLIMIT_CPU): 30s, 10m.
+    #[arg(long = "max-cpu-time", value_name = "DURATION", allow_hyphen_values = true, value_parser = DURATIONS, hide_possible_values = true)]
+    pub max_cpu_time: Option<Duration>,
+    /// The largest file the command may write (RLIMIT_FSIZE): 1G.
+    #[arg(long = "max-file-size", value_name = "SIZE", allow_hyphen_values = true, value_parser = super::size::parse)]
+    pub max_file_size: Option<u64>,
+}
+
+impl SuperviseArgs {
+    /// The resource limits asked for (CPU time in whole seconds, rounded up).
+    pub fn limits(&self) -> stockade_policy::limits::Limits {
+        stockade_policy::limits::Limits {
+            memory: self.max_memory,
+            processes: self.max_processes,
+            cpu_time: self
+                .max_cpu_time
+                .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0)),
+            file_size: self.max_file_size,
+        }
+    }
 }
 
 /// Which containment `stockade run` may use.
@@ -370,6 +431,8 @@ pub struct RunArgs {
     pub supervise: SuperviseArgs,
     #[command(flatten)]
     pub bind: BindArgs,
+    #[command(flatten)]
+    pub journal: JournalArgs,
     #[command(flatten)]
     pub command: CommandArgs,
 }
@@ -403,8 +466,16 @@ impl Cli {
     pub fn check(&self) -> Result<(), String> {
         let (policy, command) = match &self.command {
             Command::Confine(a) => (&a.policy, &a.command),
-            Command::Run(a) => (&a.policy, &a.command),
-            Command::Classify(_) | Command::Probe(_) | Command::Explain(_) => return Ok(()),
+            Command::Run(a) => {
+                a.supervise.limits().check()?;
+                (&a.policy, &a.command)
+            }
+            Command::Classify(_)
+            | Command::Probe(_)
+            | Command::Explain(_)
+            | Command::Outcome(_) => {
+                return Ok(());
+            }
         };
         policy.check()?;
         command.check()

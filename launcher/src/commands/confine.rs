@@ -126,7 +126,10 @@ pub fn confine(
     hash: bool,
 ) -> Result<Confinement, LauncherError> {
     // `stockade run` starts the argv with no environment (see `run::helper_env`).
-    let spawner_env = false;
+    let spawner = Spawner {
+        env: false,
+        die_with: false,
+    };
     prepare(
         policy,
         command,
@@ -134,7 +137,7 @@ pub fn confine(
         Inherit::default(),
         session,
         hash,
-        spawner_env,
+        spawner,
     )
 }
 
@@ -150,13 +153,48 @@ pub fn confine_inheriting(
     inherit: Inherit,
     session: RunnerSession,
     hash: bool,
+    die_with_executor: bool,
 ) -> Result<Confinement, LauncherError> {
-    prepare(policy, command, env, inherit, session, hash, true)
+    let spawner = Spawner {
+        env: true,
+        die_with: die_with_executor,
+    };
+    let mut confinement = prepare(policy, command, env, inherit, session, hash, spawner)?;
+    if die_with_executor {
+        // The launcher starts first: its placement and loader environment were checked
+        // as for the stage (`prepare`, `launcher_first`).
+        match crate::control::locate::launcher()
+            .map_err(LauncherError::LauncherPath)
+            .and_then(|l| utf8(l.as_os_str(), "the launcher path"))
+        {
+            Ok(launcher) => {
+                let rest = std::mem::take(&mut confinement.confined.argv);
+                confinement.confined.argv =
+                    crate::supervise::lifeline::die_with_parent_argv(launcher, rest);
+            }
+            Err(e) => {
+                if let Some(dir) = confinement.private_dir {
+                    dir.remove();
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(confinement)
 }
 
-/// [`confine_inheriting`]; `spawner_env`: whether the argv will start with the
-/// spawner's environment (an executor's), which the dynamic loader of a development build
-/// obeys, or with none (`stockade run`).
+/// Who spawns the argv, as far as `confine` must know.
+#[derive(Clone, Copy, Debug)]
+struct Spawner {
+    /// The argv starts with the spawner's environment (an executor's), which the dynamic
+    /// loader of a development build obeys, or with none (`stockade run`).
+    env: bool,
+    /// The argv is to die with its spawner (`--die-with-executor`): it starts with the
+    /// launcher's `__die-with-parent` (see `crate::supervise::lifeline`).
+    die_with: bool,
+}
+
+/// [`confine_inheriting`], for `spawner`.
 fn prepare(
     policy: &PolicyRequest,
     command: &[OsString],
@@ -164,7 +202,7 @@ fn prepare(
     inherit: Inherit,
     session: RunnerSession,
     hash: bool,
-    spawner_env: bool,
+    spawner: Spawner,
 ) -> Result<Confinement, LauncherError> {
     let mode = policy.mode;
     let cwd = std::env::current_dir().map_err(LauncherError::CurrentDir)?;
@@ -186,8 +224,8 @@ fn prepare(
     let staged = asks.wants_stage() && facts.namespaces;
     // The argv starts the launcher itself first (as proxy host or stage) where the policy
     // names domains or wants the stage.
-    let launcher_first = resolved.domains().is_some() || staged;
-    let loader_env = spawner_env.then_some(env.as_slice());
+    let launcher_first = resolved.domains().is_some() || staged || spawner.die_with;
+    let loader_env = spawner.env.then_some(env.as_slice());
     let runner = check_binaries(&resolved, loader_env, launcher_first, tmpdir, &invoker)?;
     let tag = new_failure_tag()?;
     let base = control_base(&resolved)?;
@@ -653,9 +691,10 @@ pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
         // The executor spawns the runner: only then are its stdin and group known.
         RunnerSession::WhenTerminal,
         args.bind.bind_executable_hash,
+        args.die_with_executor,
     )?;
-    let written = serde_json::to_string(&confinement.confined)
-        .map_err(LauncherError::Json)
+    let written = record_request(args, &confinement)
+        .and_then(|()| serde_json::to_string(&confinement.confined).map_err(LauncherError::Json))
         .and_then(|json| stdout::write(&format!("{json}\n")));
     if let Err(e) = written {
         // Nobody will ever spawn a request we could not hand over.
@@ -665,4 +704,19 @@ pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
         return Err(e);
     }
     Ok(0)
+}
+
+/// With `--journal KEY`: records the request under KEY before the ConfinedArgv is
+/// handed over (nothing can start before).
+fn record_request(args: &ConfineArgs, confinement: &Confinement) -> Result<(), LauncherError> {
+    let Some(key) = &args.journal.journal else {
+        return Ok(());
+    };
+    crate::journal::Journal::open()?.record_request(
+        key,
+        stockade_policy::journal::Requester::Confine,
+        confinement.confined.mode,
+        &args.command.command,
+        confinement.private_dir.as_ref().map(|d| d.path()),
+    )
 }

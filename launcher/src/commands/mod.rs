@@ -9,6 +9,7 @@ pub(crate) mod confine;
 pub(crate) mod duration;
 pub(crate) mod env;
 pub(crate) mod explain;
+pub(crate) mod outcome;
 pub(crate) mod probe;
 pub(crate) mod run;
 pub(crate) mod size;

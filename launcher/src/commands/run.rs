@@ -7,6 +7,7 @@ use crate::commands::cli::{ContainmentChoice, RunArgs};
 use crate::commands::confine::{self, Confinement};
 use crate::commands::env;
 use crate::error::LauncherError;
+use crate::journal::Journal;
 use crate::supervise::output;
 use crate::supervise::output::Captured;
 use crate::supervise::stdout;
@@ -19,6 +20,7 @@ use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::descriptors::OpenOutside;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
+use stockade_policy::journal::Requester;
 use stockade_policy::network_denials::DenialLog;
 use stockade_policy::receipt::{
     BindingUnverifiable, Cleanup, Receipt, StreamDigest, UnknownCleanup,
@@ -44,6 +46,15 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         session.runner(),
         args.bind.bind_executable_hash,
     )?;
+    let journal = match record_request(args, &request, private_dir.as_ref()) {
+        Ok(journal) => journal,
+        Err(e) => {
+            if let Some(dir) = private_dir {
+                dir.remove();
+            }
+            return Err(e);
+        }
+    };
     let s = &args.supervise;
     let plan = Plan {
         argv: &confined.argv,
@@ -64,7 +75,17 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         session,
         // Without a runner, the launcher checks the binding itself.
         binding: (Start::of(request.mode) == Start::Program).then_some(&binding),
+        limits: s.limits(),
     };
+    if let Some((journal, key)) = &journal
+        && Start::of(request.mode) == Start::Program
+    {
+        // No runner leaves a status record for an unconfined command: record its start
+        // here, or "not started" could not be told from "started" afterwards.
+        journal.record_started(key).map_err(|e| {
+            LauncherError::Journal(format!("cannot record the start of {key:?}: {e}"))
+        })?;
+    }
     // The verdict reads the runner's status record, so it comes before the private
     // directory is removed.
     let outcome = supervise::run(&plan).map(|settled| {
@@ -80,6 +101,12 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         }
         (settled, verdict)
     });
+    // The result goes into the journal before the private directory (the evidence of
+    // "started") is removed: a crash in between still answers "unknown", never wrong.
+    if let (Some((journal, key)), Ok((settled, verdict))) = (&journal, &outcome) {
+        let result = RunResult::new(settled, verdict, &confined, &built.removed, s.timeout);
+        record_finished(journal, key, &result, exit_code(settled, verdict));
+    }
     if let Some(dir) = private_dir {
         dir.remove();
     }
@@ -109,6 +136,51 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         write_markers(&settled, &verdict, &confined, &appeared, s.timeout, code);
     }
     Ok(code)
+}
+
+/// With `--journal KEY`: the journal, after recording the request under KEY (before
+/// anything can start).
+fn record_request(
+    args: &RunArgs,
+    request: &stockade_policy::PolicyRequest,
+    private_dir: Option<&crate::control::private_dir::PrivateDir>,
+) -> Result<Option<(Journal, String)>, LauncherError> {
+    let Some(key) = &args.journal.journal else {
+        return Ok(None);
+    };
+    let journal = Journal::open()?;
+    journal.record_request(
+        key,
+        Requester::Run,
+        request.mode,
+        &args.command.command,
+        private_dir.map(|d| d.path()),
+    )?;
+    Ok(Some((journal, key.clone())))
+}
+
+/// Records the settled command's result under `key`: the `--json` document without the
+/// streams' text (their digests are in the receipt), and the exit code `run` exits with.
+/// A failure is said on stderr and changes nothing else: the answer is then "unknown",
+/// which is never wrong.
+fn record_finished(journal: &Journal, key: &str, result: &RunResult, code: i32) {
+    let recorded = serde_json::to_value(result)
+        .map_err(std::io::Error::other)
+        .and_then(|mut value| {
+            if let Some(doc) = value.as_object_mut() {
+                doc.remove("stdout");
+                doc.remove("stderr");
+                doc.insert("stockadeExitCode".into(), code.into());
+            }
+            journal.record_finished(key, &value)
+        });
+    if let Err(e) = recorded {
+        let line = format!("stockade: cannot record the result of {key:?} in the journal: {e}\n");
+        output::write_stderr_until(
+            &line,
+            std::time::Instant::now() + supervise::FINAL_WRITE_WAIT,
+        );
+    }
 }
 
 /// The environment the confined argv starts with: none when it starts stockade's own
@@ -149,6 +221,11 @@ fn write_markers(
             appeared
                 .iter()
                 .map(|p| format!("[sandbox: protected path appeared: {p}]")),
+        )
+        .chain(
+            settled
+                .limit_exceeded
+                .map(|k| format!("[sandbox: limit exceeded: {}]", k.as_str())),
         )
         .chain(markers(
             settled,
@@ -493,6 +570,16 @@ struct RunResult {
     network: DenialLog,
     /// What ran and how it ended, closed (see docs/provider-contract.md).
     receipt: Receipt,
+    /// The resource limits, what held each, and the one the command hit when that can
+    /// be told (`stockade_policy::limits`).
+    limits: LimitsResult,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LimitsResult {
+    held: Vec<stockade_policy::limits::Held>,
+    exceeded: Option<stockade_policy::limits::Kind>,
 }
 
 impl RunResult {
@@ -546,6 +633,10 @@ impl RunResult {
             shared_roots_changed: Vec::new(),
             network: DenialLog::default(),
             receipt: receipt(settled, verdict, confined),
+            limits: LimitsResult {
+                held: settled.limits.clone(),
+                exceeded: settled.limit_exceeded,
+            },
         }
     }
 }

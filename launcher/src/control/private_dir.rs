@@ -617,6 +617,11 @@ impl PrivateDir {
         }
     }
 
+    /// The directory itself (the journal records its name).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Where the status file is.
     pub fn status_path(&self) -> PathBuf {
         self.path.join(STATUS_FILE)

@@ -258,12 +258,20 @@ pub(super) fn parent_of_runner(
 
 /// Forks the child that execs the runner, closing `close` in it first.
 fn fork_runner(runner: &[OsString], close: &[libc::c_int]) -> Result<libc::pid_t, StageError> {
+    // A stage that dies with its parent passes that on: the runner (the command) dies
+    // with the stage (see `crate::supervise::lifeline`).
+    let death_signal = crate::supervise::lifeline::own_death_signal();
+    // SAFETY: getpid cannot fail.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: single-threaded; the child only closes descriptors and execs.
     let child = unsafe { libc::fork() };
     if child < 0 {
         return Err(os_fail("cannot fork the runner"));
     }
     if child == 0 {
+        if death_signal != 0 {
+            crate::supervise::lifeline::die_with_parent(parent);
+        }
         for &fd in close {
             // SAFETY: the child's copy of a descriptor that is not its business.
             unsafe { libc::close(fd) };

@@ -49,6 +49,7 @@ mod exec;
 mod init;
 mod mounts;
 mod namespaces;
+mod terminals;
 mod watch;
 
 use args::parse;

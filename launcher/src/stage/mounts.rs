@@ -158,6 +158,8 @@ pub(super) fn mounts(spec: &MountPlan, runner: &[OsString]) -> Result<(), StageE
     for (path, dir, clone) in &clones {
         attach(clone, dir, path)?;
     }
+    // Before the command's own devpts covers the caller's terminals' names.
+    super::terminals::reopen_read_only();
     if spec.private_tmp {
         mount(
             Some(Path::new("tmpfs")),
@@ -274,13 +276,27 @@ fn bind_protected(spec: &MountPlan) -> Result<(), StageError> {
     Ok(())
 }
 
-/// The command's own `/dev/shm` and terminals (see `stockade_policy::stage::SHM` and
-/// `PTS`): a fresh tmpfs, and a devpts instance whose `ptmx` is bound over `/dev/ptmx`.
-/// Where the machine has no such directory, or `/dev/ptmx` is a link (into `/dev/pts`,
-/// where the new instance's `ptmx` already is), there is nothing to cover.
+/// The command's own `/dev/shm`, terminals and message queues (see
+/// `stockade_policy::stage::SHM`, `PTS` and `MQUEUE`): a fresh tmpfs, a devpts instance
+/// whose `ptmx` is bound over `/dev/ptmx`, and the mqueue filesystem of the IPC
+/// namespace made above. Where the machine has no such directory, or `/dev/ptmx` is a
+/// link (into `/dev/pts`, where the new instance's `ptmx` already is), there is nothing
+/// to cover.
 fn private_devices(spec: &MountPlan) -> Result<(), StageError> {
-    use stockade_policy::stage::{PTMX, PTS, PTS_OPTIONS, SHM};
+    use stockade_policy::stage::{MQUEUE, PTMX, PTS, PTS_OPTIONS, SHM};
     let is_dir = |p: &str| Path::new(p).symlink_metadata().is_ok_and(|m| m.is_dir());
+    if is_dir(MQUEUE) {
+        // Always: the IPC namespace is always the command's own. The host's queues,
+        // seen here until now, go out of sight with it.
+        mount(
+            Some(Path::new("mqueue")),
+            Path::new(MQUEUE),
+            Some("mqueue"),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            None,
+            "cannot mount the IPC namespace's message queues on",
+        )?;
+    }
     if spec.private_shm && is_dir(SHM) {
         mount(
             Some(Path::new("tmpfs")),

@@ -121,6 +121,7 @@ impl Cgroup {
         let parent = managed_ancestor(&mount, &own_dir).ok_or(CgroupError::NotDelegated {
             group: own_dir.clone(),
         })?;
+        sweep_dead_groups(&parent);
         let dir = parent.join(format!(
             "stockade-{}-{}",
             std::process::id(),
@@ -191,6 +192,52 @@ impl Cgroup {
         read_again(&self.procs).map(|t| parse_pids(&t))
     }
 
+    /// Writes `value` to the group's control file `name` (`memory.max`, ...).
+    pub fn write_control(&self, name: &str, value: &str) -> std::io::Result<()> {
+        write_file(&self.dir.join(name), value.as_bytes())
+    }
+
+    /// The content of the group's control file `name`, `None` when it cannot be read.
+    pub fn read_control(&self, name: &str) -> Option<String> {
+        read_small(self.dir.join(name))
+    }
+
+    /// The descriptors this value holds open, which a forked guardian keeps
+    /// (`lifeline`).
+    pub fn descriptors(&self) -> Vec<RawFd> {
+        let mut fds = vec![
+            self.fd.as_raw_fd(),
+            self.procs.as_raw_fd(),
+            self.events.as_raw_fd(),
+        ];
+        fds.extend(self.kill.as_ref().map(|k| k.as_raw_fd()));
+        fds
+    }
+
+    /// Ends every member and removes the group: what the guardian does once the
+    /// launcher died (`lifeline`). `cgroup.kill` where the kernel has it (it also
+    /// refuses new forks in the group), else rounds of SIGKILL to each member; bounded,
+    /// since nobody waits for the guardian.
+    pub fn end_all(&self) {
+        for _ in 0..1000 {
+            match self.populated() {
+                Some(false) | None => break,
+                Some(true) => {}
+            }
+            let killed = self
+                .kill
+                .as_ref()
+                .is_some_and(|mut k| k.write_all(b"1").is_ok());
+            if !killed {
+                for pid in self.pids().unwrap_or_default() {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        self.remove();
+    }
+
     /// Removes the (empty) group. The kernel may still be finishing exited members, so a
     /// busy group is retried briefly.
     pub fn remove(&self) {
@@ -201,6 +248,31 @@ impl Cgroup {
                 }
                 _ => return,
             }
+        }
+    }
+}
+
+/// Removes the empty groups launchers that died left under `parent` (`stockade-PID-*`
+/// whose PID is gone): killed before their guardian started (`lifeline`), or with
+/// `--keep-background`. Removing a group that still has members fails (EBUSY) and
+/// leaves it, and a live launcher's group is never touched.
+fn sweep_dead_groups(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("stockade-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let gone = kill(Pid::from_raw(pid), None) == Err(nix::errno::Errno::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir(entry.path());
         }
     }
 }
@@ -253,6 +325,10 @@ pub struct Member {
 impl Range {
     pub fn new(cgroup: Option<Cgroup>, leader: Pid) -> Range {
         Range { cgroup, leader }
+    }
+
+    pub fn cgroup(&self) -> Option<&Cgroup> {
+        self.cgroup.as_ref()
     }
 
     pub fn kind(&self) -> Kind {

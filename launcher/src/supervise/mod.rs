@@ -8,6 +8,8 @@
 
 pub(crate) mod containment;
 pub(crate) mod error;
+pub(crate) mod lifeline;
+pub(crate) mod limits;
 pub(crate) mod output;
 pub(crate) mod spawn;
 pub(crate) mod stdout;
@@ -154,6 +156,8 @@ pub struct Plan<'a> {
     /// What was bound when confined, when the launcher must check it just before the
     /// command starts (nothing confined: no runner checks it).
     pub binding: Option<&'a Binding>,
+    /// Resource limits (`--max-memory`, ...).
+    pub limits: stockade_policy::limits::Limits,
 }
 
 /// The facts of a settled command.
@@ -186,6 +190,10 @@ pub struct Settled {
     /// `danger-full-access`: the launcher's verified file is a script its interpreter
     /// opened again by name (the runner records this itself in the confined modes).
     pub started_by_name: bool,
+    /// The resource limits and what held each.
+    pub limits: Vec<stockade_policy::limits::Held>,
+    /// The limit the command hit, when that can be told.
+    pub limit_exceeded: Option<stockade_policy::limits::Kind>,
 }
 
 /// The signals the loop reads from its signalfd.
@@ -213,7 +221,9 @@ fn spawn(
     cgroup: Option<&Cgroup>,
     session: Session,
     verified: Option<&Verified>,
+    applied: &limits::Applied,
 ) -> Result<Spawned, SpawnError> {
+    let rlimits = applied.clone();
     let Some((program, args)) = plan.argv.split_first() else {
         return Err(SpawnError::Start(std::io::Error::from_raw_os_error(
             libc::ENOENT,
@@ -237,11 +247,17 @@ fn spawn(
         cmd.process_group(0);
     }
     let foreground = session == Session::OwnGroupForeground;
+    let die_with_launcher = !plan.keep_background;
+    let launcher = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (tcsetpgrp, sigprocmask, signal) on memory it owns;
-    // it allocates nothing and touches no lock.
+    // async-signal-safe system calls (prctl, getppid, _exit, tcsetpgrp, sigprocmask,
+    // signal) on memory it owns; it allocates nothing and touches no lock.
     unsafe {
         cmd.pre_exec(move || {
+            if die_with_launcher {
+                crate::supervise::lifeline::die_with_parent(launcher);
+            }
+            rlimits.set_in_child()?;
             if foreground {
                 terminal::take_foreground_in_child();
             }
@@ -446,6 +462,8 @@ struct Supervisor<'a> {
     /// Why the launcher stopped trying to end the range (it reports, rather than waits
     /// for ever).
     gave_up: Option<String>,
+    /// The resource limits and what holds each.
+    limits: Vec<stockade_policy::limits::Held>,
 }
 
 impl Supervisor<'_> {
@@ -673,6 +691,7 @@ impl Supervisor<'_> {
         if let Some(echo) = self.err.capture.echo() {
             echo.finish(final_writes_until);
         }
+        let (oom_kills, pids_refused) = limits::events(self.range.cgroup());
         self.range.release(empty);
         let denial_seen = self.err.capture.signature_seen();
         let stdout_complete = self.out.as_ref().map(|s| s.eof);
@@ -701,6 +720,13 @@ impl Supervisor<'_> {
             stderr_complete,
             final_writes_until,
             started_by_name: false,
+            limit_exceeded: stockade_policy::limits::exceeded(
+                &self.limits,
+                oom_kills,
+                pids_refused,
+                signal,
+            ),
+            limits: self.limits,
         }
     }
 
@@ -786,11 +812,10 @@ pub fn release_stop_signals() {
     let _ = watched_signals().thread_unblock();
 }
 
-fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> {
-    // Orphaned descendants re-parent to us, so they stay visible and get reaped.
-    nix::sys::prctl::set_child_subreaper(true)
-        .map_err(|e| LauncherError::Supervise(SuperviseError::Subreaper(e)))?;
-    let session = plan.session;
+/// The range's enclosure, before the command starts: its cgroup where there is one,
+/// the guardian that ends that cgroup should the launcher die, and the launcher as a
+/// subreaper.
+fn enclose(plan: &Plan) -> Result<(Option<Cgroup>, Option<lifeline::Guardian>), LauncherError> {
     let cgroup = match plan.containment {
         Containment::Subreaper => None,
         Containment::Auto => Cgroup::create().ok(),
@@ -798,6 +823,32 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
             Cgroup::create().map_err(|e| LauncherError::Supervise(SuperviseError::Cgroup(e)))?,
         ),
     };
+    // Before the launcher becomes a subreaper, so the guardian is re-parented away from
+    // it (lifeline.rs). Dropped on every return: it then stands down.
+    let guardian = match (&cgroup, plan.keep_background) {
+        (Some(cg), false) => Some(lifeline::Guardian::start(cg).map_err(|source| {
+            cg.remove();
+            LauncherError::Supervise(SuperviseError::Start {
+                program: "the cgroup's guardian".into(),
+                source,
+            })
+        })?),
+        _ => None,
+    };
+    // Orphaned descendants re-parent to us, so they stay visible and get reaped.
+    nix::sys::prctl::set_child_subreaper(true).map_err(|e| {
+        if let Some(cg) = &cgroup {
+            cg.remove();
+        }
+        LauncherError::Supervise(SuperviseError::Subreaper(e))
+    })?;
+    Ok((cgroup, guardian))
+}
+
+fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> {
+    let session = plan.session;
+    // The guardian stands down when this returns, however it returns.
+    let (cgroup, _guardian) = enclose(plan)?;
     // danger-full-access has no runner to check the binding: the launcher does, here,
     // and the child once more on the file it executes.
     let verified = match plan.binding {
@@ -813,17 +864,25 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
         None => None,
     };
     let verified = verified.as_ref();
-    let (child, cgroup) = match spawn(plan, cgroup.as_ref(), session, verified) {
-        Ok(child) => (child, cgroup),
+    // Limits the cgroup holds are written into it now; the rest are set in the child.
+    let applied = limits::apply(&plan.limits, cgroup.as_ref()).inspect_err(|_| {
+        if let Some(cg) = &cgroup {
+            cg.remove();
+        }
+    })?;
+    let (child, cgroup, applied) = match spawn(plan, cgroup.as_ref(), session, verified, &applied) {
+        Ok(child) => (child, cgroup, applied),
         // Creating the command inside the group failed (nothing ran): with automatic
         // containment, start it without the group.
         Err(SpawnError::Join(_)) if plan.containment == Containment::Auto => {
             if let Some(cg) = &cgroup {
                 cg.remove();
             }
-            let child =
-                spawn(plan, None, session, verified).map_err(|e| spawn_error(plan, verified, e))?;
-            (child, None)
+            // What the group would have held falls back to resource limits.
+            let applied = limits::apply(&plan.limits, None)?;
+            let child = spawn(plan, None, session, verified, &applied)
+                .map_err(|e| spawn_error(plan, verified, e))?;
+            (child, None, applied)
         }
         Err(e) => {
             if let Some(cg) = &cgroup {
@@ -882,6 +941,7 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
         buf: vec![0u8; 64 * 1024],
         killing_since: None,
         gave_up: None,
+        limits: applied.held,
     };
     loop {
         sup.on_children();

@@ -24,6 +24,7 @@
 //! normally (`PATH`, `HOME`, `LANG`, `LC_*`, `TERM`, `USER`) survive.
 
 mod values;
+pub mod withheld;
 
 use std::ffi::{OsStr, OsString};
 

@@ -336,11 +336,12 @@ const SYSTEM_V: &[i64] = &[
     libc::SYS_semctl,
 ];
 
-/// POSIX message queues, always refused (EPERM): shared with the host without an IPC
-/// namespace; in one of the command's own they are files of its mqueue filesystem,
-/// which Landlock governs and no grant names (the filesystem has no path to grant where
-/// the machine has no `/dev/mqueue` to mount it on), so an open would read as a denied
-/// file access rather than as the refusal it is.
+/// POSIX message queues, refused (EPERM) but in an IPC namespace of the command's own
+/// whose mqueue filesystem the stage mounted on `/dev/mqueue` (see `crate::queues`):
+/// without the namespace they are the host's; in one of the command's own they are files
+/// of its mqueue filesystem, which Landlock governs, so where the machine has no
+/// `/dev/mqueue` to mount it on (and grant) an open would read as a denied file access
+/// rather than as the refusal it is.
 const MESSAGE_QUEUES: &[i64] = &[
     libc::SYS_mq_open,
     libc::SYS_mq_unlink,
@@ -362,6 +363,8 @@ pub struct Own {
     pub network: bool,
     /// An IPC namespace: System V IPC objects are the command's own.
     pub ipc: bool,
+    /// That namespace's message queues mounted and granted on `/dev/mqueue`.
+    pub message_queues: bool,
 }
 
 /// Which system calls have a rule under `policy`, and where each one goes.
@@ -400,7 +403,9 @@ fn rules(policy: &Policy, outside: &Outside, own: Own) -> Vec<(i64, To<Label>)> 
     if !own.ipc {
         rules.extend(eperm(SYSTEM_V));
     }
-    rules.extend(eperm(MESSAGE_QUEUES));
+    if !own.message_queues {
+        rules.extend(eperm(MESSAGE_QUEUES));
+    }
     rules.extend(signals::rules(outside));
     if policy.network() == Network::Deny || !policy.allow_unix_sockets() {
         rules.push((libc::SYS_socket, To::Label(Socket)));

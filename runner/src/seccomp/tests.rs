@@ -1117,7 +1117,7 @@ mod table {
                 &OUTSIDE,
                 Own {
                     network: true,
-                    ipc: false,
+                    ..Own::default()
                 },
             )
             .unwrap(),
@@ -1154,8 +1154,8 @@ mod table {
         let p = policy(Network::Deny, &[], false);
         let shared = program(&p, &OUTSIDE, Own::default()).unwrap();
         let own = Own {
-            network: false,
             ipc: true,
+            ..Own::default()
         };
         let own = program(&p, &OUTSIDE, own).unwrap();
         for (name, nr) in [
@@ -1168,10 +1168,26 @@ mod table {
             assert_eq!(run(&shared, &c), P, "{name} without the namespace");
             assert_eq!(run(&own, &c), A, "{name} in the command's own");
         }
-        // POSIX message queues stay refused: their files are Landlock's to govern.
-        for (name, nr) in [("mq_open", 240), ("mq_timedsend", 242)] {
+        // POSIX message queues stay refused: their files are Landlock's to govern, and
+        // only the namespace's own mqueue filesystem, once granted, lets them through.
+        let queues = Own {
+            ipc: true,
+            message_queues: true,
+            ..Own::default()
+        };
+        let queues = program(&p, &OUTSIDE, queues).unwrap();
+        for (name, nr) in [
+            ("mq_open", 240),
+            ("mq_unlink", 241),
+            ("mq_timedsend", 242),
+            ("mq_timedreceive", 243),
+            ("mq_notify", 244),
+            ("mq_getsetattr", 245),
+        ] {
             let c = call(nr, &[0, 0, 0o600]);
+            assert_eq!(run(&shared, &c), P, "{name} without the namespace");
             assert_eq!(run(&own, &c), P, "{name} in the command's own");
+            assert_eq!(run(&queues, &c), A, "{name} with its queues granted");
         }
     }
 

@@ -1,0 +1,158 @@
+//! Resource limits on `stockade run` (`--max-cpu-time`, `--max-file-size`,
+//! `--max-memory`, `--max-processes`): each holds, the one hit is named where it can be
+//! told, and the same command within the limit runs. Limits are far below the machine's.
+
+mod support;
+use support::*;
+
+fn run_json_args(
+    fx: &Fixture,
+    args: &[&str],
+    script: &str,
+) -> (std::process::Output, serde_json::Value) {
+    let mut cmd = fx.stockade(["run", "--json"]);
+    cmd.args(args).args(["--", "sh", "-c", script]);
+    run_json(&mut cmd)
+}
+
+#[test]
+fn a_cpu_hog_ends_with_its_verdict_with_and_without_the_stage() {
+    for staged in [false, true] {
+        let fx = if staged {
+            Fixture::staged()
+        } else {
+            Fixture::new()
+        };
+        let (_, json) = run_json_args(
+            &fx,
+            &["--max-cpu-time", "1s"],
+            "exec sh -c 'while :; do :; done'",
+        );
+        assert_eq!(json["signal"], "SIGXCPU", "staged {staged}: {json}");
+        assert_eq!(json["limits"]["exceeded"], "cpu-time");
+        assert_eq!(json["limits"]["held"][0]["by"], "rlimit-cpu");
+        // Within the limit: the same kind of loop, bounded, runs to its end.
+        let (out, json) = run_json_args(
+            &fx,
+            &["--max-cpu-time", "30s"],
+            "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done",
+        );
+        assert_code(&out, 0);
+        assert_eq!(json["limits"]["exceeded"], serde_json::Value::Null);
+    }
+}
+
+#[test]
+fn a_file_past_the_size_limit_is_cut_and_named() {
+    let fx = Fixture::new();
+    let (_, json) = run_json_args(
+        &fx,
+        &["--max-file-size", "1M"],
+        "exec head -c 2M /dev/zero > big",
+    );
+    assert_eq!(json["signal"], "SIGXFSZ", "{json}");
+    assert_eq!(json["limits"]["exceeded"], "file-size");
+    assert_eq!(std::fs::metadata(fx.ws.join("big")).unwrap().len(), 1 << 20);
+    let (out, json) = run_json_args(
+        &fx,
+        &["--max-file-size", "1M"],
+        "exec head -c 512K /dev/zero > small",
+    );
+    assert_code(&out, 0);
+    assert_eq!(json["limits"]["exceeded"], serde_json::Value::Null);
+    assert_eq!(
+        std::fs::metadata(fx.ws.join("small")).unwrap().len(),
+        512 << 10
+    );
+}
+
+#[test]
+fn a_memory_hog_fails_while_a_modest_allocation_runs() {
+    let fx = Fixture::new();
+    let hog = "exec perl -e '$x = q(a) x (1024 * 1024 * 1024); print length($x)'";
+    let (out, json) = run_json_args(&fx, &["--max-memory", "256M"], hog);
+    assert_ne!(out.status.code(), Some(0), "{json}");
+    let by = json["limits"]["held"][0]["by"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(by == "cgroup-memory" || by == "rlimit-as", "{by}");
+    if by == "cgroup-memory" {
+        assert_eq!(json["limits"]["exceeded"], "memory");
+    }
+    let modest = "exec perl -e '$x = q(a) x (16 * 1024 * 1024); print length($x)'";
+    let (out, json) = run_json_args(&fx, &["--max-memory", "256M"], modest);
+    assert_code(&out, 0);
+    assert_eq!(json["stdout"]["text"], "16777216");
+}
+
+#[test]
+fn a_fork_bomb_is_held_or_the_limit_is_refused_before_anything_runs() {
+    let fx = Fixture::new();
+    // Forks until refused (at most 300), prints how many it got, leaves them sleeping
+    // (stockade ends them).
+    let bomb = "exec perl -e 'my $n = 0; for (1..300) { my $p = fork; last unless defined $p; if (!$p) { sleep 60; exit } $n++ } print $n'";
+    let mut cmd = fx.stockade([
+        "run",
+        "--json",
+        "--max-processes",
+        "64",
+        "--",
+        "sh",
+        "-c",
+        bomb,
+    ]);
+    let out = cmd.output().unwrap();
+    let held_by_cgroup = out.status.success();
+    if !held_by_cgroup && stockade_tests::is_root() {
+        // Root without a pids controller: RLIMIT_NPROC does not bind root, so nothing
+        // can hold the limit, and nothing runs.
+        assert_code(&out, 125);
+        assert!(
+            text(&out.stderr).contains("--max-processes cannot be held here"),
+            "{}",
+            text(&out.stderr)
+        );
+        return;
+    }
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let forked: u32 = json["stdout"]["text"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(forked < 300 && forked > 0, "{forked} forks");
+    let by = json["limits"]["held"][0]["by"].as_str().unwrap();
+    assert!(by == "cgroup-pids" || by == "rlimit-nproc", "{by}");
+    // The control: without the limit the same loop gets every fork it asks for.
+    let control = bomb.replace("300", "40");
+    let (out, json) = run_json_args(&fx, &[], &control);
+    assert_code(&out, 0);
+    assert_eq!(json["stdout"]["text"], "40");
+}
+
+#[test]
+fn limits_too_small_for_the_sandbox_are_refused_and_run_nothing() {
+    let fx = Fixture::new();
+    for args in [
+        &["--max-memory", "1M"][..],
+        &["--max-file-size", "4K"][..],
+        &["--max-cpu-time", "0s"][..],
+        &["--max-processes", "0"][..],
+    ] {
+        let out = fx
+            .stockade(["run"])
+            .args(args)
+            .args(["--", "touch", "ran"])
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+        assert!(
+            text(&out.stderr).contains(args[0]),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(!fx.ws.join("ran").exists());
+    }
+}
