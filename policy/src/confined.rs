@@ -186,6 +186,7 @@ mod tests {
                     landlock_abi: 4,
                     seccomp: true,
                     namespaces: true,
+                    supervisor: false,
                 },
             ),
             status_path: Some("/run/user/0/stockade/req-x/status".into()),
@@ -225,6 +226,7 @@ mod tests {
             landlock_abi: n,
             seccomp: true,
             namespaces: false,
+            supervisor: false,
         };
         for n in [0, 1, 2] {
             assert_eq!(status_channel(&abi(n)), StatusChannel::InBand);

@@ -34,6 +34,12 @@ pub struct KernelFacts {
     /// with a user namespace when not root. Tried for real, since sysctls, AppArmor and
     /// container seccomp profiles can each refuse them.
     pub namespaces: bool,
+    /// Whether the runner's metadata supervisor can run: a seccomp filter with a user
+    /// notification listener can be installed (Linux 5.0+; refused when a filter above
+    /// already has one, as under another supervisor). Tried for real, and only when the
+    /// namespace stage cannot run; absent from older requests, hence the default.
+    #[serde(default)]
+    pub supervisor: bool,
 }
 
 impl KernelFacts {
@@ -45,6 +51,7 @@ impl KernelFacts {
         self.landlock_abi >= promised.landlock_abi
             && (self.seccomp || !promised.seccomp)
             && (self.namespaces || !promised.namespaces)
+            && (self.supervisor || !promised.supervisor)
     }
 }
 
@@ -62,6 +69,9 @@ pub enum Feature {
     Always,
     /// The namespace stage, or else Landlock at this ABI version: either holds it.
     NamespacesOrLandlockAbi(u32),
+    /// The namespace stage, or else the runner's metadata supervisor (seccomp user
+    /// notification): either holds it.
+    NamespacesOrSupervisor,
 }
 
 impl Feature {
@@ -72,6 +82,7 @@ impl Feature {
             Feature::Namespaces => facts.namespaces,
             Feature::Always => true,
             Feature::NamespacesOrLandlockAbi(n) => facts.namespaces || facts.landlock_abi >= n,
+            Feature::NamespacesOrSupervisor => facts.namespaces || facts.supervisor,
         }
     }
 }
@@ -86,6 +97,7 @@ impl fmt::Display for Feature {
             Feature::NamespacesOrLandlockAbi(n) => {
                 write!(f, "namespace-stage or landlock-abi-{n}")
             }
+            Feature::NamespacesOrSupervisor => f.write_str("namespace-stage or seccomp-notify"),
         }
     }
 }
@@ -139,9 +151,21 @@ impl Asks {
     pub fn wants_stage(&self) -> bool {
         self.stage
             && Guarantee::ALL.iter().any(|g| {
-                g.needs(self) == Feature::Namespaces
-                    && g.requirement(self) != Requirement::NotApplicable
+                // The stage is preferred to the supervisor where both could hold one.
+                matches!(
+                    g.needs(self),
+                    Feature::Namespaces | Feature::NamespacesOrSupervisor
+                ) && g.requirement(self) != Requirement::NotApplicable
             })
+    }
+
+    /// Whether the runner's metadata supervisor has anything to do for this policy where
+    /// the namespace stage does not run.
+    pub fn wants_supervisor(&self) -> bool {
+        Guarantee::ALL.iter().any(|g| {
+            g.needs(self) == Feature::NamespacesOrSupervisor
+                && g.requirement(self) != Requirement::NotApplicable
+        })
     }
 
     /// Whether the stage gives the command a network namespace of its own (as
@@ -218,8 +242,9 @@ pub enum Guarantee {
     /// attribute or ACL written or removed, anywhere (seccomp).
     SetidAndXattrs,
     /// No metadata (mode bits, owner, times) changes outside the writable roots. In
-    /// read-only mode every such call is refused (seccomp); in workspace-write only a
-    /// read-only mount of the rest holds it: the namespace stage.
+    /// read-only mode every such call is refused (seccomp); in workspace-write a
+    /// read-only mount of the rest holds it (the namespace stage), or else the runner's
+    /// supervisor, which decides each metadata call by the object it reaches.
     Metadata,
     /// No call addressed by pid, process group or user (prlimit, setpriority, the
     /// sched_set* calls, ioprio_set, migrate_pages, move_pages, process_madvise, kcmp,
@@ -352,10 +377,11 @@ impl Guarantee {
             Guarantee::Capabilities | Guarantee::Fds => Feature::Always,
             Guarantee::SetidAndXattrs | Guarantee::Processes | Guarantee::Ipc => Feature::Seccomp,
             // Read-only mode refuses every metadata call; workspace-write must allow them
-            // inside the writable roots, and a filter cannot tell where a path leads.
+            // inside the writable roots, and a filter cannot tell where a path leads: the
+            // stage's read-only mounts can, or the supervisor the filter hands them to.
             Guarantee::Metadata => match asks.mode {
                 Mode::ReadOnly => Feature::Seccomp,
-                _ => Feature::Namespaces,
+                _ => Feature::NamespacesOrSupervisor,
             },
             Guarantee::HiddenPaths => Feature::LandlockAbi(1),
             Guarantee::ProtectedPaths
@@ -563,11 +589,16 @@ fn note(
     asks: &Asks,
     status: GuaranteeStatus,
     metadata_held: bool,
+    staged: bool,
 ) -> Option<String> {
     if guarantee == Guarantee::Capabilities && asks.mode.is_confined() {
         return kept_capabilities_note(asks.keep_capabilities, metadata_held);
     }
     let text = match (guarantee, asks.mode, status) {
+        // Held by the runner's supervisor instead of the stage's mounts.
+        (Guarantee::Metadata, Mode::WorkspaceWrite, GuaranteeStatus::Enforced) if !staged => Some(
+            "outside the writable roots and on protected paths, by path or descriptor: without the namespace stage the runner's supervisor receives every mode, owner and time change (seccomp user notification), finds the object itself and makes the change only inside the writable roots, on the object it checked; descriptors on private objects (pipes, sockets, deleted files) are the command's own; a process still running after the command has exited gets ENOSYS for these calls; chattr's ioctls and file_setattr are refused (EOPNOTSUPP)",
+        ),
         // The writable roots' own directories are the roots' (inside them), so no mount
         // holds their mode or owner; for a shared one the caller owns, the change is
         // undone, not prevented (see `stage_report`).
@@ -643,7 +674,7 @@ pub fn report(asks: &Asks, facts: &KernelFacts) -> BTreeMap<String, GuaranteeRep
                     status,
                     required: a.requirement == Requirement::Required,
                     needs: a.needs.to_string(),
-                    note: note(a.guarantee, asks, status, metadata_held),
+                    note: note(a.guarantee, asks, status, metadata_held, facts.namespaces),
                 },
             )
         })
@@ -659,6 +690,7 @@ mod tests {
             landlock_abi: n,
             seccomp: true,
             namespaces: true,
+            supervisor: false,
         }
     }
 
@@ -709,6 +741,7 @@ mod tests {
             landlock_abi: 7,
             seccomp: false,
             namespaces: true,
+            supervisor: false,
         };
         let ModeVerdict::Unavailable { missing } = verdict(&defaults(Mode::ReadOnly), &facts)
         else {
@@ -750,7 +783,7 @@ mod tests {
         );
         let r = report(&asks, &unstaged);
         assert_eq!(r["metadata"].status, GuaranteeStatus::Unavailable);
-        assert_eq!(r["metadata"].needs, "namespace-stage");
+        assert_eq!(r["metadata"].needs, "namespace-stage or seccomp-notify");
         assert!(!r["metadata"].required);
         for held in ["setidAndXattrs", "processes", "ipc"] {
             assert_eq!(r[held].status, GuaranteeStatus::Enforced, "{held}");
@@ -760,6 +793,52 @@ mod tests {
         let r = report(&defaults(Mode::ReadOnly), &abi(TESTED_LANDLOCK_ABI));
         assert_eq!(r["metadata"].status, GuaranteeStatus::Enforced);
         assert_eq!(r["metadata"].needs, "seccomp");
+    }
+
+    #[test]
+    fn the_supervisor_holds_metadata_where_the_stage_does_not_run() {
+        let asks = defaults(Mode::WorkspaceWrite);
+        let supervised = KernelFacts {
+            namespaces: false,
+            supervisor: true,
+            ..abi(TESTED_LANDLOCK_ABI)
+        };
+        let r = report(&asks, &supervised);
+        assert_eq!(r["metadata"].status, GuaranteeStatus::Enforced);
+        assert!(
+            r["metadata"]
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("supervisor")
+        );
+        // Protected paths still need the stage's read-only binds: partial.
+        assert_eq!(r["protectedPaths"].status, GuaranteeStatus::Unavailable);
+        assert_eq!(
+            verdict(&asks, &supervised),
+            ModeVerdict::Confined(Enforcement::Partial)
+        );
+        // Without protected paths asked for (--no-stage): full.
+        let no_stage = Asks {
+            stage: false,
+            protect: Requirement::NotApplicable,
+            ..asks
+        };
+        assert_eq!(
+            verdict(&no_stage, &supervised),
+            ModeVerdict::Confined(Enforcement::Full)
+        );
+        assert!(no_stage.wants_supervisor() && !no_stage.wants_stage());
+        // A runner that could not install it gives less than promised.
+        let unsupervised = KernelFacts {
+            supervisor: false,
+            ..supervised
+        };
+        assert!(!unsupervised.covers(&supervised));
+        // The stage is still preferred where it can run, and read-only mode needs
+        // neither.
+        assert!(asks.wants_stage());
+        assert!(!defaults(Mode::ReadOnly).wants_supervisor());
     }
 
     #[test]
@@ -821,6 +900,7 @@ mod tests {
             landlock_abi: 7,
             seccomp: false,
             namespaces: true,
+            supervisor: false,
         };
         let all = [abi(0), abi(1), abi(3), abi(5), abi(6), abi(7), no_seccomp];
         for asks in [
@@ -948,6 +1028,7 @@ mod tests {
             landlock_abi: abi,
             seccomp: true,
             namespaces,
+            supervisor: false,
         };
         let status = |facts: &KernelFacts, g: Guarantee| report(&asks, facts)[g.name()].status;
         assert!(asks.wants_stage(), "the network namespace is the stage's");

@@ -85,6 +85,7 @@ pub mod session;
 pub mod stage;
 pub mod stage_report;
 pub mod status;
+pub mod supervision;
 pub mod trust;
 
 pub use mode::Mode;

@@ -637,6 +637,7 @@ mod tests {
                 landlock_abi: 7,
                 seccomp: true,
                 namespaces: true,
+                supervisor: false,
             },
             status_path: Some("/run/user/0/stockade/req-1/status".into()),
             inherit: Inherit {

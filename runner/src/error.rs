@@ -123,6 +123,8 @@ pub enum RunnerError {
     Landlock(LandlockError),
     /// The seccomp filter could not be built or installed.
     Seccomp(SeccompError),
+    /// The metadata supervisor could not start, or its filter not be installed.
+    Notify(crate::notify::NotifyError),
     /// A capability set could not be emptied.
     Capabilities(CapsError),
     /// Inherited descriptors could not be kept from the target.
@@ -194,7 +196,7 @@ impl RunnerError {
             RunnerError::Unavailable { .. } => FailureKind::SandboxUnavailable,
             RunnerError::LessThanPromised { .. } => FailureKind::LessThanReported,
             RunnerError::Landlock(_) => FailureKind::Landlock,
-            RunnerError::Seccomp(_) => FailureKind::Seccomp,
+            RunnerError::Seccomp(_) | RunnerError::Notify(_) => FailureKind::Seccomp,
             RunnerError::Capabilities(_) => FailureKind::Capabilities,
             RunnerError::Fds(_) => FailureKind::Fds,
             RunnerError::KeepFdNotOpen { .. } => FailureKind::KeepFdNotOpen,
@@ -324,6 +326,7 @@ impl fmt::Display for RunnerError {
             } => less_than_promised(f, promised, achieved, missing, stage_missing.as_deref()),
             RunnerError::Landlock(e) => write!(f, "landlock: {e}"),
             RunnerError::Seccomp(e) => write!(f, "seccomp filter: {e}"),
+            RunnerError::Notify(e) => write!(f, "{e}"),
             RunnerError::Capabilities(e) => write!(f, "capabilities: {e}"),
             RunnerError::Fds(e) => {
                 write!(f, "cannot keep inherited descriptors from the target: {e}")
@@ -413,6 +416,7 @@ impl std::error::Error for RunnerError {
             RunnerError::Invalid(e) => Some(e),
             RunnerError::Landlock(e) => Some(e),
             RunnerError::Seccomp(e) => Some(e),
+            RunnerError::Notify(e) => Some(e),
             RunnerError::Capabilities(e) => Some(e),
             RunnerError::Fds(e) => Some(e),
             _ => None,
@@ -484,11 +488,13 @@ mod tests {
                     landlock_abi: 7,
                     seccomp: true,
                     namespaces: false,
+                    supervisor: false,
                 },
                 achieved: KernelFacts {
                     landlock_abi: 5,
                     seccomp: true,
                     namespaces: false,
+                    supervisor: false,
                 },
                 missing: vec![],
                 stage_missing: None,

@@ -36,6 +36,7 @@ mod exec;
 mod explain;
 mod fds;
 mod mask;
+mod notify;
 mod queues;
 mod request_file;
 mod roots;
@@ -194,7 +195,12 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     // Who is outside is known now, before the session changes: the parent and its group,
     // and, where Landlock will not scope signals to the sandbox, every ancestor.
     let scoped = ruleset::kernel_abi() >= ruleset::SIGNAL_SCOPE_ABI;
-    let outside = seccomp::Outside::of_parent(new_session, !scoped);
+    let mut outside = seccomp::Outside::of_parent(new_session, !scoped);
+    let supervised = supervised(request);
+    if supervised {
+        // This process, once it has become the supervisor: the command's parent.
+        outside.supervisor = Some(nix::unistd::getpid().as_raw());
+    }
     // With the network denied under the stage, the command's network namespace of its
     // own holds the network (a stage that did not run is refused below, before anything
     // starts): its loopback is the command's, and nothing else is there.
@@ -216,6 +222,15 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
         message_queues: queues.is_some(),
     };
     let filter = seccomp::program(policy, &outside, own)?;
+    // Without the stage, the supervisor holds metadata: the runner's process becomes it
+    // here, and what follows runs in its child, which becomes the command. The session
+    // and who is outside were judged above, by the process the executor spawned: the
+    // supervisor leads (or shares) the command's group as the runner did, so only its
+    // pid is added to those the command may not signal.
+    let handoff = match supervised {
+        true => Some(notify::split(policy)?),
+        false => None,
+    };
     enter_cwd(request)?;
     session::apply(new_session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
@@ -224,12 +239,18 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     let landlock_abi = ruleset::restrict(policy, netns, staged, queues)?;
     caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
+    seccomp::install(&filter)?;
+    // Beside the main filter (both judge every call; the main one's refusals win).
+    let supervisor = match handoff {
+        Some(handoff) => handoff.install().map(|()| true)?,
+        None => false,
+    };
     let achieved = KernelFacts {
         landlock_abi,
         seccomp: true,
         namespaces: staged,
+        supervisor,
     };
-    seccomp::install(&filter)?;
     // Judge what the kernel actually gave, with the same rules the launcher used to
     // report enforcement to the executor. Reaching here means the filter is installed.
     let enforcement = judge(&Asks::of(policy), &achieved, request).map_err(|e| match e {
@@ -258,14 +279,24 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     })
 }
 
+/// Whether the metadata supervisor holds metadata for this request: the launcher found
+/// it possible and promised it (only where the stage does not run), and the policy has
+/// a use for it (workspace-write).
+fn supervised(request: &LaunchRequest) -> bool {
+    request.promised.supervisor
+        && !request.promised.namespaces
+        && Asks::of(&request.policy).wants_supervisor()
+}
+
 /// The inherited descriptors through which the target could change metadata outside the
 /// writable roots, where the stage's mounts hold it otherwise (`staged`, workspace-write):
 /// empty when `metadata` is not held anyway, or is held by the filter refusing every
 /// metadata call (read-only mode). Those that can be are opened again through the
 /// read-only mounts first, and are then held like any path.
 fn metadata_open(policy: &stockade_policy::Policy, staged: bool) -> Vec<OpenOutside> {
-    let held_by_mounts =
-        guarantees::Guarantee::Metadata.needs(&Asks::of(policy)) == Feature::Namespaces && staged;
+    let held_by_mounts = guarantees::Guarantee::Metadata.needs(&Asks::of(policy))
+        == Feature::NamespacesOrSupervisor
+        && staged;
     if !held_by_mounts {
         return Vec::new();
     }
@@ -475,6 +506,7 @@ mod tests {
             landlock_abi: abi,
             seccomp: true,
             namespaces: false,
+            supervisor: false,
         }
     }
 

@@ -1034,11 +1034,11 @@ fn read_only_mode_changes_no_metadata_at_all() {
     for args in cases {
         assert_eq!(attack(&fx, DANGER, &[], args), "ok", "control {args:?}");
     }
-    // Workspace-write cannot refuse them outside the writable roots without a read-only
-    // mount, and says so instead of claiming it.
+    // Workspace-write without the stage refuses them outside the writable roots through
+    // the runner's supervisor (tests/tests/supervised_metadata.rs), and says so.
     let c = fx.confine(&["--", "true"]);
-    assert_eq!(c["guarantees"]["metadata"]["status"], "unavailable");
-    assert_eq!(c["enforcement"], "partial");
+    assert_eq!(c["guarantees"]["metadata"]["status"], "enforced");
+    assert_eq!(c["enforcement"], "full");
     let c = fx.confine(&["--mode", RO, "--", "true"]);
     assert_eq!(c["guarantees"]["metadata"]["status"], "enforced");
 }

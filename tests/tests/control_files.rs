@@ -469,13 +469,26 @@ fn a_status_file_the_command_changed_is_tampering_never_a_runner_failure() {
 fn a_back_dated_private_directory_survives_the_sweep_and_keeps_its_record() {
     let fx = Fixture::new();
     let base = fx.runtime.join("stockade");
-    // The attack: back-date its own private directory (and the sweep stamp, so the next
-    // confine sweeps), then forge a runner failure.
-    let attack = format!(
-        "for d in {b}/req-*; do touch -d @0 \"$d\" \"$d/status\"; done; touch -d @0 {b}/.swept; {FORGE}",
-        b = base.display()
-    );
-    let c = confine_sh(&fx, &attack);
+    // The attack: back-date the private directory (and the sweep stamp, so the next
+    // confine sweeps), then forge a runner failure. The command itself cannot change
+    // those times (metadata outside the writable roots is held: by the stage's mounts,
+    // or here by the runner's supervisor), so another process of the user does it.
+    let c = confine_sh(&fx, FORGE);
+    let epoch = std::time::UNIX_EPOCH;
+    for p in [private_dir(&c), status_path(&c)] {
+        std::fs::File::open(&p)
+            .unwrap()
+            .set_modified(epoch)
+            .unwrap();
+    }
+    std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(base.join(".swept"))
+        .unwrap()
+        .set_modified(epoch)
+        .unwrap();
     let out = spawn_argv(&c);
     assert_code(&out, 125);
     // A concurrent confine sweeps: ages come from names, so the directory stays.

@@ -274,16 +274,23 @@ fn metadata_through_a_directory_file_device_terminal_or_fifo_outside_the_roots_i
 }
 
 #[test]
-fn without_the_stage_or_unconfined_metadata_through_them_changes() {
-    // The controls: without the stage's read-only mounts (metadata is reported
-    // unavailable there) and unconfined, the very same calls change this test's objects.
-    for flags in [&["--no-stage"][..], &["--mode", "danger-full-access"]] {
-        let fx = Fixture::staged();
-        for (what, path, file) in reopenable_objects(&fx) {
-            let (answer, _) = fd_metadata_on(&fx, flags, file);
-            assert_eq!(answer, "ok", "{what} {flags:?}");
-            assert_eq!(mode_and_mtime(&path).0, 0o600, "{what} {flags:?}");
-        }
+fn without_the_stage_the_supervisor_refuses_them_and_unconfined_they_change() {
+    // Without the stage's read-only mounts the runner's supervisor judges the object a
+    // descriptor holds (tests/tests/supervised_metadata.rs): refused outside the roots.
+    let fx = Fixture::staged();
+    for (what, path, file) in reopenable_objects(&fx) {
+        let before = mode_and_mtime(&path);
+        let (answer, sandbox) = fd_metadata_on(&fx, &["--no-stage"], file);
+        assert_eq!(answer, "errno EPERM", "{what}");
+        assert_eq!(mode_and_mtime(&path), before, "{what}");
+        assert_eq!(sandbox["enforcement"], "full", "{what}: {sandbox}");
+    }
+    // The control: unconfined, the very same calls change this test's objects.
+    let fx = Fixture::staged();
+    for (what, path, file) in reopenable_objects(&fx) {
+        let (answer, _) = fd_metadata_on(&fx, &["--mode", "danger-full-access"], file);
+        assert_eq!(answer, "ok", "{what}");
+        assert_eq!(mode_and_mtime(&path).0, 0o600, "{what}");
     }
 }
 
@@ -320,7 +327,7 @@ fn a_terminal_opened_again_still_reads_writes_and_takes_modes() {
     .unwrap();
     let before = mode_and_mtime(&pts);
     let script = "test -t 0 && test -t 1 && stty sane && echo on-terminal && \
-                  ! chmod 600 /proc/self/fd/1 2>/dev/null && ! touch /dev/stderr 2>/dev/null";
+                  ! chmod 600 /proc/self/fd/1 2>/dev/null && ! touch -d @1000000000 /dev/stderr 2>/dev/null";
     let c = fx.confine(&["--", "sh", "-c", script]);
     let argv = confined_argv(&c);
     let status = Command::new(&argv[0])
@@ -333,7 +340,11 @@ fn a_terminal_opened_again_still_reads_writes_and_takes_modes() {
         .unwrap();
     assert_eq!(status.code(), Some(0), "{}", drain(&controller));
     assert!(drain(&controller).contains("on-terminal"));
-    assert_eq!(mode_and_mtime(&pts), before, "the terminal changed");
+    // A write to a terminal moves its modification time on its own (at the kernel's
+    // coarse steps), so the attack sets a time of its own that no write could give.
+    let (mode, mtime) = mode_and_mtime(&pts);
+    assert_eq!(mode, before.0, "the terminal's mode changed");
+    assert_ne!(mtime, 1_000_000_000, "the terminal's time was set");
     let v = classify_ok(&fx, &c);
     assert_eq!(v["enforcement"], "full", "{v}");
     assert!(v.get("metadataOpen").is_none(), "{v}");
@@ -413,14 +424,14 @@ fn pipes_files_in_the_workspace_and_a_null_stdin_keep_metadata_enforced() {
 }
 
 #[test]
-fn without_the_stage_nothing_is_named_since_metadata_is_not_held_anyway() {
-    // The runner looks only where the mounts would hold metadata: here the guarantee is
-    // already unavailable (and the run partial) whatever the descriptors are.
+fn without_the_stage_nothing_is_named_since_the_supervisor_holds_them() {
+    // The runner looks only where the mounts would hold metadata: without the stage the
+    // supervisor judges every descriptor's object, and the run is full.
     let fx = Fixture::new();
     let outside = fx.outside.join("stdin-file");
     std::fs::write(&outside, "x\n").unwrap();
     let json = run_with_stdin(&fx, std::fs::File::open(&outside).unwrap().into(), "true");
-    assert_eq!(json["sandbox"]["enforcement"], "partial", "{json}");
+    assert_eq!(json["sandbox"]["enforcement"], "full", "{json}");
     assert!(json["sandbox"].get("metadataOpen").is_none(), "{json}");
 }
 

@@ -16,7 +16,7 @@ fn confine_prints_the_contract_and_its_argv_runs_later_in_another_process() {
         "echo hi > made; echo done",
     ]);
     assert_eq!(v["mode"], "workspace-write");
-    assert_eq!(v["enforcement"], "partial"); // workspace-write: `metadata`
+    assert_eq!(v["enforcement"], "full"); // --no-stage: metadata held by the supervisor
     assert_eq!(v["denialSignatures"][0], "permission denied");
     assert_eq!(
         v["runnerFailureRules"][0]["allowedExitCodes"],

@@ -603,7 +603,8 @@ fn the_proxy_host_has_room_for_its_tunnels_and_the_command_keeps_its_own_limit()
         "--",
         "sh",
         "-c",
-        "ulimit -Sn; grep 'Max open files' /proc/$PPID/limits | awk '{print $4}'",
+        // The runner's supervisor, where it runs, comes between.
+        "l=$PPID; [ \"$(cat /proc/$l/comm)\" = stockade-runner ] && l=$(cut -d' ' -f4 /proc/$l/stat); ulimit -Sn; grep 'Max open files' /proc/$l/limits | awk '{print $4}'",
     ]);
     // SAFETY: setrlimit in the forked child before exec, on its own limits.
     unsafe {

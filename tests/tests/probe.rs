@@ -45,16 +45,21 @@ fn probe_json_reports_this_kernel_and_full_enforcement() {
     assert_eq!(k["legacyTiocsti"], tiocsti);
     assert!(!k["release"].as_str().unwrap().is_empty());
     assert_eq!(p["testedLandlockAbi"], 7);
-    // Workspace-write holds metadata outside the writable roots only with the namespace
-    // stage: full where the stage can run (this machine), partial where it cannot.
+    // Workspace-write holds metadata outside the writable roots with the namespace stage
+    // or, where it cannot run, the runner's supervisor: full where the stage can run
+    // (this machine), partial where it cannot (protected paths need it).
     let ww = &p["modes"]["workspace-write"];
     let staged = k["namespaces"]["available"] == true;
     assert_eq!(ww["verdict"], if staged { "full" } else { "partial" });
+    let held = staged || k["seccompNotify"] == true;
     assert_eq!(
         ww["guarantees"]["metadata"]["status"],
-        if staged { "enforced" } else { "unavailable" }
+        if held { "enforced" } else { "unavailable" }
     );
-    assert_eq!(ww["guarantees"]["metadata"]["needs"], "namespace-stage");
+    assert_eq!(
+        ww["guarantees"]["metadata"]["needs"],
+        "namespace-stage or seccomp-notify"
+    );
     assert_eq!(ww["guarantees"]["metadata"]["required"], false);
     let ro = &p["modes"]["read-only"];
     assert_eq!(ro["verdict"], "full");
@@ -132,7 +137,7 @@ fn confined_argv_names_each_guarantee_and_both_denial_dialects() {
     assert_eq!(c["guarantees"]["network"]["status"], "not-requested");
     assert_eq!(c["guarantees"]["unixSockets"]["status"], "not-requested");
     assert_eq!(c["guarantees"]["syscallFilter"]["status"], "enforced");
-    assert_eq!(c["enforcement"], "partial"); // workspace-write: `metadata`
+    assert_eq!(c["enforcement"], "full"); // --no-stage: metadata held by the supervisor
     // TCP port rules need Landlock ABI 4.
     let c = fx.confine(&["--allow-tcp-connect", "443", "--", "true"]);
     assert_eq!(c["guarantees"]["network"]["needs"], "landlock-abi-4");

@@ -113,7 +113,7 @@ fn a_confined_run_records_confined_and_classify_consumes_the_private_directory()
     // The runner added nothing to the target's streams, and reported out of band.
     assert_eq!(text(&out.stdout), "out\n");
     assert_eq!(text(&out.stderr), "err\n");
-    assert_eq!(status_text(&c), "stockade-status 1 confined partial\n");
+    assert_eq!(status_text(&c), "stockade-status 1 confined full\n");
     let mut v = classify(&fx, &c, &out);
     // The receipt fields an executor's process allows (tests/receipts.rs has the rest).
     let receipt = v.as_object_mut().unwrap().remove("receipt").unwrap();
@@ -129,7 +129,7 @@ fn a_confined_run_records_confined_and_classify_consumes_the_private_directory()
         v,
         serde_json::json!({
             "contract": 2, "outcome": "ok", "mode": "workspace-write", "denied": false,
-            "runnerFailed": false, "detail": null, "enforcement": "partial",
+            "runnerFailed": false, "detail": null, "enforcement": "full",
             "evidence": "status-channel", "denials": []
         })
     );
@@ -156,7 +156,7 @@ fn a_forged_runner_failure_after_confinement_is_an_ordinary_failure() {
     assert_eq!(v["outcome"], "failed", "{v}");
     assert_eq!(v["runnerFailed"], false);
     assert_eq!(v["evidence"], "status-channel");
-    assert_eq!(v["enforcement"], "partial");
+    assert_eq!(v["enforcement"], "full");
 
     // Without a status record (here one expired: a private directory whose name says it
     // is older than the sweep age, and which is gone), the same facts are judged by the
@@ -195,7 +195,7 @@ fn the_command_cannot_write_the_status_file_by_path() {
     let out = spawn_argv(&c);
     assert_code(&out, 9);
     assert!(text(&out.stderr).contains("Permission denied"), "{out:?}");
-    assert_eq!(status_text(&c), "stockade-status 1 confined partial\n");
+    assert_eq!(status_text(&c), "stockade-status 1 confined full\n");
     let v = classify(&fx, &c, &out);
     assert_eq!(v["outcome"], "denied");
     assert_eq!(v["evidence"], "status-channel");
@@ -298,7 +298,7 @@ fn exit_126_and_127_after_confinement_are_the_commands_failures() {
         let out = spawn_argv(&c);
         assert_code(&out, code);
         runner_failure_line(&out);
-        assert_eq!(status_text(&c), "stockade-status 1 confined partial\n");
+        assert_eq!(status_text(&c), "stockade-status 1 confined full\n");
         let v = classify(&fx, &c, &out);
         assert_eq!(v["outcome"], "failed", "{v}");
         assert_eq!(v["runnerFailed"], false);

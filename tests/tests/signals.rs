@@ -97,9 +97,12 @@ fn pidfd_send_signal_is_not_implemented_in_the_sandbox() {
 /// Stops the launcher, probes its group and everyone, then sleeps past the timeout.
 /// `$SIG` is the signal for the launcher: STOP when confined, 0 in the control (a real
 /// stop there would stop the test's own launcher).
+/// Without the stage in workspace-write the command's parent is the runner's own
+/// supervisor: the launcher is the one above it.
 const AT_THE_LAUNCHER: &str = r#"
-kill -$SIG $PPID; echo stop=$?
-pg=$(cut -d' ' -f5 /proc/$PPID/stat)
+l=$PPID; [ "$(cat /proc/$l/comm)" = stockade-runner ] && l=$(cut -d' ' -f4 /proc/$l/stat)
+kill -$SIG $l; echo stop=$?
+pg=$(cut -d' ' -f5 /proc/$l/stat)
 kill -0 -$pg; echo group=$?
 sleep 1000 & kill -0 -1; echo all=$?
 sleep 1001

@@ -286,16 +286,30 @@ fn a_status_record_the_command_changed_is_a_marker_not_a_silent_run() {
         err.ends_with("[sandbox: file access denied under workspace-write mode]\n"),
         "{err}"
     );
-    // The attack: the same denial after making its own status record unreadable.
+    // The attack: the same denial after making its own status record unreadable. The
+    // runner's supervisor refuses that chmod without the stage; taken away (`no-notify`,
+    // as under another supervisor) the change goes through and must be marked.
     let base = fx.runtime.join("stockade");
-    let out = fx.run_sh(
-        "workspace-write",
-        &format!(
-            "chmod 000 {}/req-*/status && echo changed; {}",
-            base.display(),
-            denied_write(&fx)
-        ),
+    let script = format!(
+        "chmod 000 {}/req-*/status && echo changed; {}",
+        base.display(),
+        denied_write(&fx)
     );
+    let out = fx
+        .stockade_masked(
+            Some("no-notify"),
+            [
+                "run",
+                "--mode",
+                "workspace-write",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        )
+        .output()
+        .unwrap();
     assert_code(&out, 1);
     assert_eq!(text(&out.stdout), "changed\n", "the chmod was refused");
     let err = text(&out.stderr);
@@ -330,7 +344,10 @@ fn a_network_record_the_command_changed_is_tampering_not_no_refusal() {
             args.push("--json");
         }
         args.extend(["--allow-domain", "allowed.test", "--", "sh", "-c", script]);
-        fx.stockade(args).output().unwrap()
+        // Without the supervisor (`no-notify`), which would refuse the chmod.
+        fx.stockade_masked(Some("no-notify"), args)
+            .output()
+            .unwrap()
     };
     let refused = "[sandbox: network access to denied.test:443 denied]";
     // Control: the refusal is reported.
@@ -357,7 +374,23 @@ fn a_network_record_the_command_changed_is_tampering_not_no_refusal() {
     assert_eq!(json["sandbox"]["tampered"], true, "{json}");
     // On the confine path: classify says tampered; its control names the refusal.
     let classify = |script: &str| {
-        let c = fx.confine(&["--allow-domain", "allowed.test", "--", "sh", "-c", script]);
+        let out = fx
+            .stockade_masked(
+                Some("no-notify"),
+                [
+                    "confine",
+                    "--allow-domain",
+                    "allowed.test",
+                    "--",
+                    "sh",
+                    "-c",
+                    script,
+                ],
+            )
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+        let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let out = spawn_argv(&c);
         assert_code(&out, 0);
         let out = classify_saved(&fx, &c, &["--exit-code", "0"]);

@@ -22,6 +22,7 @@ pub fn run(file: &Path, paths: &[PathBuf]) -> Result<i32, LauncherError> {
     let setup = Setup {
         landlock_abi: request.promised.landlock_abi,
         staged: policy.stage() && request.promised.namespaces,
+        supervised: request.promised.supervisor,
     };
     let mut out = format!(
         "mode {}, Landlock ABI {}, {} (answers of the policy model)\n",

@@ -25,6 +25,7 @@ pub fn basic_kernel_facts() -> KernelFacts {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),
         namespaces: false,
+        supervisor: false,
     }
 }
 
@@ -33,12 +34,67 @@ pub fn basic_kernel_facts() -> KernelFacts {
 /// success is remembered for a minute in the control base `base`
 /// (`stage::available_remembered`).
 pub fn kernel_facts(asks: &Asks, base: &std::path::Path) -> KernelFacts {
+    let namespaces = asks.wants_stage()
+        && crate::stage::available_remembered(true, asks.own_network(), base).is_ok();
     KernelFacts {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),
-        namespaces: asks.wants_stage()
-            && crate::stage::available_remembered(true, asks.own_network(), base).is_ok(),
+        namespaces,
+        // Only where the stage does not run: it holds the same and more.
+        supervisor: !namespaces && asks.wants_supervisor() && seccomp_notify(),
     }
+}
+
+/// Whether the runner's metadata supervisor can run here: a short-lived child installs
+/// an allow-all seccomp filter with a user-notification listener, where Yama lets an
+/// ancestor read its descendants' memory. Tried for real: the
+/// kernel refuses a second listener below one (`EBUSY`, as under another supervisor),
+/// and a container's profile may refuse `seccomp` itself.
+pub fn seccomp_notify() -> bool {
+    // The supervisor reads its command's memory as an ancestor without capabilities:
+    // Yama's scope 2 and 3 (admin-only attach, or none) refuse that, and every change
+    // would be refused.
+    if read_sysctl("/proc/sys/kernel/yama/ptrace_scope").is_some_and(|scope| scope >= 2) {
+        return false;
+    }
+    // SAFETY: the child only makes raw system calls and `_exit`s; the launcher is
+    // single-threaded where facts are gathered, and the child touches no lock.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let allow = libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        };
+        let prog = libc::sock_fprog {
+            len: 1,
+            filter: &allow as *const libc::sock_filter as *mut libc::sock_filter,
+        };
+        // SAFETY: prctl takes plain numbers; `prog` and `allow` live across seccomp,
+        // which copies them; `_exit` ends the child without running anything of ours.
+        unsafe {
+            let ok = libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+                && libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                    &prog as *const libc::sock_fprog,
+                ) >= 0;
+            libc::_exit(if ok { 0 } else { 1 })
+        }
+    }
+    if pid < 0 {
+        return false;
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked, writing its status into `status`.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return false;
+        }
+    }
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
 
 /// The Landlock ABI version, 0 when Landlock is not built in or not enabled.
@@ -93,6 +149,9 @@ struct Kernel {
     seccomp: bool,
     /// Whether the namespace stage can run here, and if not, why.
     namespaces: Namespaces,
+    /// Whether the runner's metadata supervisor can run (seccomp user notification),
+    /// tried only where the namespace stage cannot run (`false` otherwise).
+    seccomp_notify: bool,
     user_namespaces: bool,
     /// `dev.tty.legacy_tiocsti`; `null` on kernels without the switch (TIOCSTI always on).
     legacy_tiocsti: Option<bool>,
@@ -161,6 +220,7 @@ fn gather() -> Probe {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),
         namespaces: stage.is_ok(),
+        supervisor: stage.is_err() && seccomp_notify(),
     };
     let release = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
@@ -193,6 +253,7 @@ fn gather() -> Probe {
                 available: stage.is_ok(),
                 cause: stage.err(),
             },
+            seccomp_notify: facts.supervisor,
             user_namespaces: user_namespaces(),
             legacy_tiocsti: read_sysctl("/proc/sys/dev/tty/legacy_tiocsti").map(|v| v != 0),
         },
@@ -226,6 +287,16 @@ fn table(p: &Probe) -> String {
             ),
         }
     );
+    if k.namespaces.cause.is_some() {
+        let _ = writeln!(
+            o,
+            "seccomp notify   {}",
+            match k.seccomp_notify {
+                true => "yes (the runner's supervisor holds metadata without the stage)",
+                false => "no",
+            }
+        );
+    }
     let _ = writeln!(
         o,
         "user namespaces  {} (sysctls; root needs none)",

@@ -55,6 +55,7 @@ pub(super) struct Layout {
     /// The stage's mount points, in the order they are made (none without it).
     mounts: Vec<(PathBuf, MountKind)>,
     pub(super) staged: bool,
+    workspace: PathBuf,
 }
 
 impl Layout {
@@ -95,6 +96,7 @@ impl Layout {
             protected,
             mounts: Vec::new(),
             staged,
+            workspace: policy.workspace().to_path_buf(),
         };
         if staged {
             layout.mounts = layout.stage_mounts(policy);
@@ -165,12 +167,16 @@ impl Layout {
     }
 
     /// The innermost writable root holding `p`.
-    fn root_of(&self, p: &Path) -> Option<&Path> {
+    pub(super) fn root_of(&self, p: &Path) -> Option<&Path> {
         self.roots
             .iter()
             .filter(|r| p.starts_with(r))
             .max_by_key(|r| r.components().count())
             .map(PathBuf::as_path)
+    }
+
+    pub(super) fn workspace(&self) -> &Path {
+        &self.workspace
     }
 
     /// Whether the policy lets a command write at `p` (beneath a root, or `/dev/null`).

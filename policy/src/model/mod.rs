@@ -143,6 +143,10 @@ pub enum Refusal {
     Seccomp,
     /// The seccomp filter's refusal of extended attributes.
     SeccompXattr,
+    /// The runner's metadata supervisor, without the stage: a mode, owner or time change
+    /// outside the writable roots, on a protected path, or on a shared root's own
+    /// directory.
+    Supervisor,
 }
 
 impl Refusal {
@@ -158,6 +162,7 @@ impl Refusal {
             Refusal::Mask => &[EACCES, EROFS, EXDEV, EBUSY],
             Refusal::Seccomp => &[EPERM],
             Refusal::SeccompXattr => &[EOPNOTSUPP],
+            Refusal::Supervisor => &[EPERM],
         }
     }
 
@@ -176,6 +181,9 @@ impl Refusal {
             Refusal::Mask => "the namespace stage's empty mount over a hidden path",
             Refusal::Seccomp => "the seccomp filter (no metadata changes in read-only mode)",
             Refusal::SeccompXattr => "the seccomp filter (no extended attributes)",
+            Refusal::Supervisor => {
+                "the runner's metadata supervisor (outside the writable roots, a protected path or a shared root's own directory)"
+            }
         }
     }
 }
@@ -253,6 +261,9 @@ pub struct Setup {
     pub landlock_abi: u32,
     /// Whether the namespace stage runs (the policy allows it and the machine can).
     pub staged: bool,
+    /// Whether the runner's metadata supervisor (seccomp user notification) judges mode,
+    /// owner and time changes: where the stage does not run and the kernel lets it.
+    pub supervised: bool,
 }
 
 /// A policy, a tree and a set-up, ready to answer.
@@ -277,6 +288,7 @@ impl<'a> Model<'a> {
             layout: &self.layout,
             tree: self.tree,
             abi: self.setup.landlock_abi,
+            supervised: self.setup.supervised && !self.layout.staged,
         }
         .answer(path, op)
     }

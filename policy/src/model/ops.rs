@@ -27,6 +27,8 @@ pub(super) struct Judge<'a> {
     pub(super) layout: &'a Layout,
     pub(super) tree: &'a Tree,
     pub(super) abi: u32,
+    /// Whether the runner's metadata supervisor judges metadata (only without the stage).
+    pub(super) supervised: bool,
 }
 
 impl Judge<'_> {
@@ -183,6 +185,9 @@ impl Judge<'_> {
         if l.masked(t) || self.read_only_mount(t) {
             return refuse(Refusal::ReadOnlyMount);
         }
+        if self.supervised {
+            return self.supervised_metadata(t);
+        }
         if !l.staged && l.protected(t) {
             return Err(Answer::Unenforced(Guarantee::ProtectedPaths));
         }
@@ -190,6 +195,20 @@ impl Judge<'_> {
             return Err(Answer::Unenforced(Guarantee::Metadata));
         }
         Ok(())
+    }
+
+    /// Without the stage, the supervisor's rule: beneath a writable root and not
+    /// protected; a root's own directory only when it is the workspace (a shared root such
+    /// as `/tmp` keeps its mode and owner).
+    fn supervised_metadata(&self, t: &Path) -> Step {
+        let l = self.layout;
+        if l.protected(t) {
+            return refuse(Refusal::Supervisor);
+        }
+        match l.root_of(t) {
+            Some(root) if root != t || root == l.workspace() => Ok(()),
+            _ => refuse(Refusal::Supervisor),
+        }
     }
 
     /// Removing the entry `p` itself (never followed).

@@ -43,6 +43,7 @@ fn ask(mode: Mode, staged: bool, abi: u32, path: &str, op: Op) -> Answer {
     let setup = Setup {
         landlock_abi: abi,
         staged,
+        supervised: false,
     };
     Model::new(&policy(mode), &t, setup).answer(Path::new(path), &op)
 }

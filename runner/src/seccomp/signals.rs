@@ -66,6 +66,10 @@ pub struct Outside {
     /// groups, each refused as a process and as a group; empty where Landlock's signal
     /// scope already keeps them out of reach.
     pub ancestors: Vec<i32>,
+    /// The runner's own metadata supervisor (`crate::notify`), the command's parent
+    /// where it runs: refused as a process only, since its process group is the
+    /// command's own.
+    pub supervisor: Option<i32>,
 }
 
 impl Outside {
@@ -92,6 +96,7 @@ impl Outside {
             } else {
                 Vec::new()
             },
+            supervisor: None,
         }
     }
 
@@ -122,6 +127,7 @@ impl Outside {
         if self.shares_group {
             pids.push(0);
         }
+        pids.extend(self.supervisor);
         let mut words: Vec<u32> = pids.into_iter().map(|p| p as u32).collect();
         words.sort_unstable();
         words.dedup();

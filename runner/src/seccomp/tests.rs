@@ -34,6 +34,7 @@ const OUTSIDE: Outside = Outside {
     parent_group: Some(PARENT_GROUP),
     shares_group: false,
     ancestors: Vec::new(),
+    supervisor: None,
 };
 
 /// A pid as the register holds it when a caller passes the `int` (sign-extended).
@@ -1779,6 +1780,7 @@ mod alone {
             shares_group: true,
             // As `Outside::of_parent(false, true)` would find them in the child.
             ancestors: super::super::signals::ancestors_of(std::process::id() as i32),
+            supervisor: None,
         };
         let filter = program(&policy(Network::Deny, &[], false), &outside, Own::default()).unwrap();
         let (control, status) = in_child(&calls, None, false);

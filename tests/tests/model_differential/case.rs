@@ -314,6 +314,7 @@ impl Case {
         let setup = Setup {
             landlock_abi: request.promised.landlock_abi,
             staged,
+            supervised: request.promised.supervisor,
         };
         let model = Model::new(&request.policy, &tree, setup);
         let mut out = Vec::new();

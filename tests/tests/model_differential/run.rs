@@ -248,6 +248,7 @@ fn read_request(argv: &[String], confined: &serde_json::Value) -> LaunchRequest 
                 landlock_abi: 0,
                 seccomp: false,
                 namespaces: false,
+                supervisor: false,
             };
             LaunchRequest::for_tests(
                 argv.iter().map(Into::into).collect(),

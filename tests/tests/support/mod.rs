@@ -626,6 +626,7 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
         landlock_abi: 1,
         seccomp: true,
         namespaces: false,
+        supervisor: false,
     };
     let argv = vec!["sh".into(), "-c".into(), script.into()];
     let mut request =

@@ -1,0 +1,193 @@
+//! The decisions of the runner's metadata supervisor: where the namespace stage cannot
+//! run (a container's default seccomp profile refuses `unshare`; `--no-stage`), the
+//! runner's filter hands every mode, owner and time change to a supervisor process,
+//! which finds the object the command's call would reach and asks here whether it may
+//! change. Pure logic: the runner does the finding and the changing.
+//!
+//! The rule is the stage's: inside a writable root a command changes what it likes,
+//! outside every one nothing, and on a protected path nothing either. Two differences,
+//! both stricter: a writable root's own directory is the command's only when it is the
+//! workspace (a shared root such as `/tmp` keeps its mode and owner, which the stage
+//! could only put back afterwards), and a path beneath a protected directory is
+//! protected too (the stage's read-only bind covers it the same way).
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Where an object's path lies, for a metadata change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// Beneath the writable root at this index of the list given, by this relative path
+    /// (empty for the root itself): the change may be made, once the supervisor has
+    /// checked that the object found there without following links is the same.
+    Inside { root: usize, beneath: PathBuf },
+    /// On or beneath this protected path: refused.
+    Protected(PathBuf),
+    /// Outside every writable root (or a shared root's own directory): refused.
+    Outside,
+}
+
+/// Where `path` (absolute, as the kernel names the object now) lies among `roots` (the
+/// writable roots, canonical) and `protected` (canonical, each inside a root).
+/// `workspace` is the one root whose own directory's metadata the command may change.
+pub fn place(path: &Path, roots: &[PathBuf], workspace: &Path, protected: &[PathBuf]) -> Place {
+    if let Some(p) = protected.iter().find(|p| path.starts_with(p)) {
+        return Place::Protected(p.clone());
+    }
+    // The deepest root that holds it: a root nested in another is judged as itself.
+    let holder = roots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some((i, path.strip_prefix(r).ok()?)))
+        .max_by_key(|(i, _)| roots[*i].components().count());
+    match holder {
+        Some((i, beneath)) if !beneath.as_os_str().is_empty() || roots[i] == workspace => {
+            Place::Inside {
+                root: i,
+                beneath: beneath.to_path_buf(),
+            }
+        }
+        _ => Place::Outside,
+    }
+}
+
+/// The descriptor a path names through `/proc` or `/dev/fd` (`/proc/self/fd/3`,
+/// `/proc/thread-self/fd/3`, `/proc/PID/fd/3` of the caller itself, `/dev/fd/3`,
+/// `/dev/stdin`...): such a path reaches the object the descriptor holds, whatever its
+/// name, and the supervisor's own `/proc/self` is not the command's. `pid` is the
+/// calling process's (thread group's) id, `tid` its thread's.
+pub fn descriptor_path(path: &[u8], pid: u32, tid: u32) -> Option<i32> {
+    let text = std::str::from_utf8(path).ok()?;
+    match text {
+        "/dev/stdin" => return Some(0),
+        "/dev/stdout" => return Some(1),
+        "/dev/stderr" => return Some(2),
+        _ => {}
+    }
+    let rest = text
+        .strip_prefix("/dev/fd/")
+        .or_else(|| text.strip_prefix("/proc/self/fd/"))
+        .or_else(|| text.strip_prefix("/proc/thread-self/fd/"))
+        .or_else(|| {
+            let after = text.strip_prefix("/proc/")?;
+            let (id, rest) = after.split_once('/')?;
+            let id: u32 = id.parse().ok()?;
+            if id == pid {
+                rest.strip_prefix("fd/").or_else(|| {
+                    let (task, rest) = rest.strip_prefix("task/")?.split_once('/')?;
+                    (task.parse::<u32>().ok()? == tid)
+                        .then_some(rest)?
+                        .strip_prefix("fd/")
+                })
+            } else if id == tid {
+                rest.strip_prefix("fd/")
+            } else {
+                None
+            }
+        })?;
+    if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    rest.parse().ok()
+}
+
+/// Whether a path the kernel reports for a descriptor (`readlink /proc/self/fd/N`)
+/// names something in the filesystem: pipes, sockets and anonymous inodes read as
+/// `pipe:[...]`, `socket:[...]`, `anon_inode:...`, which belong to their holders alone.
+pub fn names_a_file(link: &OsStr) -> bool {
+    link.as_bytes().first() == Some(&b'/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roots() -> Vec<PathBuf> {
+        vec!["/work/ws".into(), "/tmp".into(), "/work/ws/nested".into()]
+    }
+
+    #[test]
+    fn inside_a_root_is_allowed_outside_and_protected_are_not() {
+        let ws = Path::new("/work/ws");
+        let protected = vec![PathBuf::from("/work/ws/.git/hooks")];
+        let place = |p: &str| place(Path::new(p), &roots(), ws, &protected);
+        assert_eq!(
+            place("/work/ws/src/a.rs"),
+            Place::Inside {
+                root: 0,
+                beneath: "src/a.rs".into()
+            }
+        );
+        // The workspace's own directory is the command's; a shared root's is not.
+        assert_eq!(
+            place("/work/ws"),
+            Place::Inside {
+                root: 0,
+                beneath: "".into()
+            }
+        );
+        assert_eq!(place("/tmp"), Place::Outside);
+        assert_eq!(
+            place("/tmp/x"),
+            Place::Inside {
+                root: 1,
+                beneath: "x".into()
+            }
+        );
+        // The deepest root holds it.
+        assert_eq!(
+            place("/work/ws/nested/y"),
+            Place::Inside {
+                root: 2,
+                beneath: "y".into()
+            }
+        );
+        assert_eq!(place("/work/wsx/y"), Place::Outside);
+        assert_eq!(place("/etc/passwd"), Place::Outside);
+        assert_eq!(place("/"), Place::Outside);
+        for p in ["/work/ws/.git/hooks", "/work/ws/.git/hooks/pre-commit"] {
+            assert_eq!(
+                place(p),
+                Place::Protected("/work/ws/.git/hooks".into()),
+                "{p}"
+            );
+        }
+        assert!(matches!(
+            place("/work/ws/.git/hooksx"),
+            Place::Inside { .. }
+        ));
+    }
+
+    #[test]
+    fn descriptor_paths_of_the_caller_are_recognised_and_no_other() {
+        let d = |p: &str| descriptor_path(p.as_bytes(), 100, 101);
+        assert_eq!(d("/proc/self/fd/3"), Some(3));
+        assert_eq!(d("/proc/thread-self/fd/12"), Some(12));
+        assert_eq!(d("/proc/100/fd/4"), Some(4));
+        assert_eq!(d("/proc/101/fd/4"), Some(4));
+        assert_eq!(d("/proc/100/task/101/fd/5"), Some(5));
+        assert_eq!(d("/dev/fd/0"), Some(0));
+        assert_eq!(d("/dev/stderr"), Some(2));
+        for other in [
+            "/proc/99/fd/3",
+            "/proc/self/fd/",
+            "/proc/self/fd/x",
+            "/proc/self/fd/3/x",
+            "/proc/self/fd/3/",
+            "/proc/100/task/99/fd/5",
+            "/proc/self/cwd",
+            "/proc/self/fd/-1",
+            "relative/fd/3",
+        ] {
+            assert_eq!(d(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn only_absolute_links_name_files() {
+        assert!(names_a_file(OsStr::new("/work/ws/a")));
+        assert!(!names_a_file(OsStr::new("pipe:[1234]")));
+        assert!(!names_a_file(OsStr::new("anon_inode:[eventfd]")));
+    }
+}
