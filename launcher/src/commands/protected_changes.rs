@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 /// Files up to this size are digested; larger ones are compared by their inode's
 /// numbers alone (a write moves the change time, which no caller can set back).
 const DIGEST_CAP: u64 = 1 << 20;
+/// At most this many bytes are digested per look, so a submodule's objects under
+/// `.git/modules` cost a bounded read; files past it are compared by their numbers.
+const DIGEST_BUDGET: u64 = 64 << 20;
 /// At most this many entries are recorded per run across all protected paths, so a
 /// command that filled `.git/hooks` before cannot make the next run's look unbounded.
 const ENTRY_CAP: usize = 4096;
@@ -31,8 +34,27 @@ struct Entry {
     size: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
-    /// The content's digest (a file under the cap) or a link's target.
+    /// The content's digest (a file under the caps) or a link's target.
     content: Option<Vec<u8>>,
+}
+
+impl Entry {
+    /// Whether nothing tells `self` and `now` apart: contents are compared only when both
+    /// looks digested them (the budget may have run out at another file in one of them).
+    fn same(&self, now: &Entry) -> bool {
+        let content = match (&self.content, &now.content) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        content
+            && Entry {
+                content: None,
+                ..self.clone()
+            } == Entry {
+                content: None,
+                ..now.clone()
+            }
+    }
 }
 
 /// How a protected name changed during the run.
@@ -79,12 +101,17 @@ pub struct Snapshot {
     entries: BTreeMap<PathBuf, Option<Entry>>,
     /// Directories whose walk stopped at a cap: names below them are not compared.
     cut: Vec<PathBuf>,
+    /// Bytes still to digest in this look.
+    budget: u64,
 }
 
 impl Snapshot {
     /// Takes the state of `paths` (each a protected file or directory).
     pub fn take(paths: &[PathBuf]) -> Snapshot {
-        let mut snap = Snapshot::default();
+        let mut snap = Snapshot {
+            budget: DIGEST_BUDGET,
+            ..Snapshot::default()
+        };
         for path in paths {
             snap.walk(path, 0);
         }
@@ -111,7 +138,7 @@ impl Snapshot {
             let change = match (was, now) {
                 (None, Some(_)) => Change::Added,
                 (Some(_), None) => Change::Removed,
-                (Some(a), Some(b)) if a != b => Change::Modified,
+                (Some(a), Some(b)) if !a.same(&b) => Change::Modified,
                 _ => continue,
             };
             out.push(Changed {
@@ -130,7 +157,7 @@ impl Snapshot {
             }
             return;
         }
-        let entry = entry(path);
+        let entry = entry(path, &mut self.budget);
         let is_dir = entry.as_ref().is_some_and(|e| e.kind == libc::S_IFDIR);
         self.entries.insert(path.to_path_buf(), entry);
         if !is_dir {
@@ -158,7 +185,7 @@ impl Snapshot {
 
 /// The state of one name, not following a final link; `None` when it is not there (or
 /// cannot be looked up, which a later look then reports as a change).
-fn entry(path: &Path) -> Option<Entry> {
+fn entry(path: &Path, budget: &mut u64) -> Option<Entry> {
     let meta = path.symlink_metadata().ok()?;
     let kind = meta.mode() & libc::S_IFMT;
     // A directory's own size, times and link count move with each name added or
@@ -167,7 +194,10 @@ fn entry(path: &Path) -> Option<Entry> {
     let dir = kind == libc::S_IFDIR;
     let unless_dir = |v: i64| if dir { 0 } else { v };
     let content = match kind {
-        libc::S_IFREG if meta.size() <= DIGEST_CAP => digest(path, &meta),
+        libc::S_IFREG if meta.size() <= DIGEST_CAP.min(*budget) => {
+            *budget -= meta.size();
+            digest(path, &meta)
+        }
         libc::S_IFLNK => std::fs::read_link(path)
             .ok()
             .map(|t| t.into_os_string().into_encoded_bytes()),
