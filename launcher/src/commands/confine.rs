@@ -43,9 +43,13 @@ pub struct Confinement {
     /// The private directory holding the request; `None` when there is no request.
     pub private_dir: Option<PrivateDir>,
     /// Default protected names that did not exist when confined (see
-    /// `stockade_policy::stage::unprotected_names`): `stockade run` reports those that
-    /// appear.
+    /// `stockade_policy::stage::unprotected_names`), with the stage or without it:
+    /// `stockade run` reports those that appear.
     pub unprotected: Vec<std::path::PathBuf>,
+    /// The protected paths nothing holds read-only (no stage): `stockade run` takes
+    /// their state before the command and reports what changed (see
+    /// `crate::commands::protected_changes`). Empty under the stage.
+    pub watched: Vec<std::path::PathBuf>,
     /// The shared writable roots the caller owns, as they were when confined (see
     /// `stockade_policy::stage_report`): `stockade run` checks them after the command
     /// and puts back what changed, with or without the stage.
@@ -225,6 +229,11 @@ fn prepare(
     let facts = probe::kernel_facts(&asks, &base);
     let enforcement = enforcement(mode, &asks, &facts)?;
     let staged = asks.wants_stage() && facts.namespaces;
+    let unheld = if staged {
+        Unheld::default()
+    } else {
+        unheld_protected(policy, &resolved)
+    };
     // The argv starts the launcher itself first (as proxy host or stage) where the policy
     // names domains or wants the stage.
     let launcher_first = resolved.domains().is_some() || staged || spawner.die_with;
@@ -290,7 +299,12 @@ fn prepare(
             binding: Some(report),
         },
         private_dir: Some(dir),
-        unprotected: started.unprotected,
+        unprotected: started
+            .unprotected
+            .into_iter()
+            .chain(unheld.missing)
+            .collect(),
+        watched: unheld.existing,
         shared: started.shared,
         binding: request.binding,
     })
@@ -328,6 +342,7 @@ fn unconfined(
         },
         private_dir: None,
         unprotected: Vec::new(),
+        watched: Vec::new(),
         shared: Vec::new(),
         binding,
     })
@@ -553,6 +568,61 @@ fn start(
         unknown_protected,
         shared,
     })
+}
+
+/// The protected paths no read-only bind holds (the stage is not there): the defaults
+/// in each root the command can write (`--no-stage` resolves none, yet a command
+/// could still plant a hook) and any the policy resolved, links among them; and the
+/// default names shown missing, to report those that appear as the stage would.
+fn unheld_protected(request: &PolicyRequest, resolved: &Policy) -> Unheld {
+    if request.mode != Mode::WorkspaceWrite {
+        return Unheld::default();
+    }
+    let roots: Vec<std::path::PathBuf> = std::iter::once(resolved.workspace().to_path_buf())
+        .chain(resolved.writable_roots().iter().cloned())
+        .collect();
+    let explicit: Vec<std::path::PathBuf> = resolved
+        .protected()
+        .iter()
+        .map(|p| p.path.clone())
+        .collect();
+    let kind = |p: &Path| match p.symlink_metadata() {
+        Err(_) => stage::PathKind::Missing,
+        Ok(m) if m.file_type().is_symlink() => stage::PathKind::Link,
+        Ok(m) if m.is_dir() => stage::PathKind::Directory,
+        Ok(_) => stage::PathKind::File,
+    };
+    let found = stage::protected_paths(&roots, &explicit, request.default_protect, &kind);
+    let missing = if request.default_protect {
+        roots
+            .iter()
+            .flat_map(|root| {
+                stage::DEFAULT_PROTECTED
+                    .iter()
+                    .chain(&stage::DEFAULT_PROTECTED_FILES)
+                    .map(move |name| root.join(name))
+            })
+            .filter(|p| stage::absent(&p.symlink_metadata()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Unheld {
+        existing: found
+            .paths
+            .into_iter()
+            .map(|p| p.path)
+            .chain(found.links)
+            .collect(),
+        missing,
+    }
+}
+
+/// What [`unheld_protected`] found.
+#[derive(Default)]
+struct Unheld {
+    existing: Vec<std::path::PathBuf>,
+    missing: Vec<std::path::PathBuf>,
 }
 
 /// Without the stage, a hidden path inside a writable root can be renamed out of hiding

@@ -13,6 +13,7 @@ pub(crate) mod explain;
 pub(crate) mod explain_path;
 pub(crate) mod outcome;
 pub(crate) mod probe;
+pub(crate) mod protected_changes;
 pub(crate) mod run;
 pub(crate) mod size;
 pub(crate) mod usage;

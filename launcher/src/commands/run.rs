@@ -6,6 +6,7 @@ use crate::commands::classify;
 use crate::commands::cli::{ContainmentChoice, RunArgs};
 use crate::commands::confine::{self, Confinement};
 use crate::commands::env;
+use crate::commands::protected_changes;
 use crate::error::LauncherError;
 use crate::journal::Journal;
 use crate::supervise::output;
@@ -38,6 +39,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         confined,
         private_dir,
         unprotected,
+        watched,
         shared,
         binding,
     } = confine::confine(
@@ -86,10 +88,19 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
             LauncherError::Journal(format!("cannot record the start of {key:?}: {e}"))
         })?;
     }
+    // Without the stage nothing holds the protected paths read-only: their state now,
+    // to say afterwards what the command changed (said, not undone).
+    let before = protected_changes::Snapshot::take(&watched);
     // The verdict reads the runner's status record, so it comes before the private
     // directory is removed.
     let outcome = supervise::run(&plan).map(|settled| {
         let mut verdict = judge(&settled, &confined);
+        let changed = before.changes(&protected_changes::Snapshot::take(&watched));
+        if !changed.is_empty() {
+            verdict.tampered = true;
+            verdict.denied = false;
+            verdict.protected_changed = changed;
+        }
         // The last look at the shared roots, with or without the stage (which put back
         // what it saw while the command ran): what changed since is put back here.
         for root in &shared {
@@ -235,6 +246,7 @@ fn write_markers(
                 .iter()
                 .map(|p| format!("[sandbox: protected path appeared: {p}]")),
         )
+        .chain(verdict.protected_changed.iter().map(|c| c.marker()))
         .chain(
             settled
                 .limit_exceeded
@@ -314,6 +326,8 @@ pub struct SandboxVerdict {
     /// withholds `denied`), so a command that changed its own status file's mode hid its
     /// denials from a caller reading the markers.
     pub tampered_detail: Option<String>,
+    /// Protected paths the command changed where no stage held them read-only.
+    pub protected_changed: Vec<protected_changes::Changed>,
     /// The connections the filtering proxy refused, as it recorded them.
     pub network: DenialLog,
     /// Every refusal stockade caused that could be named, the proxy's among them,
@@ -360,6 +374,7 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         binding_verified,
         binding_unverifiable,
         tampered_detail,
+        protected_changed: Vec::new(),
         network: v.network,
         denials,
     }
@@ -548,7 +563,8 @@ struct SandboxResult {
     runner_failed: bool,
     /// Someone changed what the sandbox relies on: the runner's status record or the
     /// stage's report, or a shared writable root's own mode or owner (listed in
-    /// `sharedRootsChanged`). Not a clean run, whatever the exit code.
+    /// `sharedRootsChanged`), or a protected path no stage held (`protectedChanged`).
+    /// Not a clean run, whatever the exit code.
     tampered: bool,
 }
 
@@ -581,6 +597,11 @@ struct RunResult {
     /// Default protected names (`.git/hooks`, `.envrc`, ...) that did not exist when the
     /// command started and do now: created by the command, so not protected.
     protected_appeared: Vec<String>,
+    /// Protected paths (`.git/config`, names under `.git/hooks`, ...) the command added,
+    /// modified or removed where the stage did not hold them read-only (`--no-stage`, or
+    /// no namespaces): reported, not put back. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    protected_changed: Vec<protected_changes::Changed>,
     /// Shared writable roots (`/tmp` as root, ...) whose own mode or owner changed during
     /// the run, and whether each was put back.
     shared_roots_changed: Vec<RootChange>,
@@ -652,6 +673,7 @@ impl RunResult {
                 })
                 .collect(),
             protected_appeared: Vec::new(),
+            protected_changed: verdict.protected_changed.clone(),
             shared_roots_changed: Vec::new(),
             network: DenialLog::default(),
             denials: Vec::new(),
