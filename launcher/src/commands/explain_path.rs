@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use stockade_policy::LaunchRequest;
+use stockade_policy::model::tree::normalize;
 use stockade_policy::model::{Model, Node, Op, Setup, Tree};
 use stockade_policy::request::MAX_REQUEST_BYTES;
 
@@ -35,7 +36,7 @@ pub fn run(file: &Path, paths: &[PathBuf]) -> Result<i32, LauncherError> {
         }
     );
     for path in paths {
-        let path = canonical_parent(&absolute(&cwd.join(path)));
+        let path = canonical_parent(&normalize(&cwd.join(path)));
         let tree = tree_of(&path);
         let model = Model::new(policy, &tree, setup);
         match tree.node(&path) {
@@ -80,21 +81,6 @@ fn read_request(file: &Path) -> Result<LaunchRequest, LauncherError> {
         .read_to_end(&mut bytes)
         .map_err(fail)?;
     LaunchRequest::decode(&bytes).map_err(|e| fail(std::io::Error::other(e.to_string())))
-}
-
-/// `path` with `.` and `..` taken out lexically.
-fn absolute(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    out
 }
 
 /// `path` with its directory resolved (the policy's paths are canonical); the last
@@ -145,7 +131,7 @@ fn tree_of(path: &Path) -> Tree {
         // The directories above a link are taken as they are (canonical), so the next
         // step is the path the kernel would reach.
         let dir = at.parent().and_then(|d| d.canonicalize().ok());
-        at = absolute(&dir.unwrap_or_default().join(target));
+        at = normalize(&dir.unwrap_or_default().join(target));
     }
     tree
 }

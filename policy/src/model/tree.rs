@@ -94,7 +94,7 @@ impl Tree {
 
 /// `path` with `.` and `..` taken out lexically (the tree's links name paths whose
 /// directories are real directories, so this is what the kernel would reach).
-fn normalize(path: &Path) -> PathBuf {
+pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     for c in path.components() {
         match c {
