@@ -510,6 +510,7 @@ mod tests {
             status_channel: None,
             not_granted: Vec::new(),
             binding: None,
+            journal: None,
         };
         let judged = |code: i32, records: Vec<DenialRecord>| {
             let facts = ExitFacts {
@@ -643,6 +644,7 @@ mod tests {
             not_granted: Vec::new(),
             guarantees: Default::default(),
             binding: None,
+            journal: None,
         }
     }
 

@@ -122,6 +122,12 @@ pub struct ConfinedArgv {
     /// runs the raw argv). Absent in ConfinedArgv from builds before receipts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binding: Option<crate::receipt::BindingReport>,
+    /// The journal key the request was recorded under (`confine --journal KEY`), so
+    /// that `classify` records the verdict there (see [`crate::journal`]); absent
+    /// without one. `classify` records only when the journal's record under the key
+    /// names this request's private directory: a key changed in the JSON is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<String>,
 }
 
 /// The denial signatures a command confined under `mode` can produce: the message of the
@@ -193,6 +199,7 @@ mod tests {
             status_channel: Some(StatusChannel::OutOfBand),
             not_granted: vec!["$TMPDIR / is not granted: too broad".into()],
             binding: None,
+            journal: None,
         };
         let v: serde_json::Value = serde_json::to_value(&c).unwrap();
         assert_eq!(v["contract"], 2);

@@ -17,19 +17,25 @@
 //! - `KEY.started`: written by `run` just before it starts an unconfined command (no
 //!   runner there to leave a status record).
 //! - `KEY.finished`: written by `run` once the command settled, before it removes the
-//!   private directory and exits: the exit facts and the receipt.
+//!   private directory and exits: the exit facts and the receipt. For a ConfinedArgv
+//!   (which carries the key), written by `stockade classify` before it consumes the
+//!   private directory: its verdict, with the receipt, on the exit facts the executor
+//!   passed; only when the record under the key names that very private directory. The
+//!   first result written stays: none is ever replaced.
 //!
 //! Each record is written whole to a new file, `fsync`ed, then renamed into place (the
 //! directory `fsync`ed after): a crash leaves either the complete record or none.
 //!
 //! # Answers ([`judge`])
 //!
-//! - `finished`: the `KEY.finished` record, with the receipt.
+//! - `finished`: the `KEY.finished` record, with the receipt (`run`'s result, or the
+//!   verdict `classify` gave the executor).
 //! - `not-started`: provably nothing ran: the request file is still there unconsumed (and
 //!   `stockade outcome` withdraws it then, so no runner can take it afterwards and the
 //!   answer stays true), it was withdrawn earlier, or the runner recorded that it refused
 //!   before starting the command; for an unconfined `run`, no `KEY.started`.
-//! - `unknown`: anything else. The command may have run and had effects; stockade does
+//! - `unknown`: anything else (for a ConfinedArgv: spawned, and `classify` not called or
+//!   not yet). The command may have run and had effects; stockade does
 //!   not guess (a consumed request with no status record, a command that started with no
 //!   result, a private directory already gone, an unreadable record).
 
@@ -160,7 +166,13 @@ impl State {
 pub fn judge(facts: &Facts) -> (State, String) {
     use State::*;
     if facts.finished {
-        return (Finished, "stockade run recorded the result".into());
+        let by = match facts.requested.by {
+            Requester::Run => "stockade run recorded the result",
+            Requester::Confine => {
+                "stockade classify recorded the verdict on the executor's exit facts"
+            }
+        };
+        return (Finished, by.into());
     }
     let by_run = facts.requested.by == Requester::Run;
     let Some(dir) = &facts.dir else {

@@ -1,6 +1,7 @@
 //! The journal: `stockade outcome KEY` after `run --journal KEY` or `confine --journal
-//! KEY` answers `not-started` only when nothing ran, `finished` with the receipt, and
-//! `unknown` otherwise, wherever `run` was killed; no confined command can write it.
+//! KEY` answers `not-started` only when nothing ran, `finished` with the receipt (`run`'s
+//! result, or `classify`'s verdict on a spawned ConfinedArgv), and `unknown` otherwise,
+//! wherever `run` was killed; no confined command can write it.
 
 mod support;
 use std::process::{Output, Stdio};
@@ -244,4 +245,123 @@ fn bad_and_reused_keys_are_refused_and_run_nothing() {
         "{:?}",
         fx.leftover_requests()
     );
+}
+
+/// `stockade classify` of `confined` (written outside every writable root) with this
+/// exit code.
+fn classify(fx: &Fixture, confined: &serde_json::Value, code: i32) -> Output {
+    let file = fx.root.join(format!("confined-{}.json", unique_tag("c")));
+    std::fs::write(&file, confined.to_string()).unwrap();
+    let file = file.display().to_string();
+    let code = code.to_string();
+    fx.stockade(["classify", "--confined", &file, "--exit-code", &code])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_classified_confined_argv_is_finished_with_the_verdict_and_its_receipt() {
+    let fx = Fixture::new();
+    let confined = fx.confine(&["--journal", "cls-1", "--", "sh", "-c", "touch ran; exit 4"]);
+    assert_eq!(confined["journal"], "cls-1");
+    let out = spawn_argv(&confined);
+    assert_code(&out, 4);
+    // Spawned, not classified yet: the command ran and nothing knows how it ended.
+    assert_eq!(state(&fx, "cls-1"), "unknown");
+    let out = classify(&fx, &confined, 4);
+    assert_code(&out, 0);
+    let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let answer = outcome(&fx, "cls-1").unwrap();
+    assert_eq!(answer["state"], "finished", "{answer}");
+    assert!(
+        answer["reason"].as_str().unwrap().contains("classify"),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["result"], verdict,
+        "the journal holds the verdict given"
+    );
+    assert_eq!(answer["result"]["receipt"]["exitCode"], 4);
+    assert_eq!(answer["result"]["receipt"]["bindingVerified"], true);
+
+    // A second classify (the private directory is consumed: tampering) replaces nothing.
+    let out = classify(&fx, &confined, 0);
+    assert_code(&out, 0);
+    assert!(
+        text(&out.stderr).contains("already recorded"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(outcome(&fx, "cls-1").unwrap()["result"], verdict);
+}
+
+#[test]
+fn a_confined_argv_never_spawned_or_refused_then_classified_says_so() {
+    let fx = Fixture::new();
+    // Never spawned: not-started (and withdrawn), whatever an executor calls after.
+    let confined = fx.confine(&["--journal", "cls-never", "--", "touch", "ran"]);
+    assert_eq!(state(&fx, "cls-never"), "not-started");
+    // Spawned after the withdrawal: the runner refuses; classify records that verdict.
+    let out = spawn_argv(&confined);
+    assert_code(&out, 125);
+    let out = classify(&fx, &confined, 125);
+    assert_code(&out, 0);
+    let answer = outcome(&fx, "cls-never").unwrap();
+    assert_eq!(answer["state"], "finished", "{answer}");
+    assert_eq!(answer["result"]["runnerFailed"], true, "{answer}");
+    assert!(!fx.ws.join("ran").exists());
+}
+
+#[test]
+fn classify_refuses_a_key_changed_in_the_confined_argv() {
+    let fx = Fixture::new();
+    let first = fx.confine(&["--journal", "cls-a", "--", "true"]);
+    let mut second = fx.confine(&["--journal", "cls-b", "--", "true"]);
+    assert_code(&spawn_argv(&first), 0);
+    assert_code(&spawn_argv(&second), 0);
+    // The second request's verdict under the first one's key: refused, nothing recorded.
+    second["journal"] = "cls-a".into();
+    let out = classify(&fx, &second, 0);
+    assert_code(&out, 125);
+    assert!(
+        text(&out.stderr).contains("names another request"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    assert_eq!(state(&fx, "cls-a"), "unknown");
+    // A key that is no key at all is refused too.
+    second["journal"] = "../cls-a".into();
+    let out = classify(&fx, &second, 0);
+    assert_code(&out, 125);
+    assert!(text(&out.stderr).contains("journal key"));
+    // The positive control: the unchanged ConfinedArgv records under its own key.
+    second["journal"] = "cls-b".into();
+    assert_code(&classify(&fx, &second, 0), 0);
+    assert_eq!(state(&fx, "cls-b"), "finished");
+}
+
+#[test]
+fn a_confined_command_cannot_record_a_verdict_through_classify() {
+    let fx = Fixture::new();
+    let target = fx.confine(&["--journal", "cls-forged", "--", "true"]);
+    assert_code(&spawn_argv(&target), 0);
+    // The command hands the ConfinedArgv to `stockade classify` itself, from inside.
+    let json = fx.ws.join("target.json");
+    std::fs::write(&json, target.to_string()).unwrap();
+    let script = format!(
+        "{} classify --confined {} --exit-code 0",
+        stockade_bin().display(),
+        json.display()
+    );
+    let out = fx.run_sh("workspace-write", &script);
+    assert!(
+        text(&out.stderr).contains("not recorded in the journal"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(state(&fx, "cls-forged"), "unknown");
+    // The positive control: the same classify from outside the sandbox records it.
+    assert_code(&classify(&fx, &target, 0), 0);
+    assert_eq!(state(&fx, "cls-forged"), "finished");
 }

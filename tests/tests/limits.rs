@@ -156,3 +156,51 @@ fn limits_too_small_for_the_sandbox_are_refused_and_run_nothing() {
         assert!(!fx.ws.join("ran").exists());
     }
 }
+
+#[test]
+fn confine_takes_no_limits_and_run_reports_the_layer_holding_each() {
+    // An executor's ConfinedArgv is not supervised by stockade: confine refuses the
+    // flags rather than report limits nothing would hold (README, "Resource limits:
+    // where they are reported").
+    let fx = Fixture::new();
+    let out = fx
+        .stockade(["confine", "--max-memory", "1G", "--", "touch", "ran"])
+        .output()
+        .unwrap();
+    assert_code(&out, 125);
+    assert!(
+        text(&out.stderr).contains("--max-memory"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    assert!(fx.leftover_requests().is_empty());
+    // The positive control: run takes them and says which layer held each, as applied.
+    let (out, json) = run_json_args(
+        &fx,
+        &[
+            "--max-memory",
+            "1G",
+            "--max-cpu-time",
+            "60s",
+            "--max-file-size",
+            "1M",
+        ],
+        "true",
+    );
+    assert_code(&out, 0);
+    let held = json["limits"]["held"].as_array().unwrap();
+    let by = |kind: &str| {
+        held.iter()
+            .find(|h| h["kind"] == kind)
+            .map(|h| h["by"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("{kind} not reported: {held:?}"))
+    };
+    assert!(
+        ["cgroup-memory", "rlimit-as"].contains(&by("memory").as_str()),
+        "{held:?}"
+    );
+    assert_eq!(by("cpu-time"), "rlimit-cpu");
+    assert_eq!(by("file-size"), "rlimit-fsize");
+    assert_eq!(json["limits"]["exceeded"], serde_json::Value::Null);
+}

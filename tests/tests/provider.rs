@@ -596,6 +596,8 @@ fn the_files_of_a_private_directory_are_named_where_executors_remove_them() {
         stockade_policy::status::STATUS_FILE,
         stockade_policy::stage_report::REPORT_FILE,
         stockade_policy::network_denials::LOG_FILE,
+        stockade_policy::attribution::SCOPE_FILE,
+        stockade_policy::journal::WITHDRAWN_FILE,
     ] {
         assert!(
             list.contains(&format!("'{name}'")),

@@ -23,6 +23,11 @@
  *   removed after `keepForMs` (1 h), at most `maxKept` (256) are kept (the oldest go
  *   first), and one never spawned goes after `abandonAfterMs` (5 min). `settle()` on a
  *   directory removed that way rejects, naming why, rather than guess a verdict.
+ * - The journal: a policy that carries a `journalKey` (the caller's own id for the call,
+ *   saved before it asks) is confined with `--journal KEY`; `settle()` then records the
+ *   verdict under it (stockade classify does), and after a crash `outcome(key)` answers
+ *   `not-started`, `finished` (with the verdict and its receipt) or `unknown`. The
+ *   harness's policy carries no per-call id, so keys are the caller's to give.
  */
 import { execFile, execFileSync } from 'node:child_process'
 import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -63,8 +68,37 @@ export interface StockadeConfinedArgv extends ConfinedArgv {
   mode: SandboxPolicy['mode']
   statusPath?: string
   statusChannel?: 'out-of-band' | 'in-band'
+  /** The policy's `journalKey`, when it had one: `settle()` records the verdict under it. */
+  journal?: string
   guarantees?: Record<string, { status: string; required: boolean; needs: string }>
 }
+
+/**
+ * A per-call policy with the stockade extension: `journalKey`, the caller's id for this
+ * call (1-64 ASCII letters, digits, `-` and `_`, new for every call), which records the
+ * request in stockade's journal (`confine --journal KEY`; docs/provider-contract.md,
+ * section 9).
+ */
+export interface StockadePolicy extends SandboxPolicy {
+  journalKey?: string
+}
+
+/** `stockade outcome KEY` (docs/provider-contract.md, section 9). */
+export interface JournalOutcome {
+  key: string
+  /**
+   * `not-started`: provably nothing ran (safe to run again, under a new key);
+   * `finished`: `result` is the verdict `settle()` was given, with its receipt;
+   * `unknown`: it may have run and had effects (spawned and never settled): never assume.
+   */
+  state: 'not-started' | 'finished' | 'unknown'
+  reason: string
+  requested: { key: string; by: 'run' | 'confine'; created: number; mode: string; argv: string[]; cwd: string; requestDir: string | null }
+  result: Verdict | null
+}
+
+/** The keys stockade accepts (it checks again: this only fails before running anything). */
+const JOURNAL_KEY = /^[A-Za-z0-9_-]{1,64}$/
 
 /** `stockade classify`'s verdict (docs/provider-contract.md, section 2). */
 export interface Verdict {
@@ -152,7 +186,8 @@ export class StockadeSandboxProvider extends SandboxProvider {
    * workspace that does not exist (yet) is no reason to refuse: stockade then takes the
    * provider's working directory as the workspace (it grants nothing but reading there).
    */
-  confineArgs(argv: readonly string[], policy: SandboxPolicy): string[] {
+  confineArgs(argv: readonly string[], policy: StockadePolicy): string[] {
+    const journal = policy.journalKey === undefined ? [] : ['--journal', checkedKey(policy.journalKey)]
     const workspace = policy.mode === 'read-only' && !isDirectory(policy.workspaceRoot)
       ? []
       : ['--workspace', policy.workspaceRoot]
@@ -164,6 +199,7 @@ export class StockadeSandboxProvider extends SandboxProvider {
       `--inherit-env=${this.config.inheritEnv}`,
       ...this.config.keepEnv.flatMap((name) => ['--keep-env', name]),
       ...this.config.extraArgs,
+      ...journal,
       '--',
       ...argv,
     ]
@@ -180,11 +216,12 @@ export class StockadeSandboxProvider extends SandboxProvider {
     throw new SandboxUnavailableError(policy.mode, `stockade: workspace root ${policy.workspaceRoot} does not exist or is not a directory`)
   }
 
-  confine(argv: readonly string[], policy: SandboxPolicy): StockadeConfinedArgv {
+  confine(argv: readonly string[], policy: StockadePolicy): StockadeConfinedArgv {
     const cwd = this.confineCwd(policy)
+    const args = this.confineArgs(argv, policy)
     let stdout: string
     try {
-      stdout = execFileSync(this.config.stockade, this.confineArgs(argv, policy), {
+      stdout = execFileSync(this.config.stockade, args, {
         encoding: 'utf8',
         timeout: this.config.confineTimeoutMs,
         killSignal: 'SIGKILL',
@@ -200,13 +237,14 @@ export class StockadeSandboxProvider extends SandboxProvider {
   /** `confine`, without blocking the event loop; `signal` or `deadlineMs` abort it. */
   async confineAsync(
     argv: readonly string[],
-    policy: SandboxPolicy,
+    policy: StockadePolicy,
     options: { signal?: AbortSignal; deadlineMs?: number } = {},
   ): Promise<StockadeConfinedArgv> {
     options.signal?.throwIfAborted()
     const cwd = this.confineCwd(policy)
+    const args = this.confineArgs(argv, policy)
     const stdout = await new Promise<string>((resolve, reject) => {
-      execFile(this.config.stockade, this.confineArgs(argv, policy), {
+      execFile(this.config.stockade, args, {
         encoding: 'utf8',
         timeout: options.deadlineMs ?? this.config.confineTimeoutMs,
         killSignal: 'SIGKILL',
@@ -230,13 +268,34 @@ export class StockadeSandboxProvider extends SandboxProvider {
   }
 
   /**
+   * After a crash: what became of the call confined with `journalKey: key`
+   * (`stockade outcome KEY`). `undefined`: no record under the key (confine never
+   * recorded it, so no ConfinedArgv was handed out and nothing ran; or it was swept after
+   * 24 hours). An unconsumed request is withdrawn by the asking, so `not-started` stays
+   * true. A directory the bounds removed before its command started answers `unknown`.
+   */
+  async outcome(key: string): Promise<JournalOutcome | undefined> {
+    const args = ['outcome', checkedKey(key)]
+    return new Promise((resolve, reject) => {
+      execFile(this.config.stockade, args, { encoding: 'utf8', timeout: this.config.confineTimeoutMs },
+        (error, out, stderr) => {
+          if (!error) return resolve(JSON.parse(out) as JournalOutcome)
+          const line = String(stderr).split(/\r?\n/).find((l) => l.startsWith('stockade: '))
+          if (error.code === 125 && line?.includes('no request')) return resolve(undefined)
+          reject(new Error(line ?? String(error)))
+        })
+    })
+  }
+
+  /**
    * The verdict on one settled process spawned from `confined`: `stockade classify`,
    * which reads the runner's status record, the stage's report and the proxy's record
    * from the private directory this provider kept for it (and removes it), else judges
    * by the exit rules, whose runner-failure signature carries the per-command tag and so
    * cannot be forged either. Rejects when the bounds (`keepForMs`, `maxKept`,
    * `abandonAfterMs`) removed the directory already: classify would have to call that
-   * `tampered`, which it is not.
+   * `tampered`, which it is not. With a `journalKey`, stockade records the verdict
+   * under it before removing the directory (`outcome(key)` then answers `finished`).
    */
   async settle(
     confined: StockadeConfinedArgv,
@@ -389,10 +448,18 @@ export class StockadeSandboxProvider extends SandboxProvider {
 /**
  * Every file a private directory can hold (docs/provider-contract.md, "The status file"):
  * the request, the runner's status record, the namespace stage's report, the domain
- * proxy's record of refused connections, and the policy's scope `classify` names
- * refusals with.
+ * proxy's record of refused connections, the policy's scope `classify` names
+ * refusals with, and the request `stockade outcome` withdrew.
  */
-const PRIVATE_FILES = ['request', 'status', 'stage', 'network-denied', 'scope'] as const
+const PRIVATE_FILES = ['request', 'status', 'stage', 'network-denied', 'scope', 'withdrawn'] as const
+
+/** `key` when stockade would take it as a journal key; throws (running nothing) otherwise. */
+function checkedKey(key: string): string {
+  if (!JOURNAL_KEY.test(key)) {
+    throw new TypeError(`stockade journal key ${JSON.stringify(key)}: 1 to 64 ASCII letters, digits, - and _ only`)
+  }
+  return key
+}
 
 /** Whether `path` is a directory (following links, as a spawn's cwd does). */
 function isDirectory(path: string): boolean {

@@ -396,6 +396,44 @@ await test('read-only mode needs no workspace; a writing mode names the missing 
   )
 })
 
+await test('the journal: a settled call is finished with its verdict, a spawned one unknown, an unspawned one not-started', async () => {
+  const policy = (journalKey) => ({ mode: 'workspace-write', workspaceRoot: ws, journalKey })
+  const c = h.provider.confine(['sh', '-c', 'echo journal > journal-ran; exit 3'], policy('dsh-j1'))
+  assert.equal(c.journal, 'dsh-j1')
+  const p = spawnSync(c.argv[0], c.argv.slice(1), { cwd: ws, encoding: 'utf8' })
+  assert.equal(p.status, 3, p.stderr)
+  // Spawned, not settled (the executor crashed here): it ran, and nothing says how it ended.
+  assert.equal((await h.provider.outcome('dsh-j1')).state, 'unknown')
+  const v = await h.provider.settle(c, { exitCode: p.status, stderr: p.stderr })
+  const done = await h.provider.outcome('dsh-j1')
+  assert.equal(done.state, 'finished', JSON.stringify(done))
+  assert.equal(done.result.outcome, v.outcome)
+  assert.equal(done.result.receipt.exitCode, 3)
+  assert.equal(done.requested.by, 'confine')
+
+  // Never spawned: not-started, and withdrawn, so a late spawn runs nothing.
+  const never = h.provider.confine(['sh', '-c', 'touch never-ran'], policy('dsh-j2'))
+  assert.equal((await h.provider.outcome('dsh-j2')).state, 'not-started')
+  const late = spawnSync(never.argv[0], never.argv.slice(1), { cwd: ws, encoding: 'utf8' })
+  assert.equal(late.status, 125, late.stderr)
+  assert.ok(!existsSync(join(ws, 'never-ran')), 'a withdrawn request ran')
+  await h.provider.settle(never, { exitCode: late.status, stderr: late.stderr })
+  assert.ok(!existsSync(dirname(never.statusPath)), 'the withdrawn directory is left behind')
+
+  // No record under a key: undefined. A bad key runs nothing; a used one is refused.
+  assert.equal(await h.provider.outcome('dsh-none'), undefined)
+  assert.throws(() => h.provider.confine(['touch', 'bad-key-ran'], policy('../x')), /journal key/)
+  assert.throws(() => h.provider.confine(['touch', 'reused-ran'], policy('dsh-j1')),
+    (e) => e.code === SANDBOX_UNAVAILABLE && /already in the journal/.test(e.message))
+  await assert.rejects(h.provider.outcome('a/b'), /journal key/)
+  assert.ok(!existsSync(join(ws, 'bad-key-ran')) && !existsSync(join(ws, 'reused-ran')))
+  // Control: without a key nothing is recorded and the ConfinedArgv carries none.
+  const plain = h.provider.confine(['true'], { mode: 'workspace-write', workspaceRoot: ws })
+  assert.equal(plain.journal, undefined)
+  const q = spawnSync(plain.argv[0], plain.argv.slice(1), { cwd: ws, encoding: 'utf8' })
+  await h.provider.settle(plain, { exitCode: q.status, stderr: q.stderr })
+})
+
 await test('the provider declares its Config schema with the defaults', async () => {
   const config = StockadeSandboxProvider.Config({})
   assert.equal(config.confineTimeoutMs, 5000)

@@ -11,6 +11,7 @@ use crate::commands::evidence::HostPermissions;
 use crate::commands::probe;
 use crate::control::private_dir;
 use crate::error::LauncherError;
+use crate::journal::{Journal, Owner};
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -439,6 +440,72 @@ fn read_input(what: &'static str, path: &Path) -> Result<Vec<u8>, LauncherError>
     Ok(bytes)
 }
 
+/// The journal and key `classify` records the verdict under: the ConfinedArgv's key
+/// (`confine --journal KEY`), once the journal's record under it is checked to be this
+/// very request (a key changed in the JSON is refused). `None`: no key, or the journal
+/// cannot take the record (said on stderr; the answer then stays `unknown`, never
+/// wrong). A confined command that runs `classify` itself finds no journal: the control
+/// base is hidden from it.
+fn journal_target(
+    confined: &ConfinedArgv,
+    verified: Option<&Verified>,
+) -> Result<Option<(Journal, String)>, LauncherError> {
+    let Some(key) = &confined.journal else {
+        return Ok(None);
+    };
+    stockade_policy::journal::check_key(key).map_err(LauncherError::BadConfined)?;
+    let dir_name = verified
+        .and_then(|v| v.dir.file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    let journal = match Journal::open() {
+        Ok(journal) => journal,
+        Err(e) => {
+            not_recorded(key, &e.to_string());
+            return Ok(None);
+        }
+    };
+    match journal.owner(key, dir_name.as_deref()) {
+        Owner::This => Ok(Some((journal, key.clone()))),
+        Owner::Missing => {
+            not_recorded(
+                key,
+                "no request is recorded under it (swept, or never made)",
+            );
+            Ok(None)
+        }
+        Owner::Unreadable(why) => {
+            not_recorded(key, &format!("its request record cannot be read: {why}"));
+            Ok(None)
+        }
+        Owner::Other(why) => Err(LauncherError::BadConfined(why)),
+    }
+}
+
+/// Records `verdict` (with its receipt) as the result of `key`; a result already there
+/// stays. A failure is said on stderr and changes nothing else.
+fn record_verdict(journal: &Journal, key: &str, verdict: &Classification) {
+    let recorded = serde_json::to_value(verdict)
+        .map_err(std::io::Error::other)
+        .and_then(|value| journal.record_finished(key, &value));
+    if let Err(e) = recorded {
+        let why = match e.raw_os_error() {
+            Some(libc::EEXIST) => "a result is already recorded (the first one stands)".into(),
+            _ => e.to_string(),
+        };
+        not_recorded(key, &why);
+    }
+}
+
+/// Says on stderr, never panicking on a closed stream, that the verdict of `key` was
+/// not recorded.
+fn not_recorded(key: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "stockade: the verdict of {key:?} is not recorded in the journal: {why}"
+    );
+}
+
 /// `stockade classify`: prints the verdict as one JSON line, then consumes the private
 /// directory.
 pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
@@ -461,8 +528,10 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
         None => Vec::new(),
     };
     let signal = args.signal.as_deref().map(signal_name).transpose()?;
-    // A status path that is not this user's own is refused before anything is read.
+    // A status path that is not this user's own is refused before anything is read, and
+    // so is a journal key that names another request.
     let verified = verify(&confined)?;
+    let journal = journal_target(&confined, verified.as_ref())?;
     let status = verified
         .as_ref()
         .map_or(StatusEvidence::Unavailable, read_status);
@@ -478,6 +547,11 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
         verdict = with_denials(with_network(verdict, v), v, settled.stderr);
     }
     let line = serde_json::to_string(&verdict).map_err(LauncherError::Json)?;
+    // Recorded before the private directory (the evidence of "started") is consumed: a
+    // crash in between still answers "unknown", never wrong.
+    if let Some((journal, key)) = &journal {
+        record_verdict(journal, key, &verdict);
+    }
     crate::supervise::stdout::write(&format!("{line}\n"))?;
     if let Some(verified) = &verified {
         consume(verified);

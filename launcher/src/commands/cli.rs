@@ -61,8 +61,9 @@ pub enum Command {
   stockade run --mode read-only --timeout 2m -- grep -rn TODO src
   stockade run --json --max-output 16K --max-spill 64M -- make")]
     Run(RunArgs),
-    /// Classify a settled process spawned from a ConfinedArgv: print one JSON verdict and
-    /// remove the private directory (see docs/provider-contract.md).
+    /// Classify a settled process spawned from a ConfinedArgv: print one JSON verdict
+    /// (recorded in the journal when it was confined with `--journal KEY`) and remove
+    /// the private directory (see docs/provider-contract.md).
     #[command(after_help = "Examples:
   stockade classify --confined c.json --exit-code 1 --stderr err.txt
   stockade classify --confined c.json --signal SIGKILL

@@ -297,6 +297,7 @@ fn prepare(
             status_channel: Some(confined::status_channel(&facts)),
             not_granted,
             binding: Some(report),
+            journal: None,
         },
         private_dir: Some(dir),
         unprotected: started
@@ -339,6 +340,7 @@ fn unconfined(
             status_channel: None,
             not_granted: Vec::new(),
             binding: Some(report),
+            journal: None,
         },
         private_dir: None,
         unprotected: Vec::new(),
@@ -757,7 +759,7 @@ fn inherit(args: &ConfineArgs) -> Inherit {
 
 /// `stockade confine`: prints the ConfinedArgv as one JSON line.
 pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
-    let confinement = confine_inheriting(
+    let mut confinement = confine_inheriting(
         &args.policy.to_request(),
         &args.command.command,
         env::target_env(&args.env).vars,
@@ -767,6 +769,8 @@ pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
         args.bind.bind_executable_hash,
         args.die_with_executor,
     )?;
+    // `classify` records the verdict under the key (checked against the journal then).
+    confinement.confined.journal = args.journal.journal.clone();
     let written = record_request(args, &confinement)
         .and_then(|()| serde_json::to_string(&confinement.confined).map_err(LauncherError::Json))
         .and_then(|json| stdout::write(&format!("{json}\n")));

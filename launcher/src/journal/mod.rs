@@ -100,7 +100,8 @@ impl Journal {
         self.write(&self.path(key, STARTED_SUFFIX), b"{}")
     }
 
-    /// Records the settled command's result.
+    /// Records the settled command's result (`run`'s result, or `classify`'s verdict);
+    /// a result already recorded stays (EEXIST): the first one stands.
     pub fn record_finished(&self, key: &str, result: &serde_json::Value) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(result).map_err(std::io::Error::other)?;
         if bytes.len() > MAX_RECORD_BYTES {
@@ -110,6 +111,28 @@ impl Journal {
             )));
         }
         self.write(&self.path(key, FINISHED_SUFFIX), &bytes)
+    }
+
+    /// Whether the request recorded under `key` is the one `classify` was handed: made by
+    /// `confine`, for the private directory named `request_dir` (`None`: nothing
+    /// confined).
+    pub fn owner(&self, key: &str, request_dir: Option<&str>) -> Owner {
+        let bytes = match read_record(&self.path(key, "")) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Owner::Missing,
+            Err(e) => return Owner::Unreadable(e.to_string()),
+        };
+        let requested: Requested = match serde_json::from_slice(&bytes) {
+            Ok(r) => r,
+            Err(e) => return Owner::Unreadable(e.to_string()),
+        };
+        if requested.by != Requester::Confine || requested.request_dir.as_deref() != request_dir {
+            return Owner::Other(format!(
+                "journal key {key:?} names another request (recorded by {:?} for private directory {:?}, not {:?}): was the ConfinedArgv changed?",
+                requested.by, requested.request_dir, request_dir
+            ));
+        }
+        Owner::This
     }
 
     /// Writes `bytes` to a new file beside `path`, `fsync`s it, renames it to `path`
@@ -232,6 +255,20 @@ impl Journal {
             }
         }
     }
+}
+
+/// Whose request a key names, as [`Journal::owner`] finds it.
+#[derive(Debug)]
+pub enum Owner {
+    /// The request `classify` was handed.
+    This,
+    /// No record under the key (never made, or swept).
+    Missing,
+    /// The record cannot be read (why).
+    Unreadable(String),
+    /// Another request's: the key in the ConfinedArgv was changed, and one request's
+    /// verdict must never stand for another's (why, in words).
+    Other(String),
 }
 
 /// What `stockade outcome` prints.
