@@ -301,9 +301,10 @@ await test('a runner that really failed is runner-failed in settle(), after many
   assert.ok(!existsSync(dirname(c.statusPath)))
 })
 
-await test('a command that changed its own status record is tampered in settle(); an honest one is not', async () => {
-  // Without the stage the command can chmod its own status file (Landlock does not
-  // govern chmod). Its own control directory, so no other command's record is touched.
+await test('a command cannot change its own status record; a record changed behind its back is tampered in settle()', async () => {
+  // Without the stage Landlock does not govern chmod: the runner's metadata supervisor
+  // refuses it outside the writable roots. Its own control directory, so no other
+  // command's record is touched.
   const saved = process.env.XDG_RUNTIME_DIR
   const own = join(root, 'runtime-tamper')
   mkdirSync(own, { mode: 0o700 })
@@ -313,9 +314,16 @@ await test('a command that changed its own status record is tampered in settle()
     // Control: the same command without the chmod is ok.
     const honest = await t.run(`${LONG}echo changed`)
     assert.equal((await settleRun(t, honest)).outcome, 'ok')
+    // The attack: refused, so nothing to call tampered.
     const r = await t.run(`${LONG}chmod 000 "$XDG_RUNTIME_DIR"/stockade/req-*/status && echo changed`)
-    assert.equal(r.stdout.text, 'changed\n', r.stderr.text)
-    const v = await settleRun(t, r)
+    assert.equal(r.stdout.text, '', r.stderr.text)
+    assert.match(r.stderr.text, /Operation not permitted/)
+    assert.notEqual((await settleRun(t, r)).outcome, 'tampered')
+    // The provider's own check: a record changed after the command (as a process
+    // outside could) is tampered, never ok.
+    const later = await t.run(`${LONG}echo changed`)
+    chmodSync(t.handed.at(-1).statusPath, 0)
+    const v = await settleRun(t, later)
     assert.equal(v.outcome, 'tampered', JSON.stringify(v))
     assert.match(v.detail, /status record was tampered with/)
     assert.equal(v.enforcement, null)
