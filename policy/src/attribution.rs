@@ -65,6 +65,12 @@ pub struct Scope {
     /// (without it nothing does, and "read-only file system" is the host's word).
     #[serde(default)]
     pub staged: bool,
+    /// Whether the runner's metadata supervisor held modes, owners and times (no stage,
+    /// workspace-write): it refuses a change outside the writable roots or on a protected
+    /// path with `Operation not permitted`, the word Unix uses too, so only a metadata
+    /// line naming such a path is its refusal.
+    #[serde(default)]
+    pub supervised: bool,
     /// Whether the command had a network namespace of its own (the stage's, loopback
     /// only): a failure on its own loopback is the command's, and "network is
     /// unreachable" anywhere else is the sandbox's refusal.
@@ -74,8 +80,10 @@ pub struct Scope {
 
 impl Scope {
     /// The scope of a resolved policy, for a command started in `cwd`, under the
-    /// namespace stage when `staged`.
-    pub fn of(policy: &Policy, cwd: &Path, staged: bool) -> Scope {
+    /// namespace stage when `staged`, else under the metadata supervisor when
+    /// `supervised`.
+    pub fn of(policy: &Policy, cwd: &Path, staged: bool, supervised: bool) -> Scope {
+        let supervised = supervised && !staged;
         use crate::grants::{Access, grants};
         let all = grants(policy);
         let of = |access: Access| -> Vec<PathBuf> {
@@ -91,8 +99,9 @@ impl Scope {
             writable: of(Access::Full),
             writable_files: of(Access::ReadWriteFile),
             hidden: policy.hidden().to_vec(),
-            // Without the stage nothing holds them: a write there is not refused.
-            protected: if staged {
+            // Without the stage nothing holds their contents: a write there is not
+            // refused; the supervisor still holds their metadata.
+            protected: if staged || supervised {
                 policy.protected().iter().map(|p| p.path.clone()).collect()
             } else {
                 Vec::new()
@@ -102,6 +111,7 @@ impl Scope {
             tcp_connect: policy.allow_tcp_connect().to_vec(),
             by_name: policy.domains().is_some(),
             staged,
+            supervised,
             own_network: staged && policy.own_network(),
         }
     }
@@ -115,7 +125,23 @@ impl Scope {
             &FILE_REFUSALS[..1]
         }
     }
+
+    /// The refusal words a line holds: one of [`Scope::refusal_words`], or the
+    /// supervisor's `Operation not permitted` on a line about a metadata change.
+    fn refusal_in(&self, lower: &str) -> Option<&'static str> {
+        let words = self.refusal_words().iter().find(|w| lower.contains(*w));
+        words.copied().or_else(|| {
+            (self.supervised
+                && lower.contains(NOT_PERMITTED)
+                && METADATA_VERBS.iter().any(|v| lower.contains(v)))
+            .then_some(NOT_PERMITTED)
+        })
+    }
 }
+
+/// The words of EPERM: the metadata supervisor's refusal, and Unix's for a change only
+/// a file's owner may make.
+const NOT_PERMITTED: &str = "operation not permitted";
 
 /// The access an error line is about.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -302,18 +328,22 @@ fn file_refusal(
     unix: &dyn UnixCheck,
 ) -> Option<DenialRecord> {
     let lower = line.to_lowercase();
-    let words = scope.refusal_words().iter().find(|w| lower.contains(*w))?;
+    let words = scope.refusal_in(&lower)?;
     // `script: failed to create pseudo-terminal`: the words name no file.
     if TERMINAL_WORDS.iter().any(|w| lower.contains(w)) {
         return Some(terminal(scope));
     }
     let Some(path) = named_path(line, words) else {
+        // EPERM naming no path is Unix's as often as the supervisor's: no record.
+        if words == NOT_PERMITTED {
+            return None;
+        }
         return pathless(scope, before, line, words);
     };
     let path = unix.resolve(&absolute(&scope.cwd, &shared_memory(before, path)));
     let hint = if METADATA_VERBS.iter().any(|v| lower.contains(v)) {
         Some(Access::Metadata)
-    } else if *words != "permission denied" || WRITE_VERBS.iter().any(|v| lower.contains(v)) {
+    } else if words != "permission denied" || WRITE_VERBS.iter().any(|v| lower.contains(v)) {
         Some(Access::Write)
     } else if READ_VERBS.iter().any(|v| lower.contains(v)) || reads_only(&lower) {
         Some(Access::Read)
@@ -522,15 +552,22 @@ pub fn refused(
     if access == Access::Read {
         return None;
     }
-    if let Some(p) = scope.protected.iter().find(|p| path.starts_with(p)) {
+    // Without the stage only the supervisor holds them, and only their metadata.
+    let held = scope.staged || access == Access::Metadata;
+    if let Some(p) = scope.protected.iter().find(|p| held && path.starts_with(p)) {
         let grant = if scope.protect_explicit {
             format!("leaving out --protect {}", p.display())
         } else {
             "--no-default-protect".to_string()
         };
+        let what = if scope.staged {
+            "(read-only)"
+        } else {
+            "(its mode, owner and times do not change)"
+        };
         return Some((
             Kind::ProtectedPath,
-            format!("{mode} mode: {} is protected (read-only)", p.display()),
+            format!("{mode} mode: {} is protected {what}", p.display()),
             Some(grant),
         ));
     }
@@ -893,6 +930,7 @@ mod tests {
             tcp_connect: vec![443],
             by_name: false,
             staged: true,
+            supervised: false,
             own_network: false,
         }
     }
@@ -1128,6 +1166,61 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.grant.as_deref(), Some("--writable /opt"));
+    }
+
+    #[test]
+    fn the_supervisors_eperm_on_metadata_outside_the_roots_or_protected_is_a_denial() {
+        let mut s = scope(Mode::WorkspaceWrite);
+        s.staged = false;
+        s.supervised = true;
+        let root = Table(vec![]);
+        for line in [
+            "chmod: changing permissions of '/opt/f': Operation not permitted",
+            "chown: changing ownership of '/opt/f': Operation not permitted",
+            "touch: setting times of '/opt/f': Operation not permitted",
+        ] {
+            let r = one(&s, line, &root).unwrap_or_else(|| panic!("{line}"));
+            assert_eq!(
+                (r.kind, r.path.as_deref(), r.grant.as_deref()),
+                (Kind::Metadata, Some("/opt/f"), Some("--writable /opt")),
+                "{line}"
+            );
+        }
+        let line = "chmod: changing permissions of '.git/config': Operation not permitted";
+        let r = one(&s, line, &root).unwrap();
+        assert_eq!(
+            (r.kind, r.path.as_deref(), r.grant.as_deref()),
+            (
+                Kind::ProtectedPath,
+                Some("/ws/.git/config"),
+                Some("--no-default-protect")
+            )
+        );
+        // Inside the roots EPERM is Unix's (chown to another user); another user's
+        // file is refused anyway; a line of no metadata change or no path is no record.
+        for (line, unix) in [
+            (
+                "chown: changing ownership of '/ws/a': Operation not permitted",
+                &root,
+            ),
+            (
+                "chmod: changing permissions of '/opt/f': Operation not permitted",
+                &Table(vec![("/opt", Access::Metadata)]),
+            ),
+            ("bash: /opt/f: Operation not permitted", &root),
+            ("kill: (1) - Operation not permitted", &root),
+            ("chown: changing ownership: Operation not permitted", &root),
+        ] {
+            assert_eq!(one(&s, line, unix), None, "{line}");
+        }
+        // Without the supervisor EPERM is never ours, and without the stage a protected
+        // path's contents are not held.
+        s.supervised = false;
+        let line = "chmod: changing permissions of '/opt/f': Operation not permitted";
+        assert_eq!(one(&s, line, &root), None);
+        s.supervised = true;
+        let r = one(&s, "bash: .envrc: Permission denied", &root);
+        assert_eq!(r, None);
     }
 
     #[test]

@@ -330,3 +330,106 @@ fn a_supervisor_that_cannot_be_installed_fails_the_run_before_the_command() {
     assert_code(&out, 0);
     assert!(marker.exists());
 }
+
+/// `stockade run --json ARGS -- sh -c SCRIPT` in `fx` (with `--no-stage` unless staged),
+/// inside the container stand-in when `mask` says so: its output and JSON.
+fn run_json_sh(
+    fx: &Fixture,
+    mask: Option<&str>,
+    args: &[&str],
+    script: &str,
+) -> (Output, serde_json::Value) {
+    let mut all = vec!["run", "--json"];
+    all.extend(args);
+    all.extend(["--", "sh", "-c", script]);
+    run_json(&mut fx.stockade_masked(mask, all))
+}
+
+/// The one record of a denial, with `denied` and the marker (stockade run without
+/// `--json`) said.
+#[track_caller]
+fn the_denial(fx: &Fixture, mask: Option<&str>, script: &str) -> serde_json::Value {
+    let (_, v) = run_json_sh(fx, mask, &[], script);
+    assert_eq!(v["sandbox"]["denied"], true, "{v}");
+    let records = v["denials"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "{v}");
+    assert_eq!(records[0]["evidence"], "policy-check", "{v}");
+    let out = fx
+        .stockade_masked(mask, ["run", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(text(&out.stderr).contains("[sandbox:"), "{out:?}");
+    records[0].clone()
+}
+
+fn file_0644(f: &Path) {
+    std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+    std::fs::write(f, "x").unwrap();
+    std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+/// Without the stage the supervisor refuses a metadata change with EPERM, Unix's word
+/// too: one outside the roots is named, with the grant that allows it; one inside the
+/// roots that Unix refuses (chown to another user) is not.
+#[test]
+fn the_supervisors_refusals_are_named_with_their_grant_and_unix_refusals_are_not() {
+    let fx = Fixture::new();
+    let victim = fx.outside.join("victim");
+    file_0644(&victim);
+    let chmod = format!("chmod 600 {}", s(&victim));
+    let r = the_denial(&fx, None, &chmod);
+    assert_eq!(r["kind"], "metadata", "{r}");
+    assert_eq!(r["path"], s(&victim), "{r}");
+    let grant = format!("--writable {}", s(&fx.outside));
+    assert_eq!(r["grant"], grant.as_str(), "{r}");
+    assert_eq!(mode_of(&victim), 0o644);
+    // Control: with the grant the record names, the change is made and nothing named.
+    let (out, v) = run_json_sh(&fx, None, &["--writable", s(&fx.outside)], &chmod);
+    assert_eq!(v["exitCode"], 0, "{v} {out:?}");
+    assert_eq!(v["denials"], serde_json::json!([]), "{v}");
+    assert_eq!(mode_of(&victim), 0o600);
+
+    // Inside the workspace the supervisor makes the change as the command; the kernel
+    // refuses an ordinary user's chown to root anyway: no denial. As root, the same
+    // chown is made (the control).
+    std::fs::write(fx.ws.join("mine"), "x").unwrap();
+    let (out, v) = run_json_sh(&fx, None, &[], "chown 0 mine");
+    if stockade_tests::is_root() {
+        assert_eq!(v["exitCode"], 0, "{v} {out:?}");
+    } else {
+        assert!(
+            v["stderr"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("Operation not permitted"),
+            "{v}"
+        );
+        assert_ne!(v["exitCode"], 0, "{v}");
+    }
+    assert_eq!(v["sandbox"]["denied"], false, "{v}");
+    assert_eq!(v["denials"], serde_json::json!([]), "{v}");
+}
+
+/// In a container (no stage) the supervisor holds the default protected paths' metadata:
+/// its refusal there is named a protected path, with `--no-default-protect`.
+#[test]
+fn the_supervisors_refusal_on_a_protected_path_is_named_in_a_container() {
+    let fx = Fixture::staged();
+    let config = fx.ws.join(".git/config");
+    file_0644(&config);
+    let r = the_denial(&fx, CONTAINER, "chmod 600 .git/config");
+    assert_eq!(r["kind"], "protected-path", "{r}");
+    assert_eq!(r["path"], s(&config), "{r}");
+    assert_eq!(r["grant"], "--no-default-protect", "{r}");
+    assert_eq!(mode_of(&config), 0o644);
+    // Control: with the grant the record names, the change is made and nothing named.
+    let (out, v) = run_json_sh(
+        &fx,
+        CONTAINER,
+        &["--no-default-protect"],
+        "chmod 600 .git/config",
+    );
+    assert_eq!(v["exitCode"], 0, "{v} {out:?}");
+    assert_eq!(v["denials"], serde_json::json!([]), "{v}");
+    assert_eq!(mode_of(&config), 0o600);
+}

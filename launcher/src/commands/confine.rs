@@ -513,7 +513,16 @@ fn start(
     request.validate().map_err(LauncherError::Invalid)?;
     let (request_path, digest) = dir.write_request(request)?;
     // What the policy refuses, for naming each refusal once the command settled.
-    dir.write_scope(&Scope::of(&request.policy, &request.cwd, staged))?;
+    // The runner's own test for starting the metadata supervisor.
+    let supervised = request.promised.supervisor
+        && !request.promised.namespaces
+        && Asks::of(&request.policy).wants_supervisor();
+    dir.write_scope(&Scope::of(
+        &request.policy,
+        &request.cwd,
+        staged,
+        supervised,
+    ))?;
     let request_path = utf8(request_path.as_os_str(), "the request path")?;
     let status_path = utf8(status_path.as_os_str(), "the status path")?;
     let runner_argv = vec![
