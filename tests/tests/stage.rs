@@ -820,3 +820,160 @@ fn as_an_ordinary_user_the_stage_runs_in_a_user_namespace_with_the_same_protecti
         "export A=1\n"
     );
 }
+
+/// Whether the fixture's binaries can be started under a helper that maps only the
+/// caller's own uid: root's binaries look foreign to an ordinary user there, and
+/// stockade rightly refuses to start them.
+fn own_binaries_or_skip(test: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(stockade_bin()).unwrap().uid();
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    if !stockade_tests::is_root() && owner != unsafe { libc::geteuid() } {
+        eprintln!("SKIPPED (needs root, or binaries of this user's own): {test}");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn where_parts_of_proc_are_covered_the_stage_is_not_promised_and_the_supervisor_holds() {
+    // Container engines cover parts of /proc (kcore, timer_list, ...). Below the user
+    // namespace that covered them the kernel refuses a fresh procfs, which the stage
+    // mounts for its pid namespace: the trial must find that out, so the stage is not
+    // promised (and then fails every run), and the runner's supervisor takes over.
+    if !own_binaries_or_skip("where_parts_of_proc_are_covered") {
+        return;
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    if mounts
+        .lines()
+        .any(|l| l.split(' ').nth(4).is_some_and(|p| p.starts_with("/proc/")))
+    {
+        eprintln!("SKIPPED (parts of /proc are covered here already): where_parts_of_proc");
+        return;
+    }
+    let fx = Fixture::staged();
+    // The control (staged) runs under the same helper without the cover.
+    for staged in [false, true] {
+        let wrap = |args: &[&str]| {
+            let mut cmd = Command::new(bin("proc-covered"));
+            if staged {
+                cmd.arg("--bare");
+            }
+            cmd.arg(stockade_bin()).args(args);
+            fx.environment(&mut cmd);
+            cmd
+        };
+        let probe = wrap(&["probe", "--json"]).output().unwrap();
+        if probe.status.code() == Some(77) {
+            eprintln!("SKIPPED (no user namespaces here): {}", text(&probe.stderr));
+            return;
+        }
+        assert_code(&probe, 0);
+        let probe: serde_json::Value = serde_json::from_slice(&probe.stdout).unwrap();
+        let ns = &probe["kernel"]["namespaces"];
+        assert_eq!(ns["available"], staged, "{ns}");
+        if !staged {
+            assert!(
+                ns["cause"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("cannot mount a fresh /proc")),
+                "{ns}"
+            );
+        }
+        let out = wrap(&["confine", "--mode", "workspace-write", "--", "true"])
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+        let confined: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let argv = confined_argv(&confined);
+        assert_eq!(argv.iter().any(|a| a == "__stage"), staged, "{argv:?}");
+        let supervised = probe["kernel"]["seccompNotify"] == true;
+        if !staged && !supervised {
+            eprintln!("SKIPPED (no seccomp notify here): the supervisor half of proc covered");
+        }
+        if staged || supervised {
+            assert_eq!(
+                confined["guarantees"]["metadata"]["status"], "enforced",
+                "{confined}"
+            );
+        }
+        // And the command runs, confined: the workspace is writable, the rest is not.
+        let _ = std::fs::remove_file(fx.ws.join("out"));
+        let out = wrap(&["run", "--mode", "workspace-write", "--", "sh", "-c"])
+            .arg("echo hi > out")
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+        assert!(fx.ws.join("out").exists());
+        let file = fx.outside.join("x");
+        let out = wrap(&["run", "--mode", "workspace-write", "--", "sh", "-c"])
+            .arg(format!("echo x > {}", file.display()))
+            .output()
+            .unwrap();
+        assert_ne!(out.status.code(), Some(0));
+        assert!(!file.exists());
+    }
+}
+
+#[test]
+fn root_without_cap_sys_admin_gets_the_stage_through_a_user_namespace() {
+    // Root in a container engine's default capabilities has no CAP_SYS_ADMIN: the
+    // stage's namespaces and mounts need a user namespace of its own there, as an
+    // ordinary user's do, with root mapped to itself.
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root): root_without_cap_sys_admin");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED (no setpriv here): root_without_cap_sys_admin");
+        return;
+    }
+    let fx = Fixture::staged();
+    for capless in [true, false] {
+        let wrap = |args: &[&str]| {
+            let mut cmd = if capless {
+                let mut c = Command::new("setpriv");
+                c.args(["--inh-caps=-sys_admin", "--bounding-set=-sys_admin"]);
+                c.arg(stockade_bin());
+                c
+            } else {
+                Command::new(stockade_bin())
+            };
+            cmd.args(args);
+            fx.environment(&mut cmd);
+            cmd
+        };
+        let probe = wrap(&["probe", "--json"]).output().unwrap();
+        assert_code(&probe, 0);
+        let probe: serde_json::Value = serde_json::from_slice(&probe.stdout).unwrap();
+        assert_eq!(probe["kernel"]["namespaces"]["available"], true, "{probe}");
+        let out = wrap(&["confine", "--mode", "workspace-write", "--", "true"])
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+        let confined: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(confined_argv(&confined).iter().any(|a| a == "__stage"));
+        // The command runs in the stage's pid namespace, as root; in a user namespace
+        // mapping root alone when root lacked CAP_SYS_ADMIN, in none otherwise.
+        let out = wrap(&["run", "--mode", "workspace-write", "--", "sh", "-c"])
+            .arg("id -u; cat /proc/self/uid_map; echo $$ > pid")
+            .output()
+            .unwrap();
+        assert_code(&out, 0);
+        let stdout = text(&out.stdout);
+        let lines: Vec<Vec<&str>> = stdout
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(lines[0], ["0"], "{stdout}");
+        let map = if capless {
+            vec!["0", "0", "1"]
+        } else {
+            vec!["0", "0", "4294967295"]
+        };
+        assert_eq!(lines[1], map, "{stdout}");
+        let pid = std::fs::read_to_string(fx.ws.join("pid")).unwrap();
+        assert!(pid.trim().parse::<u32>().unwrap() < 10, "pid {pid}");
+    }
+}

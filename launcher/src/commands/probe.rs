@@ -299,7 +299,7 @@ fn table(p: &Probe) -> String {
     }
     let _ = writeln!(
         o,
-        "user namespaces  {} (sysctls; root needs none)",
+        "user namespaces  {} (sysctls; root with CAP_SYS_ADMIN needs none)",
         yes_no(k.user_namespaces)
     );
     let tiocsti = match k.legacy_tiocsti {

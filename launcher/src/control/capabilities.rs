@@ -25,6 +25,20 @@ struct Data {
 
 /// The permitted set of this process (bit N: capability N), empty when it cannot be read.
 pub fn permitted() -> u64 {
+    sets().map_or(0, |d| {
+        u64::from(d[0].permitted) | (u64::from(d[1].permitted) << 32)
+    })
+}
+
+/// The effective set of this process (bit N: capability N), empty when it cannot be read.
+pub fn effective() -> u64 {
+    sets().map_or(0, |d| {
+        u64::from(d[0].effective) | (u64::from(d[1].effective) << 32)
+    })
+}
+
+/// This process's sets, as `capget` gives them.
+fn sets() -> Option<[Data; 2]> {
     let mut header = Header {
         version: VERSION_3,
         pid: 0,
@@ -38,10 +52,7 @@ pub fn permitted() -> u64 {
             data.as_mut_ptr(),
         )
     };
-    if r != 0 {
-        return 0;
-    }
-    u64::from(data[0].permitted) | (u64::from(data[1].permitted) << 32)
+    (r == 0).then_some(data)
 }
 
 /// Makes the effective and permitted sets exactly `mask` (capabilities below 32 only, the

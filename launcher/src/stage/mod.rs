@@ -39,8 +39,8 @@
 //! processes (their `/proc/PID/cmdline`, System V IPC objects) are out of sight.
 //!
 //! This file is the stage's flow (`main`, `enter`); each step lives in the file named
-//! for it: `args` (the command line `confine` writes), `namespaces` (step 1), `mounts`
-//! (2), `init` (3, and the parent that waits without a pid namespace), `exec` (4),
+//! for it: `args` (the command line `confine` writes), `namespaces` (step 1, and `trial`,
+//! whether the machine allows it), `mounts` (2), `init` (3, and the parent that waits without a pid namespace), `exec` (4),
 //! `watch` (5), `error` (the one failure line).
 
 mod args;
@@ -50,6 +50,7 @@ mod init;
 mod mounts;
 mod namespaces;
 mod terminals;
+mod trial;
 mod watch;
 
 use args::parse;
@@ -60,12 +61,13 @@ use exec::{RUNNER_ENV, close_exec_descriptors, exec_runner};
 pub(crate) use init::{forward_signals_to, replay, wait_for};
 use init::{outer, parent_of_runner};
 use mounts::mounts;
-pub(crate) use namespaces::{available, available_remembered, mount_namespace};
-use namespaces::{map_ids, namespace_flags};
+pub(crate) use namespaces::mount_namespace;
+use namespaces::{map_ids, namespace_flags, needs_user_namespace};
 use std::ffi::OsString;
 use stockade_policy::exit;
 use stockade_policy::failure_tag;
 use stockade_policy::stage::MountPlan;
+pub(crate) use trial::{available, available_remembered};
 use watch::Watcher;
 pub(crate) use watch::{check_shared, open_dir_no_symlinks};
 
@@ -130,7 +132,8 @@ pub(super) fn enter(
     // Before anything else: the snapshot of each shared root is taken before the
     // command exists, and the report file is opened while it is still ours alone.
     let watcher = Watcher::open(watch)?;
-    let flags = namespace_flags(spec, spec.network || net.is_some(), uid);
+    let own_net = spec.network || net.is_some();
+    let flags = namespace_flags(spec, own_net, needs_user_namespace(uid, own_net));
     // SAFETY: unshare takes flags only; on success this (single-threaded) process is in
     // the new namespaces (the pid namespace applies to its children).
     let r = unsafe { libc::unshare(flags) };
