@@ -72,6 +72,17 @@ fn as_an_ordinary_user_unix_refusals_are_not_denials_and_policy_refusals_are() {
         return;
     }
     let fx = Fixture::new();
+    // A checkout beneath /root (mode 0700) keeps the binaries and the fixture out of the
+    // user's reach: nothing to learn there.
+    if let Some(why) = unreachable_by(
+        NOBODY,
+        &[&stockade_bin(), &runner_bin(), fx.root.parent().unwrap()],
+    ) {
+        eprintln!(
+            "SKIPPED ({why}): as_an_ordinary_user_unix_refusals_are_not_denials_and_policy_refusals_are"
+        );
+        return;
+    }
     std::fs::create_dir(fx.root.join("home")).unwrap();
     chown_tree(&fx.root);
     // A file the user does not own (root's), where the user may otherwise reach it.
