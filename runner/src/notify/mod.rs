@@ -102,6 +102,13 @@ pub fn split(policy: &Policy) -> Result<Handoff, RunnerError> {
         }
         Ok(ForkResult::Parent { child }) => {
             drop(child_end);
+            // Out of the executor's process group, leaving the command in it: a signal
+            // sent to the whole group reaches the command once, directly, and the
+            // supervisor forwards only what was sent to it alone. A session leader (the
+            // runner's own session beside a terminal) cannot move; it keeps skipping
+            // what a terminal sent its group.
+            let _ =
+                nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0));
             supervisor::run(parent_end, child, rules)
         }
         Ok(ForkResult::Child) => {
