@@ -103,13 +103,20 @@ installed_run() {
     cd "$ws"
     as "$user" stockade probe >"$res/probe.txt" || fail "stockade probe as $user"
     grep -q 'landlock' "$res/probe.txt" || fail "stockade probe as $user printed no Landlock line"
-    # Denied outside the workspace, allowed inside: the kernel's answer, both ways.
-    local code=0
-    as "$user" stockade run -- sh -c 'echo inside > in.txt; echo x > /etc/stockade-check' \
+    # Denied outside the workspace, allowed inside: the kernel's answer, both ways. The
+    # outside directory is one USER could write unconfined (their own), so the refusal
+    # is the sandbox's and not Unix permissions' (which stockade must not call a denial).
+    local code=0 outside
+    outside=$(mktemp -d "$work/outside-$user.XXXXXX")
+    chmod 0755 "$outside"
+    [ "$user" = root ] || chown "$user:" "$outside"
+    as "$user" sh -c "echo control > '$outside/control'" \
+        || fail "as $user, unconfined, the outside directory is not writable"
+    as "$user" stockade run -- sh -c "echo inside > in.txt; echo x > '$outside/check'" \
         >"$res/out" 2>"$res/err" || code=$?
     [ "$code" = 2 ] || fail "confined run as $user exited $code (sh exits 2 on a failed redirection): $(cat "$res/err")"
     [ -f "$ws/in.txt" ] || fail "confined run as $user could not write its workspace"
-    [ ! -e /etc/stockade-check ] || fail "confined run as $user wrote /etc"
+    [ ! -e "$outside/check" ] || fail "confined run as $user wrote outside its workspace"
     grep -q '^\[sandbox: file access denied under workspace-write mode\]$' "$res/err" \
         || fail "no denial marker as $user: $(cat "$res/err")"
     # The provider path: confine, explain, spawn the argv, classify.
