@@ -43,3 +43,52 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid(2) takes no arguments and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// Exit code of a namespace helper (`proc-covered`, `userns-limit`) that cannot set
+/// itself up (no user namespaces here at all): the tests read it as "SKIPPED".
+pub const UNAVAILABLE: i32 = 77;
+
+/// Makes this process a user namespace of its own (with `also`, e.g. a mount namespace,
+/// in the same call), `uid`/`gid` outside mapped to `inside_uid`/`inside_gid`, setgroups
+/// denied as an unprivileged mapping requires. Exits with [`UNAVAILABLE`] naming `helper`
+/// when the kernel refuses.
+pub fn enter_user_namespace(
+    helper: &str,
+    also: libc::c_int,
+    (uid, gid): (u32, u32),
+    (inside_uid, inside_gid): (u32, u32),
+) {
+    // SAFETY: unshare takes flags only; the helpers call this single-threaded.
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER | also) } != 0 {
+        eprintln!(
+            "{helper}: cannot create a user namespace: {}",
+            std::io::Error::last_os_error()
+        );
+        std::process::exit(UNAVAILABLE);
+    }
+    write_or_exit(helper, "/proc/self/setgroups", "deny");
+    write_or_exit(
+        helper,
+        "/proc/self/uid_map",
+        &format!("{inside_uid} {uid} 1\n"),
+    );
+    write_or_exit(
+        helper,
+        "/proc/self/gid_map",
+        &format!("{inside_gid} {gid} 1\n"),
+    );
+}
+
+/// Writes `text` to a kernel file (`/proc/self/uid_map`, a sysctl); exits with
+/// [`UNAVAILABLE`] naming `helper` and the file when it cannot.
+pub fn write_or_exit(helper: &str, path: &str, text: &str) {
+    use std::io::Write;
+    let result = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()));
+    if let Err(e) = result {
+        eprintln!("{helper}: cannot write {path}: {e}");
+        std::process::exit(UNAVAILABLE);
+    }
+}

@@ -7,8 +7,8 @@ use std::ffi::{CString, OsString};
 use std::path::{Path, PathBuf};
 use stockade_policy::stage::{MASK_MODE, MountPlan};
 
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const AT_RECURSIVE: libc::c_uint = 0x8000;
+pub(super) const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub(super) const AT_RECURSIVE: libc::c_uint = 0x8000;
 
 #[repr(C)]
 struct MountAttr {
@@ -18,27 +18,44 @@ struct MountAttr {
     userns_fd: u64,
 }
 
-/// Sets (or clears) the read-only attribute on every mount at and beneath `path`.
-fn set_readonly(path: &Path, readonly: bool) -> Result<(), StageError> {
-    let c = cstr(path)?;
+/// `mount_setattr(2)` (Linux 5.12) on the mount `path` names from `dirfd` (with
+/// `AT_RECURSIVE` in `flags`, on every mount beneath it too): sets the attributes of
+/// `set`, clears those of `clr`. The stage and its trial share it; the raw return value.
+pub(super) fn mount_setattr(
+    dirfd: libc::c_int,
+    path: &std::ffi::CStr,
+    flags: libc::c_uint,
+    set: u64,
+    clr: u64,
+) -> libc::c_long {
     let attr = MountAttr {
-        attr_set: if readonly { MOUNT_ATTR_RDONLY } else { 0 },
-        attr_clr: if readonly { 0 } else { MOUNT_ATTR_RDONLY },
+        attr_set: set,
+        attr_clr: clr,
         propagation: 0,
         userns_fd: 0,
     };
-    // SAFETY: `c` is a NUL-terminated path and `attr` a properly sized mount_attr that
-    // outlive the call; the kernel only reads them.
-    let r = unsafe {
+    // SAFETY: `path` is NUL-terminated and `attr` a properly sized mount_attr, both alive
+    // for the call; the kernel only reads them.
+    unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            AT_RECURSIVE,
+            dirfd,
+            path.as_ptr(),
+            flags,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
+    }
+}
+
+/// Sets (or clears) the read-only attribute on every mount at and beneath `path`.
+fn set_readonly(path: &Path, readonly: bool) -> Result<(), StageError> {
+    let c = cstr(path)?;
+    let (set, clr) = match readonly {
+        true => (MOUNT_ATTR_RDONLY, 0),
+        false => (0, MOUNT_ATTR_RDONLY),
     };
+    let r = mount_setattr(libc::AT_FDCWD, &c, AT_RECURSIVE, set, clr);
     check(r, || {
         format!(
             "cannot make {} {}",
@@ -407,19 +424,12 @@ fn mask_source() -> Option<std::os::fd::OwnedFd> {
         drop(file);
         (libc::mkdirat(mnt.as_raw_fd(), c"d".as_ptr(), MASK_MODE) == 0).then_some(())?;
         (libc::fchmodat(mnt.as_raw_fd(), c"d".as_ptr(), MASK_MODE, 0) == 0).then_some(())?;
-        let attr = MountAttr {
-            attr_set: MOUNT_ATTR_RDONLY,
-            attr_clr: 0,
-            propagation: 0,
-            userns_fd: 0,
-        };
-        let r = libc::syscall(
-            libc::SYS_mount_setattr,
+        let r = mount_setattr(
             mnt.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
+            c"",
+            libc::AT_EMPTY_PATH as libc::c_uint,
+            MOUNT_ATTR_RDONLY,
+            0,
         );
         (r == 0).then_some(mnt)
     }

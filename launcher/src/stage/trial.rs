@@ -4,14 +4,12 @@
 //! remembered for a minute.
 
 use super::init::wait_for;
+use super::mounts::{AT_RECURSIVE, MOUNT_ATTR_RDONLY, mount_setattr};
 use super::namespaces::{namespace_flags, needs_user_namespace};
 use std::ffi::CString;
 use std::io;
 use std::path::Path;
 use stockade_policy::stage::{MQUEUE, MountPlan, PTS, PTS_OPTIONS};
-
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const AT_RECURSIVE: libc::c_uint = 0x8000;
 
 /// Each step the trial takes, in order, with what its refusal means (the cause `probe`
 /// shows). The index is what the trial's child reports back.
@@ -215,32 +213,7 @@ fn write_file(path: &std::ffi::CStr, text: &std::ffi::CStr) -> libc::c_long {
 /// Makes every mount read-only, as the stage does before it puts the writable roots
 /// back. Returns the errno of a refusal.
 fn set_read_only_below_root() -> Result<(), i32> {
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
-    }
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: a NUL-terminated path and a properly sized mount_attr, both alive for the
-    // call; the kernel only reads them.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            c"/".as_ptr(),
-            AT_RECURSIVE,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    match r {
+    match mount_setattr(libc::AT_FDCWD, c"/", AT_RECURSIVE, MOUNT_ATTR_RDONLY, 0) {
         0 => Ok(()),
         _ => Err(io::Error::last_os_error().raw_os_error().unwrap_or(0)),
     }

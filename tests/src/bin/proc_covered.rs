@@ -9,11 +9,8 @@
 //! The uid and gid are the caller's own at every level (root stays root, with every
 //! capability in the innermost namespace; an ordinary user's are dropped at exec).
 
-use std::io::Write;
 use std::os::unix::process::CommandExt;
-
-/// Exit code when the helper itself cannot set up (no user namespaces here at all).
-const UNAVAILABLE: i32 = 77;
+use stockade_tests::{UNAVAILABLE, enter_user_namespace};
 
 /// The `/proc` entries a container engine covers, any of which this kernel has.
 const COVERED: [&str; 4] = [
@@ -28,27 +25,10 @@ fn fail(what: &str) -> ! {
     std::process::exit(UNAVAILABLE);
 }
 
-fn write(path: &str, text: &str) {
-    let result = std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()));
-    if let Err(e) = result {
-        eprintln!("proc-covered: cannot write {path}: {e}");
-        std::process::exit(UNAVAILABLE);
-    }
-}
-
 /// A user namespace and a mount namespace of this process's own, the caller mapped to
 /// itself.
 fn enter(uid: u32, gid: u32) {
-    // SAFETY: unshare takes flags only; this process is single-threaded.
-    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) } != 0 {
-        fail("cannot create a user and a mount namespace");
-    }
-    write("/proc/self/setgroups", "deny");
-    write("/proc/self/uid_map", &format!("{uid} {uid} 1\n"));
-    write("/proc/self/gid_map", &format!("{gid} {gid} 1\n"));
+    enter_user_namespace("proc-covered", libc::CLONE_NEWNS, (uid, gid), (uid, gid));
 }
 
 fn mount(source: &std::ffi::CStr, target: &std::ffi::CStr, flags: libc::c_ulong) -> bool {
