@@ -166,6 +166,13 @@ fn files_open_for_writing_outside_the_roots_keep_their_metadata_with_and_without
             "{} setxattr /proc/self/fd/5 user.stockade",
             bin("attack").display()
         ));
+        // By its path: under the stage the read-only mount's own answer, as without the
+        // supervisor beside it.
+        attacks.push(format!(
+            "{} chmod {} 600",
+            bin("attack").display(),
+            input.display()
+        ));
         attacks.extend(fd_attacks(6, "640"));
         let script = format!(
             "{}; touch -d @1000000000 /proc/self/fd/5 2>/dev/null || echo refused; \
@@ -196,8 +203,9 @@ fn files_open_for_writing_outside_the_roots_keep_their_metadata_with_and_without
         let (out, json) = run_json(&mut cmd);
         assert_code(&out, 0);
         let eperm = "errno EPERM\n".repeat(11);
+        let by_path = if fx.stage { "EROFS" } else { "EPERM" };
         let want = format!(
-            "{eperm}errno EOPNOTSUPP\n{}refused\ntyped\n8\ntty-ok\n",
+            "{eperm}errno EOPNOTSUPP\nerrno {by_path}\n{}refused\ntyped\n8\ntty-ok\n",
             "ok\n".repeat(5)
         );
         assert_eq!(json["stdout"]["text"], want, "staged {}: {json}", fx.stage);
@@ -608,4 +616,61 @@ fn a_null_stdin_still_reads_as_empty_and_output_still_flows() {
         "cat",
     );
     assert_eq!(json["stdout"]["text"], "line\n", "{json}");
+}
+
+#[test]
+fn a_device_outside_the_roots_that_is_not_opened_again_keeps_its_metadata() {
+    // A device node of the test's own with a serial line's numbers (never opened: a
+    // path-only descriptor), kept as descriptor 5. No device but the harmless ones and
+    // pseudo-terminals is opened again (opening can have effects of its own), so under
+    // the stage the supervisor holds it, and without the stage it always does.
+    if !stockade_tests::is_root() {
+        eprintln!(
+            "SKIPPED (needs root to make a device node): a_device_outside_the_roots_that_is_not_opened_again_keeps_its_metadata"
+        );
+        return;
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    for fx in [Fixture::staged(), Fixture::new()] {
+        let node = fx.outside.join("serial-node");
+        let c = std::ffi::CString::new(node.to_str().unwrap()).unwrap();
+        // SAFETY: mknod reads a NUL-terminated path.
+        let made = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o620, libc::makedev(4, 64)) };
+        assert_eq!(made, 0, "mknod");
+        let path_only = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_PATH)
+                .open(&node)
+                .unwrap()
+        };
+        let before = mode_and_mtime(&node);
+        let a = bin("attack");
+        let a = a.to_str().unwrap();
+        let script = format!(
+            "{a} chmod /proc/self/fd/5 600; {a} chown-self /dev/fd/5; {a} touch /proc/self/fd/5; \
+             chmod 600 /proc/self/fd/5 2>/dev/null || echo refused; test -c /proc/self/fd/5 && echo stat-ok"
+        );
+        let mut cmd = fx.stockade(["run", "--json", "--keep-fd", "5", "--", "sh", "-c", &script]);
+        with_fd(&mut cmd, path_only(), 5);
+        let (out, json) = run_json(&mut cmd);
+        assert_code(&out, 0);
+        assert_eq!(
+            json["stdout"]["text"], "errno EPERM\nerrno EPERM\nerrno EPERM\nrefused\nstat-ok\n",
+            "staged {}: {json}",
+            fx.stage
+        );
+        assert_eq!(json["sandbox"]["enforcement"], "full", "{json}");
+        assert!(json["sandbox"].get("metadataOpen").is_none(), "{json}");
+        assert_eq!(mode_and_mtime(&node), before, "the device node changed");
+        // Unconfined, the same change is made.
+        let mut cmd = fx.stockade(["run", "--json", "--mode", "danger-full-access", "--"]);
+        cmd.arg(bin("attack"))
+            .args(["chmod", "/proc/self/fd/5", "600"]);
+        with_fd(&mut cmd, path_only(), 5);
+        let (out, json) = run_json(&mut cmd);
+        assert_code(&out, 0);
+        assert_eq!(json["stdout"]["text"], "ok\n", "{json}");
+        assert_eq!(mode_and_mtime(&node).0, 0o600);
+    }
 }
