@@ -1,7 +1,12 @@
 //! The metadata supervisor: where the namespace stage does not run, workspace-write's
 //! `metadata` guarantee (no mode, owner or time changes outside the writable roots, none
 //! on a protected path) is held by a process of the runner's own that answers those
-//! calls for the command (seccomp user notification).
+//! calls for the command (seccomp user notification). Under the stage the same process
+//! holds what its read-only mounts do not: the inherited descriptors the caller opened
+//! on its own read-write mounts outside the roots (a log file stdout appends to, a
+//! device), started only when there is one (see `Supervision` in `main.rs`). It then
+//! lives in the stage's mount and pid namespaces and walks paths as the command sees
+//! them.
 //!
 //! Roles, decided by who must see what:
 //! - the runner's process stays the supervisor: it is the process the executor spawned
