@@ -176,6 +176,7 @@ fn files_open_for_writing_outside_the_roots_keep_their_metadata_with_and_without
         attacks.extend(fd_attacks(6, "640"));
         let script = format!(
             "{}; touch -d @1000000000 /proc/self/fd/5 2>/dev/null || echo refused; \
+             chmod 640 /proc/self/fd/5 || echo refused; \
              echo written >&5 && head -n 1 && test -f /dev/stdin && stat -L -c %s /proc/self/fd/5 && \
              test -t 7 && stty -echo <&7 && stty echo <&7 && echo tty-ok",
             attacks.join("; ")
@@ -205,12 +206,19 @@ fn files_open_for_writing_outside_the_roots_keep_their_metadata_with_and_without
         let eperm = "errno EPERM\n".repeat(11);
         let by_path = if fx.stage { "EROFS" } else { "EPERM" };
         let want = format!(
-            "{eperm}errno EOPNOTSUPP\nerrno {by_path}\n{}refused\ntyped\n8\ntty-ok\n",
+            "{eperm}errno EOPNOTSUPP\nerrno {by_path}\n{}refused\nrefused\ntyped\n8\ntty-ok\n",
             "ok\n".repeat(5)
         );
         assert_eq!(json["stdout"]["text"], want, "staged {}: {json}", fx.stage);
         assert_eq!(json["sandbox"]["enforcement"], "full", "{json}");
         assert!(json["sandbox"].get("metadataOpen").is_none(), "{json}");
+        // coreutils' chmod says `Operation not permitted`: the supervisor's refusal,
+        // named with the object's path (Unix would have let its owner change it).
+        let named =
+            json["denials"].as_array().unwrap().iter().any(|d| {
+                d["kind"] == "metadata" && d["path"].as_str() == Some(log.to_str().unwrap())
+            });
+        assert!(named, "no metadata denial names the log: {json}");
         assert_eq!(mode_and_mtime(&input), before[0], "the input changed");
         assert_eq!(
             mode_and_mtime(&log).0,
