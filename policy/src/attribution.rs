@@ -66,9 +66,10 @@ pub struct Scope {
     #[serde(default)]
     pub staged: bool,
     /// Whether the runner's metadata supervisor held modes, owners and times (no stage,
-    /// workspace-write): it refuses a change outside the writable roots or on a protected
-    /// path with `Operation not permitted`, the word Unix uses too, so only a metadata
-    /// line naming such a path is its refusal.
+    /// workspace-write; under the stage, where the runner starts it for the inherited
+    /// descriptors the mounts do not hold): it refuses a change outside the writable roots
+    /// or on a protected path with `Operation not permitted`, the word Unix uses too, so
+    /// only a metadata line naming such a path is its refusal.
     #[serde(default)]
     pub supervised: bool,
     /// Whether the command had a network namespace of its own (the stage's, loopback
@@ -80,10 +81,9 @@ pub struct Scope {
 
 impl Scope {
     /// The scope of a resolved policy, for a command started in `cwd`, under the
-    /// namespace stage when `staged`, else under the metadata supervisor when
-    /// `supervised`.
+    /// namespace stage when `staged`, and under the metadata supervisor when
+    /// `supervised` (beside the stage, or without it).
     pub fn of(policy: &Policy, cwd: &Path, staged: bool, supervised: bool) -> Scope {
-        let supervised = supervised && !staged;
         use crate::grants::{Access, grants};
         let all = grants(policy);
         let of = |access: Access| -> Vec<PathBuf> {

@@ -2,7 +2,9 @@
 //! run (a container's default seccomp profile refuses `unshare`; `--no-stage`), the
 //! runner's filter hands every mode, owner and time change to a supervisor process,
 //! which finds the object the command's call would reach and asks here whether it may
-//! change. Pure logic: the runner does the finding and the changing.
+//! change. Under the stage the runner starts it too when an inherited descriptor
+//! reaches an object outside the roots that the stage's read-only mounts do not hold
+//! (a file open for writing). Pure logic: the runner does the finding and the changing.
 //!
 //! The rule is the stage's: inside a writable root a command changes what it likes,
 //! outside every one nothing, and on a protected path nothing either. Two differences,

@@ -196,15 +196,6 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     // and, where Landlock will not scope signals to the sandbox, every ancestor.
     let scoped = ruleset::kernel_abi() >= ruleset::SIGNAL_SCOPE_ABI;
     let mut outside = seccomp::Outside::of_parent(new_session, !scoped);
-    let supervised = supervised(request);
-    if supervised {
-        // This process, once it has become the supervisor: the command's parent.
-        outside.supervisor = Some(nix::unistd::getpid().as_raw());
-    }
-    // With the network denied under the stage, the command's network namespace of its
-    // own holds the network (a stage that did not run is refused below, before anything
-    // starts): its loopback is the command's, and nothing else is there.
-    let netns = request.promised.namespaces && policy.own_network();
     // Checked only when promised: the check is a few system calls, and a runner started
     // without the stage must not pay for it. Before the filter, which refuses the
     // netlink socket the network namespace's check reads interfaces through.
@@ -214,6 +205,18 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
         None
     };
     let staged = request.promised.namespaces && stage_missing.is_none();
+    // Before Landlock, which would govern the descriptors opened again here, and before
+    // the supervisor is chosen: under the stage it holds what the mounts do not.
+    let metadata_open = metadata_open(policy, staged);
+    let supervision = supervision(request, &metadata_open);
+    if supervision != Supervision::Off {
+        // This process, once it has become the supervisor: the command's parent.
+        outside.supervisor = Some(nix::unistd::getpid().as_raw());
+    }
+    // With the network denied under the stage, the command's network namespace of its
+    // own holds the network (a stage that did not run is refused below, before anything
+    // starts): its loopback is the command's, and nothing else is there.
+    let netns = request.promised.namespaces && policy.own_network();
     // The stage's IPC namespace, and its queues where the stage could mount them.
     let queues = staged.then(|| queues::own(policy)).flatten();
     let own = seccomp::Own {
@@ -222,28 +225,33 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
         message_queues: queues.is_some(),
     };
     let filter = seccomp::program(policy, &outside, own)?;
-    // Without the stage, the supervisor holds metadata: the runner's process becomes it
-    // here, and what follows runs in its child, which becomes the command. The session
-    // and who is outside were judged above, by the process the executor spawned: the
-    // supervisor leads (or shares) the command's group as the runner did, so only its
-    // pid is added to those the command may not signal.
-    let handoff = match supervised {
-        true => Some(notify::split(policy)?),
-        false => None,
+    // The supervisor holds metadata: the runner's process becomes it here, and what
+    // follows runs in its child, which becomes the command. The session and who is
+    // outside were judged above, by the process the executor spawned: the supervisor
+    // leads (or shares) the command's group as the runner did, so only its pid is added
+    // to those the command may not signal.
+    let handoff = match supervision {
+        Supervision::Off => None,
+        _ => Some(notify::split(policy)?),
     };
     enter_cwd(request)?;
     session::apply(new_session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
-    // Before Landlock, which would govern the descriptors opened again here.
-    let metadata_open = metadata_open(policy, staged);
     let landlock_abi = ruleset::restrict(policy, netns, staged, queues)?;
     caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
     seccomp::install(&filter)?;
     // Beside the main filter (both judge every call; the main one's refusals win).
-    let supervisor = match handoff {
-        Some(handoff) => handoff.install().map(|()| true)?,
-        None => false,
+    let supervisor = match (handoff, supervision) {
+        (Some(handoff), Supervision::Promised) => handoff.install().map(|()| true)?,
+        // Not promised: a kernel that refuses the filter leaves the descriptors named.
+        (Some(handoff), _) => handoff.install_if_possible()?,
+        (None, _) => false,
+    };
+    // The supervisor judges every metadata call, through any descriptor: none is open.
+    let metadata_open = match supervision == Supervision::Descriptors && supervisor {
+        true => Vec::new(),
+        false => metadata_open,
     };
     let achieved = KernelFacts {
         landlock_abi,
@@ -286,6 +294,31 @@ fn supervised(request: &LaunchRequest) -> bool {
     request.promised.supervisor
         && !request.promised.namespaces
         && Asks::of(&request.policy).wants_supervisor()
+}
+
+/// Whether, and on whose word, the metadata supervisor runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Supervision {
+    Off,
+    /// Promised by the launcher (no stage): one that cannot start fails the run.
+    Promised,
+    /// Under the stage, for the inherited descriptors its read-only mounts do not hold
+    /// (`open`, not empty): the supervisor judges every metadata call by the object it
+    /// reaches, through any descriptor. Not promised: where the kernel refuses its
+    /// filter, or Yama forbids the memory reads it needs (every change would be
+    /// refused, inside the roots too), the descriptors stay named and the run partial.
+    /// Nothing extra runs when none is open (pipes: the usual case).
+    Descriptors,
+}
+
+fn supervision(request: &LaunchRequest, open: &[OpenOutside]) -> Supervision {
+    if supervised(request) {
+        Supervision::Promised
+    } else if !open.is_empty() && notify::memory_readable() {
+        Supervision::Descriptors
+    } else {
+        Supervision::Off
+    }
 }
 
 /// The inherited descriptors through which the target could change metadata outside the

@@ -513,10 +513,13 @@ fn start(
     request.validate().map_err(LauncherError::Invalid)?;
     let (request_path, digest) = dir.write_request(request)?;
     // What the policy refuses, for naming each refusal once the command settled.
-    // The runner's own test for starting the metadata supervisor.
-    let supervised = request.promised.supervisor
-        && !request.promised.namespaces
-        && Asks::of(&request.policy).wants_supervisor();
+    // Whether the runner's metadata supervisor may answer the command's metadata calls:
+    // promised without the stage; under it, the runner starts one for an inherited
+    // descriptor the mounts do not hold (a log stdout appends to), which it alone knows
+    // of. An `Operation not permitted` it did not cause is Unix's, which the Unix check
+    // tells apart.
+    let supervised = Asks::of(&request.policy).wants_supervisor()
+        && ((request.promised.supervisor && !request.promised.namespaces) || staged);
     dir.write_scope(&Scope::of(
         &request.policy,
         &request.cwd,

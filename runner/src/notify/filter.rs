@@ -5,6 +5,7 @@
 //! set-gid modes, foreign architectures, x32) win over a notification: the supervisor
 //! never sees those calls.
 
+use crate::seccomp::{MODE_SETTERS, OTHER_METADATA, SETATTR_IOCTLS, SYS_FILE_SETATTR};
 use libc::sock_filter;
 
 /// `SECCOMP_RET_USER_NOTIF`: the call waits for the supervisor's answer.
@@ -19,37 +20,22 @@ const AUDIT_ARCH: u32 = 0xC000_003E;
 #[cfg(target_arch = "aarch64")]
 const AUDIT_ARCH: u32 = 0xC000_00B7;
 
-/// Calls numbered alike on every architecture that libc does not name on all of them.
-pub const SYS_FCHMODAT2: i64 = 452;
-const SYS_FILE_SETATTR: i64 = 469;
-
 /// The calls that change a file's mode, owner or times: each is answered by the
-/// supervisor ([`super::calls`] decodes them).
-pub const SUPERVISED: &[i64] = &[
-    #[cfg(target_arch = "x86_64")]
-    libc::SYS_chmod,
-    libc::SYS_fchmod,
-    libc::SYS_fchmodat,
-    SYS_FCHMODAT2,
-    #[cfg(target_arch = "x86_64")]
-    libc::SYS_chown,
-    #[cfg(target_arch = "x86_64")]
-    libc::SYS_lchown,
-    libc::SYS_fchown,
-    libc::SYS_fchownat,
-    #[cfg(target_arch = "x86_64")]
-    libc::SYS_utime,
-    #[cfg(target_arch = "x86_64")]
-    libc::SYS_utimes,
-    #[cfg(target_arch = "x86_64")]
-    libc::SYS_futimesat,
-    libc::SYS_utimensat,
-];
+/// supervisor ([`super::calls`] decodes them). The main filter's lists, so that a call
+/// added there is supervised too: its mode setters, and the owner and time setters it
+/// refuses in read-only mode (less `file_setattr`, refused here below).
+pub fn supervised() -> impl Iterator<Item = i64> {
+    MODE_SETTERS.iter().map(|&(nr, _)| nr).chain(
+        OTHER_METADATA
+            .iter()
+            .copied()
+            .filter(|&nr| nr != SYS_FILE_SETATTR),
+    )
+}
 
-/// The inode-flag setters (`chattr`: `FS_IOC_SETFLAGS` and its 32-bit twin,
-/// `FS_IOC_FSSETXATTR`), whose arguments the supervisor does not emulate: refused with
-/// EOPNOTSUPP, what a filesystem without inode flags answers, as is `file_setattr`.
-const SETATTR_IOCTLS: [u32; 3] = [0x4008_6602, 0x4004_6602, 0x401c_5820];
+// The inode-flag setters (`chattr`: `FS_IOC_SETFLAGS` and its 32-bit twin,
+// `FS_IOC_FSSETXATTR`), whose arguments the supervisor does not emulate, are refused
+// with EOPNOTSUPP, what a filesystem without inode flags answers, as is `file_setattr`.
 
 /// Offsets in `struct seccomp_data`.
 const OFFSET_NR: u32 = 0;
@@ -75,7 +61,7 @@ pub fn program() -> Vec<sock_filter> {
         insn(RET_K, RET_ALLOW, 0, 0),
         insn(LD_W_ABS, OFFSET_NR, 0, 0),
     ];
-    for &nr in SUPERVISED {
+    for nr in supervised() {
         p.push(insn(JEQ_K, nr as u32, 0, 1));
         p.push(insn(RET_K, RET_USER_NOTIF, 0, 0));
     }
@@ -129,7 +115,7 @@ mod tests {
     fn metadata_calls_are_notified_inode_flags_refused_and_the_rest_allowed() {
         let p = program();
         let call = |nr: i64, args: [u64; 6]| run(&p, nr, AUDIT_ARCH, args);
-        for &nr in SUPERVISED {
+        for nr in supervised() {
             assert_eq!(call(nr, [0; 6]), RET_USER_NOTIF, "{nr}");
         }
         let eopnotsupp = ret_errno(libc::EOPNOTSUPP);

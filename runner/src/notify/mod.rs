@@ -1,7 +1,12 @@
 //! The metadata supervisor: where the namespace stage does not run, workspace-write's
 //! `metadata` guarantee (no mode, owner or time changes outside the writable roots, none
 //! on a protected path) is held by a process of the runner's own that answers those
-//! calls for the command (seccomp user notification).
+//! calls for the command (seccomp user notification). Under the stage the same process
+//! holds what its read-only mounts do not: the inherited descriptors the caller opened
+//! on its own read-write mounts outside the roots (a log file stdout appends to, a
+//! device), started only when there is one (see `Supervision` in `main.rs`). It then
+//! lives in the stage's mount and pid namespaces and walks paths as the command sees
+//! them.
 //!
 //! Roles, decided by who must see what:
 //! - the runner's process stays the supervisor: it is the process the executor spawned
@@ -135,6 +140,12 @@ impl Handoff {
     pub fn install(self) -> Result<(), RunnerError> {
         let listener =
             install_filter().map_err(|e| RunnerError::Notify(NotifyError::Install(e)))?;
+        self.hand_over(listener)
+    }
+
+    /// Sends the installed filter's listener to the supervisor and waits until it says
+    /// it is ready.
+    fn hand_over(self, listener: OwnedFd) -> Result<(), RunnerError> {
         let handoff = |e: std::io::Error| RunnerError::Notify(NotifyError::Handoff(e));
         let fds = [listener.as_raw_fd()];
         sendmsg::<()>(
@@ -158,6 +169,31 @@ impl Handoff {
             Err(e) => Err(handoff(e.into())),
         }
     }
+}
+
+impl Handoff {
+    /// As [`Handoff::install`], where the supervisor was not promised: a kernel that
+    /// refuses the filter (before Linux 5.0, or below another supervisor's listener)
+    /// is `false`, and the supervisor, handed nothing, only waits for the command. Once
+    /// the filter is installed every failure is the run's: the command's metadata calls
+    /// would otherwise all fail.
+    pub fn install_if_possible(self) -> Result<bool, RunnerError> {
+        let listener = match install_filter() {
+            Ok(listener) => listener,
+            Err(_) => return Ok(false),
+        };
+        self.hand_over(listener).map(|()| true)
+    }
+}
+
+/// Whether the supervisor could read a command's memory here, as it must to judge any
+/// call: Yama's scope 2 and 3 (admin-only attach, or none) refuse that to a supervisor
+/// holding no more capabilities than its command, and every change would be refused.
+pub fn memory_readable() -> bool {
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    scope.is_none_or(|s| s < 2)
 }
 
 /// `seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER)` with the

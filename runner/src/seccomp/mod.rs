@@ -209,11 +209,11 @@ const DENIED: &[i64] = &[
 
 /// Calls numbered alike on every architecture (the unified table) that libc does not
 /// name on all of them.
-const SYS_FCHMODAT2: i64 = 452;
+pub(crate) const SYS_FCHMODAT2: i64 = 452;
 const SYS_SETXATTRAT: i64 = 463;
 const SYS_REMOVEXATTRAT: i64 = 466;
 const SYS_OPEN_TREE_ATTR: i64 = 467;
-const SYS_FILE_SETATTR: i64 = 469;
+pub(crate) const SYS_FILE_SETATTR: i64 = 469;
 
 /// The set-uid and set-gid bits of a mode.
 const SETID_BITS: u32 = libc::S_ISUID | libc::S_ISGID;
@@ -241,7 +241,7 @@ const XATTR_WRITES: &[i64] = &[
 /// metadata, so a command could otherwise make any file it owns set-uid, outside the
 /// writable roots too; as root, a set-uid-root file). Creating a file with those bits
 /// is the same, so `open`, `creat` and `mknod` are checked as well.
-const MODE_SETTERS: &[(i64, u32)] = &[
+pub(crate) const MODE_SETTERS: &[(i64, u32)] = &[
     #[cfg(target_arch = "x86_64")]
     (libc::SYS_chmod, 1),
     (libc::SYS_fchmod, 1),
@@ -267,8 +267,10 @@ const OPENERS: &[(i64, u32)] = &[
 const CREATING: u32 = (libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY)) as u32;
 
 /// Every other metadata change, refused outright in read-only mode (where nothing may
-/// change): owners and times. The mode setters are refused there too.
-const OTHER_METADATA: &[i64] = &[
+/// change): owners and times. The mode setters are refused there too. With the mode
+/// setters, less `file_setattr`, these are also the calls the metadata supervisor
+/// answers (`crate::notify`): one list for both.
+pub(crate) const OTHER_METADATA: &[i64] = &[
     #[cfg(target_arch = "x86_64")]
     libc::SYS_chown,
     #[cfg(target_arch = "x86_64")]
@@ -289,7 +291,7 @@ const OTHER_METADATA: &[i64] = &[
 /// The ioctl commands that set inode flags (`chattr`), refused in read-only mode with
 /// the other metadata calls: `FS_IOC_SETFLAGS` (and its 32-bit twin, the same command
 /// with a 4-byte size) and `FS_IOC_FSSETXATTR`.
-const SETATTR_IOCTLS: [u32; 3] = [0x4008_6602, 0x4004_6602, 0x401c_5820];
+pub(crate) const SETATTR_IOCTLS: [u32; 3] = [0x4008_6602, 0x4004_6602, 0x401c_5820];
 
 /// Calls addressed by a pid that change another process (its limits, scheduling,
 /// memory placement) or read its state: allowed only on the caller itself (pid 0).

@@ -5,6 +5,10 @@
 //! Docker's default profile): workspace-write then runs with neither the stage nor the
 //! runner's metadata supervisor, reported `partial`, which the tests of what stockade
 //! detects afterwards (tampered records, shared roots put back) rely on.
+//!
+//! `no-notify --keep-stage CMD ARGS...` takes away only the listener: the stage runs,
+//! and the runner cannot start the supervisor it would start beside the stage for an
+//! inherited descriptor the stage's mounts do not hold.
 #![allow(clippy::undocumented_unsafe_blocks)] // A test helper made of raw system calls.
 
 use seccompiler::{
@@ -18,9 +22,13 @@ use std::os::unix::process::CommandExt;
 const NEW_LISTENER: u64 = 1 << 3;
 
 fn main() {
-    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let mut args: Vec<_> = std::env::args_os().skip(1).collect();
+    let keep_stage = args.first().is_some_and(|a| a == "--keep-stage");
+    if keep_stage {
+        args.remove(0);
+    }
     if args.is_empty() {
-        eprintln!("usage: no-notify CMD [ARGS...]");
+        eprintln!("usage: no-notify [--keep-stage] CMD [ARGS...]");
         std::process::exit(2);
     }
     let listener = SeccompCondition::new(
@@ -35,7 +43,9 @@ fn main() {
         libc::SYS_seccomp,
         vec![SeccompRule::new(vec![listener]).expect("rule")],
     );
-    rules.insert(libc::SYS_unshare, Vec::new());
+    if !keep_stage {
+        rules.insert(libc::SYS_unshare, Vec::new());
+    }
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
