@@ -47,9 +47,11 @@ pub const SUPERVISED: &[i64] = &[
 ];
 
 /// The inode-flag setters (`chattr`: `FS_IOC_SETFLAGS` and its 32-bit twin,
-/// `FS_IOC_FSSETXATTR`), whose arguments the supervisor does not emulate: refused with
-/// EOPNOTSUPP, what a filesystem without inode flags answers, as is `file_setattr`.
-const SETATTR_IOCTLS: [u32; 3] = [0x4008_6602, 0x4004_6602, 0x401c_5820];
+/// `FS_IOC_FSSETXATTR`; an encryption policy and fs-verity, each set for good), whose
+/// arguments the supervisor does not emulate: refused with EOPNOTSUPP, what a
+/// filesystem without inode flags answers, as is `file_setattr`. The main filter's list
+/// (`crate::seccomp`), which read-only mode refuses.
+const SETATTR_IOCTLS: [u32; 5] = crate::seccomp::SETATTR_IOCTLS;
 
 /// Offsets in `struct seccomp_data`.
 const OFFSET_NR: u32 = 0;
