@@ -236,7 +236,8 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
     // Before Landlock, which would govern the descriptors opened again here.
     let metadata_open = metadata_open(policy, staged);
-    let landlock_abi = ruleset::restrict(policy, netns, staged, queues)?;
+    let landlock_abi =
+        ruleset::restrict(policy, netns, staged, queues, request.audit_tag.as_deref())?;
     caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
     seccomp::install(&filter)?;
