@@ -7,7 +7,7 @@
 //! private directory it made itself, through `PrivateDir::remove`).
 
 use crate::commands::cli::ClassifyArgs;
-use crate::commands::evidence::HostPermissions;
+use crate::commands::evidence::{self, HostPermissions};
 use crate::commands::probe;
 use crate::control::private_dir;
 use crate::error::LauncherError;
@@ -312,8 +312,9 @@ fn with_denials(
     if let Some(scope) = &scope {
         records = attribution::from_stderr(scope, stderr, &HostPermissions);
         if let Some(collected) = audit {
-            records =
-                audit_attribution::merge(audit_attribution::from_audit(scope, collected), records);
+            let mut kernel = audit_attribution::from_audit(scope, collected);
+            kernel.retain(|r| !evidence::fails_anyway(r));
+            records = audit_attribution::merge(kernel, records);
         }
     }
     records.extend(attribution::from_proxy(&v.network));
