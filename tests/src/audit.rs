@@ -37,7 +37,11 @@ impl Drop for AuditOn {
 }
 
 fn lock() -> Result<File, String> {
-    let f = File::create("/tmp/stockade-tests-audit.lock").map_err(|e| e.to_string())?;
+    const LOCK: &str = "/tmp/stockade-tests-audit.lock";
+    // Another user's lock file (root's, mode 0644) is locked through a read-only open.
+    let f = File::create(LOCK)
+        .or_else(|_| File::open(LOCK))
+        .map_err(|e| e.to_string())?;
     // SAFETY: flock on a descriptor we own.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
         return Err(std::io::Error::last_os_error().to_string());

@@ -213,13 +213,15 @@ fn another_sandboxed_process_s_refusals_are_never_the_command_s() {
 
 #[test]
 fn where_the_records_cannot_be_read_evidence_is_policy_check_and_says_why() {
+    let fx = Fixture::new();
     if !stockade_tests::is_root() {
-        eprintln!(
-            "SKIPPED (needs root to set up each case): where_the_records_cannot_be_read_evidence_is_policy_check_and_says_why"
-        );
+        // As the ordinary user running the tests: the records cannot be read.
+        let v = run(&fx, &[], &format!("touch {}/x", fx.outside.display()));
+        assert_eq!(v["attribution"]["evidence"], "policy-check", "{v}");
+        let reason = v["attribution"]["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains("CAP_AUDIT_READ"), "{v}");
         return;
     }
-    let fx = Fixture::new();
     let outside = fx.outside.to_str().unwrap();
     let script = format!("touch {outside}/x");
     let check = |v: &serde_json::Value, why: &str, what: &str| {
