@@ -211,3 +211,47 @@ impl crate::supervise::SideReader for AuditReader {
         AuditReader::read_ready(self);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(kind: u16, text: &str) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&(16 + text.len() as u32).to_ne_bytes());
+        m.extend_from_slice(&kind.to_ne_bytes());
+        m.extend_from_slice(&[0; 10]);
+        m.extend_from_slice(text.as_bytes());
+        while m.len() % 4 != 0 {
+            m.push(0);
+        }
+        m
+    }
+
+    #[test]
+    fn every_message_of_a_datagram_is_read_and_a_bad_length_stops_the_reading() {
+        let mut c = Collector::new("stk-0123456789a");
+        let mut d = message(
+            landlock_audit::LANDLOCK_ACCESS,
+            "audit(1.1:1): domain=b blockers=scope.signal opid=2 ocomm=\"x\"",
+        );
+        d.extend(message(
+            landlock_audit::LANDLOCK_DOMAIN,
+            "audit(1.1:1): domain=b status=allocated mode=enforcing pid=3 uid=0 exe=\"/r\" comm=\"stk-0123456789a\"",
+        ));
+        d.extend(message(1300, "audit(1.1:1): arch=c000003e syscall=62"));
+        d.extend(message(
+            landlock_audit::LANDLOCK_ACCESS,
+            "audit(1.1:2): domain=b blockers=fs.make_reg path=\"/etc\" dev=\"vda\" ino=1",
+        ));
+        feed(&mut c, &d);
+        assert_eq!((c.collected.domain, c.collected.pid), (Some(0xb), Some(3)));
+        assert_eq!(c.collected.refused.len(), 1);
+        // A length past the datagram: nothing past it is read, nothing panics.
+        let mut bad = message(landlock_audit::LANDLOCK_ACCESS, "audit(1.1:3): domain=b");
+        bad[0..4].copy_from_slice(&9999u32.to_ne_bytes());
+        feed(&mut c, &bad);
+        feed(&mut c, &[1, 2, 3]);
+        assert_eq!(c.collected.refused.len(), 1);
+    }
+}
