@@ -791,6 +791,13 @@ mod tests {
             assert_eq!(r.validate(), Err(want));
         };
         check(&|r| r.argv.clear(), ValidationError::EmptyArgv);
+        // A tag the runner would set as its comm: only the launcher's own form.
+        check(
+            &|r| r.audit_tag = Some("stk-0123456789\n".into()),
+            ValidationError::BadAuditTag {
+                tag: "stk-0123456789\n".into(),
+            },
+        );
         check(
             &|r| r.argv[1] = OsString::from_vec(b"a\0b".to_vec()),
             ValidationError::NulInArgv { index: 1 },

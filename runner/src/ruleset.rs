@@ -340,7 +340,7 @@ fn audited(
     let status = created.restrict_self();
     let parent = nix::unistd::getppid();
     // 0: the parent is in another pid namespace; `kill(0)` would be our own group.
-    if parent.as_raw() > 0 {
+    if status.is_ok() && parent.as_raw() > 0 {
         let _ = nix::sys::signal::kill(parent, None);
     }
     if let Some(name) = previous {
