@@ -295,3 +295,27 @@ fn where_the_records_cannot_be_read_evidence_is_policy_check_and_says_why() {
         }
     }
 }
+
+#[test]
+fn thousands_of_refusals_keep_a_bounded_list_and_are_counted() {
+    needs_audit!("thousands_of_refusals_keep_a_bounded_list_and_are_counted");
+    let _on = stockade_tests::audit::on().unwrap();
+    let fx = Fixture::new();
+    for d in 0..100 {
+        std::fs::create_dir(fx.outside.join(format!("d{d}"))).unwrap();
+    }
+    // 3000 refusals in 100 directories: more distinct refusals than are kept.
+    let script = format!(
+        "for i in $(seq 3000); do : > {}/d$((i % 100))/f 2>/dev/null; done; true",
+        fx.outside.display()
+    );
+    let v = run(&fx, &[], &script);
+    assert_eq!(v["attribution"]["evidence"], "audit", "{v}");
+    let listed = audit_records(&v).len();
+    assert!((60..=64).contains(&listed), "{listed} listed: {v}");
+    let more = v["attribution"]["more"].as_u64().unwrap_or(0);
+    assert!(
+        more + listed as u64 >= 3000,
+        "{more} more, {listed} listed: {v}"
+    );
+}

@@ -471,7 +471,7 @@ fn audit_outcome(
     let unlisted = c.freed_with.unwrap_or(0).saturating_sub(listed);
     let reason = if c.lost || unlisted > 0 {
         Some(format!(
-            "the audit socket dropped records: the kernel counted {} refusals, {listed} read",
+            "audit records were lost (the kernel's audit backlog or this socket overflowed): the kernel counted {} refusals, {listed} read",
             c.freed_with.unwrap_or(listed)
         ))
     } else if !ended {
