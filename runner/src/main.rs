@@ -240,7 +240,8 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     enter_cwd(request)?;
     session::apply(new_session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
-    let landlock_abi = ruleset::restrict(policy, netns, staged, queues)?;
+    let landlock_abi =
+        ruleset::restrict(policy, netns, staged, queues, request.audit_tag.as_deref())?;
     caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
     seccomp::install(&filter)?;

@@ -157,6 +157,23 @@ pub struct Plan<'a> {
     pub binding: Option<&'a Binding>,
     /// Resource limits (`--max-memory`, ...).
     pub limits: stockade_policy::limits::Limits,
+    /// Something else to read while the command runs (Landlock's audit records), in the
+    /// same loop: its socket must not fill while the command makes refusals.
+    pub side: Option<&'a std::cell::RefCell<dyn SideReader>>,
+}
+
+/// A source the supervision loop reads beside the command's output.
+pub trait SideReader {
+    /// The descriptor to wait on for input.
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// Reads what is waiting, a bounded amount, without blocking.
+    fn read_ready(&mut self);
+}
+
+impl std::fmt::Debug for dyn SideReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SideReader")
+    }
 }
 
 /// The facts of a settled command.
@@ -632,6 +649,10 @@ impl Supervisor<'_> {
         if let Some(fd) = echo_fd {
             fds.push(PollFd::new(fd, PollFlags::POLLOUT));
         }
+        let side = self.plan.side.map(|s| s.borrow());
+        if let Some(side) = &side {
+            fds.push(PollFd::new(side.fd(), PollFlags::POLLIN));
+        }
         if let Err(e) = poll(&mut fds, timeout)
             && e != nix::errno::Errno::EINTR
         {
@@ -642,6 +663,9 @@ impl Supervisor<'_> {
 
     /// One turn of the loop after a wake-up: times, then output, then signals.
     fn on_wake(&mut self, signals: &SignalFd) {
+        if let Some(side) = self.plan.side {
+            side.borrow_mut().read_ready();
+        }
         self.on_output();
         self.on_signals(signals);
         let now = Instant::now();
