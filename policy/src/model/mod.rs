@@ -275,8 +275,17 @@ pub struct Model<'a> {
 
 impl<'a> Model<'a> {
     pub fn new(policy: &Policy, tree: &'a Tree, setup: Setup) -> Model<'a> {
+        Model::with_masks(policy, tree, setup, true)
+    }
+
+    /// As [`Model::new`], saying whether the namespace stage can cover hidden paths with
+    /// its empty mounts on this kernel (`masks`). It makes them by cloning a detached
+    /// tmpfs mount, which older kernels refuse (the 6.1 and 6.12 of the kernel matrix
+    /// do): the stage then leaves hidden paths uncovered and the runner carves every one
+    /// out, with the carve-out's limits, as without the stage.
+    pub fn with_masks(policy: &Policy, tree: &'a Tree, setup: Setup, masks: bool) -> Model<'a> {
         Model {
-            layout: layout::Layout::of(policy, setup.staged),
+            layout: layout::Layout::of(policy, setup.staged, masks),
             tree,
             setup,
         }

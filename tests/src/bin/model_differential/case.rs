@@ -310,6 +310,7 @@ impl Case {
         base: &Path,
         (policy, promised): &(Policy, KernelFacts),
         staged: bool,
+        (masks, xattrs): (bool, bool),
     ) -> Vec<(Op, PathBuf, Answer)> {
         let tree = self.tree(base);
         let setup = Setup {
@@ -317,7 +318,7 @@ impl Case {
             staged,
             supervised: promised.supervisor,
         };
-        let model = Model::new(policy, &tree, setup);
+        let model = Model::with_masks(policy, &tree, setup, masks);
         let mut out = Vec::new();
         let paths: Vec<PathBuf> = tree.paths().map(|(p, _)| p.to_path_buf()).collect();
         let mut push = |op: Op, p: &Path| {
@@ -326,7 +327,8 @@ impl Case {
                 out.push((op, p.to_path_buf(), a));
             }
         };
-        for op in Op::IN_PLACE.iter().filter(|o| **o != Op::Remove) {
+        let compared = |o: &&Op| **o != Op::Remove && (xattrs || **o != Op::Xattr);
+        for op in Op::IN_PLACE.iter().filter(compared) {
             for p in &paths {
                 push(op.clone(), p);
             }

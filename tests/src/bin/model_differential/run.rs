@@ -81,7 +81,7 @@ impl Case {
         let argv = confined_argv(&confined);
         let staged = argv.iter().any(|a| a == "__stage");
         let request = read_request(&argv, &confined, &base);
-        let answers = self.answers(&base, &request, staged);
+        let answers = self.answers(&base, &request, staged, (fx.masks, fx.xattrs));
         let mut lines = String::new();
         for (op, path, _) in &answers {
             let into = match op {
