@@ -150,8 +150,14 @@ impl Case {
             let status = answer.missing().map(|g| {
                 (
                     g.name(),
-                    confined["guarantees"][g.name()]["status"].clone(),
-                    confined["enforcement"].clone(),
+                    confined["guarantees"][g.name()]["status"]
+                        .as_str()
+                        .unwrap_or("absent")
+                        .to_string(),
+                    confined["enforcement"]
+                        .as_str()
+                        .unwrap_or("absent")
+                        .to_string(),
                 )
             });
             let reported = status
