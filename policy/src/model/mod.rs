@@ -3,9 +3,11 @@
 //!
 //! It is written from what the policy *means* (the README's modes, hidden paths,
 //! protected paths and namespace stage), not from the rules the runner and the stage
-//! hand the kernel: `tests/tests/model_differential.rs` builds random trees and
-//! policies, asks the real kernel and this model, and every disagreement is a bug in
-//! one of them. `stockade explain --path` answers from it.
+//! hand the kernel: the `model-differential` driver (`tests/src/bin/model_differential/`,
+//! run on the host by `tests/tests/model_differential.rs` and in the kernel matrix's
+//! 6.1 and 6.12 guests) builds random trees and policies, asks the real kernel and this
+//! model, and every disagreement is a bug in one of them. `stockade explain --path`
+//! answers from it.
 //!
 //! What it covers:
 //! - the three modes; the writable roots (workspace, `/tmp`, `$TMPDIR`, `--writable`,

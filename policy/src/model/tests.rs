@@ -1,5 +1,6 @@
 //! The model's answers for the README's own examples, per mode, set-up and ABI. The
-//! kernel's answers for random trees are checked in `tests/tests/model_differential.rs`.
+//! kernel's answers for random trees are checked by `tests/src/bin/model_differential/`
+//! (on the host, and on the kernel matrix's ABI 2 and ABI 6 guests).
 
 use super::*;
 use crate::mode::Mode;
