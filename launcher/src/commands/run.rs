@@ -88,16 +88,12 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         binding: (Start::of(request.mode) == Start::Program).then_some(&binding),
         limits: s.limits(),
         side: reader.as_ref().ok().map(|r| r as &RefCell<dyn SideReader>),
+        runner: match Start::of(request.mode) {
+            Start::Runner => supervise::runner_of(&confined.argv),
+            Start::Program => None,
+        },
     };
-    if let Some((journal, key)) = &journal
-        && Start::of(request.mode) == Start::Program
-    {
-        // No runner leaves a status record for an unconfined command: record its start
-        // here, or "not started" could not be told from "started" afterwards.
-        journal.record_started(key).map_err(|e| {
-            LauncherError::Journal(format!("cannot record the start of {key:?}: {e}"))
-        })?;
-    }
+    record_unconfined_start(journal.as_ref(), request.mode)?;
     // Without the stage nothing holds the protected paths read-only: their state now,
     // to say afterwards what the command changed (said, not undone).
     let before = protected_changes::Snapshot::take(&watched);
@@ -155,6 +151,22 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         write_markers(&settled, &verdict, &confined, &appeared, s.timeout, code);
     }
     Ok(code)
+}
+
+/// No runner leaves a status record for an unconfined command: its start is recorded
+/// here, or "not started" could not be told from "started" afterwards.
+fn record_unconfined_start(
+    journal: Option<&(Journal, String)>,
+    mode: stockade_policy::Mode,
+) -> Result<(), LauncherError> {
+    match journal {
+        Some((journal, key)) if Start::of(mode) == Start::Program => {
+            journal.record_started(key).map_err(|e| {
+                LauncherError::Journal(format!("cannot record the start of {key:?}: {e}"))
+            })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `stockade run --json`'s document, on stdout.

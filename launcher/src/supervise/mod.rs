@@ -56,6 +56,14 @@ const PUMP_READS: usize = 16;
 /// The signals that make the launcher tear the range down.
 const STOP_SIGNALS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
+/// The runner a ConfinedArgv's argv starts: the word before its `--request` (after the
+/// namespace stage's words, where it runs). Only for an argv that starts the runner
+/// ([`Start::Runner`]): a program's own words may hold a `--request`.
+pub fn runner_of(argv: &[String]) -> Option<&std::path::Path> {
+    let at = argv.iter().position(|a| a == "--request")?;
+    argv.get(at.checked_sub(1)?).map(std::path::Path::new)
+}
+
 /// What a ConfinedArgv's argv starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Start {
@@ -160,6 +168,9 @@ pub struct Plan<'a> {
     /// Something else to read while the command runs (Landlock's audit records), in the
     /// same loop: its socket must not fill while the command makes refusals.
     pub side: Option<&'a std::cell::RefCell<dyn SideReader>>,
+    /// The runner the argv starts, when it starts one ([`runner_of`]): its metadata
+    /// supervisor forwards signals, so a timeout's signals pass it by.
+    pub runner: Option<&'a std::path::Path>,
 }
 
 /// A source the supervision loop reads beside the command's output.
@@ -943,7 +954,7 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
     }
     let mut sup = Supervisor {
         plan,
-        range: Range::new(cgroup, child.pid),
+        range: Range::new(cgroup, child.pid, plan.runner),
         direct: child.pid,
         foreground: session == Session::OwnGroupForeground,
         start,
