@@ -273,7 +273,15 @@ fn prepare(
     };
     // From here on every failure removes the private directory: nobody will ever spawn
     // this request.
-    let started = match start(&dir, &request, &status_path, &runner, &tag, staged) {
+    let started = match start(
+        &dir,
+        &request,
+        &status_path,
+        &runner,
+        &tag,
+        staged,
+        &invoker.homes,
+    ) {
         Ok(started) => started,
         Err(e) => {
             dir.remove();
@@ -517,6 +525,7 @@ fn start(
     runner: &str,
     tag: &str,
     staged: bool,
+    homes: &[std::path::PathBuf],
 ) -> Result<Started, LauncherError> {
     request.validate().map_err(LauncherError::Invalid)?;
     let (request_path, digest) = dir.write_request(request)?;
@@ -528,12 +537,9 @@ fn start(
     // tells apart.
     let supervised = Asks::of(&request.policy).wants_supervisor()
         && ((request.promised.supervisor && !request.promised.namespaces) || staged);
-    dir.write_scope(&Scope::of(
-        &request.policy,
-        &request.cwd,
-        staged,
-        supervised,
-    ))?;
+    dir.write_scope(
+        &Scope::of(&request.policy, &request.cwd, staged, supervised).with_homes(homes),
+    )?;
     let request_path = utf8(request_path.as_os_str(), "the request path")?;
     let status_path = utf8(status_path.as_os_str(), "the status path")?;
     let runner_argv = vec![
