@@ -5,7 +5,7 @@
 //!
 //! Budget: `STOCKADE_MODEL_SECONDS` (default 60, and 20 s short of the test deadline,
 //! `STOCKADE_TEST_DEADLINE`), at most `STOCKADE_MODEL_CASES` cases;
-//! seeds start at `STOCKADE_MODEL_SEED` (default: from the clock), and the range run is
+//! seeds start at `STOCKADE_MODEL_SEED` (default 1; `clock` picks one from the clock), and the range run is
 //! printed. Reproduce one with `STOCKADE_MODEL_SEED=N STOCKADE_MODEL_CASES=1`.
 
 mod support;
