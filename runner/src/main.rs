@@ -230,20 +230,25 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     // outside were judged above, by the process the executor spawned: the supervisor
     // leads (or shares) the command's group as the runner did, so only its pid is added
     // to those the command may not signal.
+    // With protected paths and no stage, the supervisor also performs every call that
+    // writes or replaces a name, where the launcher found it can (and promised it).
+    let protect = supervision == Supervision::Promised
+        && request.promised.supervisor_writes
+        && !policy.protected().is_empty();
     let handoff = match supervision {
         Supervision::Off => None,
-        _ => Some(notify::split(policy)?),
+        _ => Some(notify::split(policy, protect)?),
     };
     enter_cwd(request)?;
     session::apply(new_session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
-    let landlock_abi = ruleset::restrict(policy, netns, staged, queues)?;
+    let (landlock_abi, ruleset) = ruleset::restrict(policy, netns, staged, queues, protect)?;
     caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
     seccomp::install(&filter)?;
     // Beside the main filter (both judge every call; the main one's refusals win).
     let supervisor = match (handoff, supervision) {
-        (Some(handoff), Supervision::Promised) => handoff.install().map(|()| true)?,
+        (Some(handoff), Supervision::Promised) => handoff.install(ruleset).map(|()| true)?,
         // Not promised: a kernel that refuses the filter leaves the descriptors named.
         (Some(handoff), _) => handoff.install_if_possible()?,
         (None, _) => false,
@@ -258,6 +263,8 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
         seccomp: true,
         namespaces: staged,
         supervisor,
+        // Promised and not started fails above; vacuous without protected paths.
+        supervisor_writes: supervisor && request.promised.supervisor_writes,
     };
     // Judge what the kernel actually gave, with the same rules the launcher used to
     // report enforcement to the executor. Reaching here means the filter is installed.
@@ -540,6 +547,7 @@ mod tests {
             seccomp: true,
             namespaces: false,
             supervisor: false,
+            supervisor_writes: false,
         }
     }
 

@@ -242,7 +242,8 @@ pub fn restrict(
     netns: bool,
     staged: bool,
     queues: Option<std::fs::File>,
-) -> Result<u32, RunnerError> {
+    keep: bool,
+) -> Result<(u32, Option<std::os::fd::OwnedFd>), RunnerError> {
     let ll = |e: landlock::RulesetError| RunnerError::Landlock(LandlockError::Ruleset(e));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -304,11 +305,21 @@ pub fn restrict(
         let full = AccessFs::from_all(HANDLED_ABI);
         created = created.add_rule(PathBeneath::new(fd, full)).map_err(ll)?;
     }
+    // The same ruleset, for the supervisor's worker to restrict itself with (`keep`:
+    // it performs the command's writes, and must be refused what the command is).
+    let kept = match keep {
+        true => Option::<std::os::fd::OwnedFd>::from(
+            created
+                .try_clone()
+                .map_err(|e| RunnerError::Landlock(LandlockError::Duplicate(e)))?,
+        ),
+        false => None,
+    };
     let status = created.restrict_self().map_err(ll)?;
     if status.ruleset == RulesetStatus::NotEnforced {
         return Err(RunnerError::Landlock(LandlockError::NotEnforced));
     }
-    Ok(abi_number(&status.landlock))
+    Ok((abi_number(&status.landlock), kept))
 }
 
 /// The rules for the entries beside hidden paths, added to the ruleset directly rather

@@ -249,6 +249,7 @@ fn read_request(argv: &[String], confined: &serde_json::Value) -> LaunchRequest 
                 seccomp: false,
                 namespaces: false,
                 supervisor: false,
+                supervisor_writes: false,
             };
             LaunchRequest::for_tests(
                 argv.iter().map(Into::into).collect(),
