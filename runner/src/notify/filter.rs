@@ -34,11 +34,10 @@ pub fn supervised() -> impl Iterator<Item = i64> {
 }
 
 /// The calls that can write or replace a name, sent to the supervisor whatever their
-/// arguments when it holds the protected paths (`openat2`'s flags are in memory, where
-/// a filter cannot look).
+/// arguments when it holds the protected paths. (`openat2`, whose flags are in memory,
+/// is the main filter's: ENOSYS, and callers fall back to `openat`.)
 pub fn name_writers() -> Vec<i64> {
     let mut calls = vec![
-        libc::SYS_openat2,
         libc::SYS_renameat2,
         libc::SYS_linkat,
         libc::SYS_symlinkat,

@@ -1,5 +1,5 @@
 //! The protected paths without the namespace stage: every call that can write or
-//! replace a name (an open that writes or creates, `openat2`, rename, link, symlink,
+//! replace a name (an open that writes or creates, rename, link, symlink,
 //! unlink, rmdir, mkdir, mknod, truncate) reaches the supervisor, which finds what the
 //! call would reach the way the kernel would for the command (its working directory,
 //! directory descriptor and root; its `/proc/self/fd` names), refuses what would change
@@ -8,7 +8,9 @@
 //! itself: on the objects it found and judged, never by the command's path again, in
 //! its worker thread restricted with the command's Landlock ruleset, with the command's
 //! umask; an opened file is handed to the command as the call's result
-//! (`SECCOMP_ADDFD_FLAG_SEND`).
+//! (`SECCOMP_ADDFD_FLAG_SEND`). `openat2`, whose flags are in memory, never arrives:
+//! the main filter answers it ENOSYS for every command, and callers fall back to
+//! `openat`.
 //!
 //! Landlock cannot hold a protected file: `.git/config` sits in `.git`, where git must
 //! create `config.lock` and rename it. Why no call is let through unjudged
@@ -144,12 +146,6 @@ enum Op {
         mode: u32,
         resolve: u64,
     },
-    /// `openat2`: the `struct open_how` at this address, of this size.
-    Openat2 {
-        at: At,
-        how: u64,
-        size: u64,
-    },
     Rename {
         from: At,
         to: At,
@@ -193,11 +189,6 @@ fn decode(nr: i64, a: [u64; 6]) -> Option<Op> {
             flags: a[2] as u32 as u64,
             mode: a[3] as u32,
             resolve: 0,
-        },
-        libc::SYS_openat2 => Op::Openat2 {
-            at: (fd(a[0]), a[1]),
-            how: a[2],
-            size: a[3],
         },
         libc::SYS_renameat2 => Op::Rename {
             from: (fd(a[0]), a[1]),
@@ -378,10 +369,6 @@ impl Call<'_> {
                 mode,
                 resolve,
             } => self.open(at, flags, mode, resolve),
-            Op::Openat2 { at, how, size } => {
-                let (flags, mode, resolve) = self.open_how(how, size)?;
-                self.open(at, flags, mode, resolve)
-            }
             Op::Rename { from, to, flags } => self.rename(from, to, flags),
             Op::Link { from, to, flags } => self.link(from, to, flags),
             Op::Symlink { target, to } => {
@@ -428,29 +415,6 @@ impl Call<'_> {
                 })
             }
         }
-    }
-
-    /// `openat2`'s `struct open_how`: flags, mode, resolve. The kernel's checks on its
-    /// size, unknown flags and trailing bytes, so that nothing it would refuse is done.
-    fn open_how(&self, addr: u64, size: u64) -> Result<(u64, u32, u64), i32> {
-        const VER0: u64 = 24;
-        if size < VER0 {
-            return Err(libc::EINVAL);
-        }
-        if size > 4096 {
-            return Err(libc::E2BIG);
-        }
-        let bytes = self.caller.read(addr, size as usize)?;
-        if bytes[VER0 as usize..].iter().any(|&b| b != 0) {
-            return Err(libc::E2BIG);
-        }
-        let word =
-            |i: usize| u64::from_ne_bytes(bytes[8 * i..8 * i + 8].try_into().unwrap_or_default());
-        let (flags, mode, resolve) = (word(0), word(1), word(2));
-        if flags >> 32 != 0 || mode >> 12 != 0 {
-            return Err(libc::EINVAL);
-        }
-        Ok((flags, mode as u32, resolve))
     }
 
     /// Makes a name with `make` (mkdir, mknod) in the caller's umask.
