@@ -520,12 +520,14 @@ fn start(
     // tells apart.
     let supervised = Asks::of(&request.policy).wants_supervisor()
         && ((request.promised.supervisor && !request.promised.namespaces) || staged);
-    dir.write_scope(&Scope::of(
-        &request.policy,
-        &request.cwd,
-        staged,
-        supervised,
-    ))?;
+    let mut scope = Scope::of(&request.policy, &request.cwd, staged, supervised);
+    // Without the stage the supervisor holds the protected paths where the launcher
+    // found it can (the runner fails rather than start without it).
+    scope.protect_held = !staged
+        && request.promised.supervisor_writes
+        && Asks::of(&request.policy).wants_write_supervisor()
+        && !request.policy.protected().is_empty();
+    dir.write_scope(&scope)?;
     let request_path = utf8(request_path.as_os_str(), "the request path")?;
     let status_path = utf8(status_path.as_os_str(), "the status path")?;
     let runner_argv = vec![
