@@ -193,6 +193,20 @@ fn protected_paths_cannot_be_written_or_replaced_without_the_stage_and_neighbour
             );
             assert_eq!(snapshot(&fx), before, "{args:?} ({mask:?})");
         }
+        // The supervisor performs the writes on a thread restricted with the command's
+        // Landlock ruleset: outside the writable roots they are refused as ever.
+        let existing = fx.outside.join("existing");
+        std::fs::write(&existing, "kept").unwrap();
+        let existing = existing.to_str().unwrap();
+        let new = fx.outside.join("made-by-supervisor");
+        let new = new.to_str().unwrap();
+        for args in [["write", new], ["write", existing], ["truncate", existing]] {
+            assert_eq!(attack(&fx, mask, WS, &args), "errno EACCES", "{args:?}");
+        }
+        assert!(!Path::new(new).exists());
+        assert_eq!(std::fs::read_to_string(existing).unwrap(), "kept");
+        assert_eq!(attack(&fx, None, DANGER, &["write", new]), "ok");
+        assert_eq!(attack(&fx, None, DANGER, &["truncate", existing]), "ok");
         // openat2 carries its flags in memory: refused for every path before the
         // supervisor (callers fall back to openat, judged above).
         assert_eq!(

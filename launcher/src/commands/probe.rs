@@ -192,6 +192,9 @@ struct Kernel {
     /// Whether the runner's metadata supervisor can run (seccomp user notification),
     /// tried only where the namespace stage cannot run (`false` otherwise).
     seccomp_notify: bool,
+    /// Whether that supervisor can also hold the protected paths (it hands the command
+    /// the descriptors it opens: Linux 5.14).
+    seccomp_notify_addfd: bool,
     user_namespaces: bool,
     /// `dev.tty.legacy_tiocsti`; `null` on kernels without the switch (TIOCSTI always on).
     legacy_tiocsti: Option<bool>,
@@ -299,6 +302,7 @@ fn gather() -> Probe {
                 cause: stage.err(),
             },
             seccomp_notify: facts.supervisor,
+            seccomp_notify_addfd: facts.supervisor_writes,
             user_namespaces: user_namespaces(),
             legacy_tiocsti: read_sysctl("/proc/sys/dev/tty/legacy_tiocsti").map(|v| v != 0),
         },
@@ -336,9 +340,14 @@ fn table(p: &Probe) -> String {
         let _ = writeln!(
             o,
             "seccomp notify   {}",
-            match k.seccomp_notify {
-                true => "yes (the runner's supervisor holds metadata without the stage)",
-                false => "no",
+            match (k.seccomp_notify, k.seccomp_notify_addfd) {
+                (true, true) => {
+                    "yes (the runner's supervisor holds metadata and protected paths without the stage)"
+                }
+                (true, false) => {
+                    "yes (the runner's supervisor holds metadata without the stage; protected paths need Linux 5.14)"
+                }
+                (false, _) => "no",
             }
         );
     }
