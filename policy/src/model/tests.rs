@@ -44,6 +44,7 @@ fn ask(mode: Mode, staged: bool, abi: u32, path: &str, op: Op) -> Answer {
         landlock_abi: abi,
         staged,
         supervised: false,
+        supervised_writes: false,
     };
     Model::new(&policy(mode), &t, setup).answer(Path::new(path), &op)
 }

@@ -52,6 +52,9 @@ pub struct RulePaths {
     keep_caps: u64,
     /// Whether the supervisor also performs the calls that write or replace names.
     protect: bool,
+    /// The protected paths alone, for those calls (a hidden path is Landlock's to
+    /// refuse, with its own answer).
+    protected_names: Vec<PathBuf>,
 }
 
 pub fn rules_of(policy: &Policy, protect: bool) -> RulePaths {
@@ -68,6 +71,7 @@ pub fn rules_of(policy: &Policy, protect: bool) -> RulePaths {
             .collect(),
         keep_caps: policy.kept_capabilities().mask(),
         protect,
+        protected_names: policy.protected().iter().map(|p| p.path.clone()).collect(),
     }
 }
 
@@ -92,7 +96,7 @@ pub fn run(sock: OwnedFd, child: Pid, paths: RulePaths) -> ! {
         (Err(e), _) => Err(format!("signalfd: {e}")),
         (_, Err(e)) => Err(e),
     };
-    let protection = protect.then(|| Protection::of(paths.protected.clone()));
+    let protection = protect.then(|| Protection::of(paths.protected_names.clone()));
     let rules = open_rules(paths);
     // The worker and the kernel's hand-over of descriptors, where writes are performed:
     // either missing fails the run (the listener is dropped unanswered).

@@ -315,6 +315,7 @@ impl Case {
             landlock_abi: request.promised.landlock_abi,
             staged,
             supervised: request.promised.supervisor,
+            supervised_writes: request.promised.supervisor_writes,
         };
         let model = Model::new(&request.policy, &tree, setup);
         let mut out = Vec::new();
