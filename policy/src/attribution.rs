@@ -50,6 +50,10 @@ pub struct Scope {
     pub writable_files: Vec<PathBuf>,
     #[serde(with = "crate::raw")]
     pub hidden: Vec<PathBuf>,
+    /// The invoking user's homes: a directory that is one (or holds one) is a broad
+    /// root, which `--writable` grants only beside `--allow-broad-root`.
+    #[serde(with = "crate::raw", default)]
+    pub homes: Vec<PathBuf>,
     /// The protected paths, and whether the caller named them (`--protect`).
     #[serde(with = "crate::raw")]
     pub protected: Vec<PathBuf>,
@@ -106,6 +110,7 @@ impl Scope {
             writable: of(Access::Full),
             writable_files: of(Access::ReadWriteFile),
             hidden: policy.hidden().to_vec(),
+            homes: Vec::new(),
             // Without the stage nothing holds their contents: a write there is not
             // refused; the supervisor still holds their metadata.
             protected: if staged || supervised {
@@ -122,6 +127,12 @@ impl Scope {
             protect_held: false,
             own_network: staged && policy.own_network(),
         }
+    }
+
+    /// The same scope, knowing the invoking user's `homes` (for the grants it names).
+    pub fn with_homes(mut self, homes: &[PathBuf]) -> Scope {
+        self.homes = homes.to_vec();
+        self
     }
 
     /// The refusal words this scope's layers give: EACCES always; a read-only mount and
@@ -591,10 +602,18 @@ pub fn refused(
     }
     let dir = grant_dir(path);
     let inside_workspace = path.starts_with(&scope.workspace);
+    // A home (or what holds one, or a kernel tree) is granted only with the flag that
+    // allows a broad root on purpose: without it the grant named would be refused.
+    let broad = match crate::roots::broad_reason(&dir, &scope.homes) {
+        Some(_) => " --allow-broad-root",
+        None => "",
+    };
     let grant = match (mode, inside_workspace) {
         (Mode::ReadOnly, true) => "--mode workspace-write".to_string(),
-        (Mode::ReadOnly, false) => format!("--mode workspace-write --writable {}", dir.display()),
-        _ => format!("--writable {}", dir.display()),
+        (Mode::ReadOnly, false) => {
+            format!("--mode workspace-write --writable {}{broad}", dir.display())
+        }
+        _ => format!("--writable {}{broad}", dir.display()),
     };
     let (kind, rule) = if access == Access::Metadata {
         (
@@ -937,6 +956,7 @@ mod tests {
             },
             writable_files: vec!["/dev/null".into()],
             hidden: vec!["/root/.ssh".into()],
+            homes: vec!["/home/u".into()],
             protected: vec!["/ws/.envrc".into(), "/ws/.git/config".into()],
             protect_explicit: false,
             network: Network::Deny,
@@ -1202,6 +1222,33 @@ mod tests {
         // Where the supervisor does not hold them, nothing refused the write.
         s.protect_held = false;
         assert_eq!(one(&s, "bash: .envrc: Read-only file system", &root), None);
+    }
+
+    #[test]
+    fn a_grant_of_a_home_or_what_holds_one_names_allow_broad_root() {
+        // The scope's home is /home/u: it, or /home holding it where it does not exist
+        // here (the grant's directory is the nearest that exists), is broad; so is / in
+        // itself; /opt is not.
+        let s = scope(Mode::WorkspaceWrite);
+        let root = Table(vec![]);
+        let grant = |line: &str| one(&s, line, &root).and_then(|r| r.grant);
+        let home = grant("touch: cannot touch '/home/u/nope': Permission denied").unwrap();
+        assert!(
+            [
+                "--writable /home/u --allow-broad-root",
+                "--writable /home --allow-broad-root"
+            ]
+            .contains(&home.as_str()),
+            "{home}"
+        );
+        assert_eq!(
+            grant("touch: cannot touch '/nope': Permission denied").as_deref(),
+            Some("--writable / --allow-broad-root")
+        );
+        assert_eq!(
+            grant("touch: cannot touch '/opt/nope': Permission denied").as_deref(),
+            Some("--writable /opt")
+        );
     }
 
     #[test]

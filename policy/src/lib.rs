@@ -49,9 +49,13 @@
 //! - [`model`]: a reference model of what a resolved policy allows, per path and
 //!   operation (what the differential test checks the kernel against).
 //! - [`receipt`]: the record of a run (`stockade run --json`, `stockade classify`).
+//! - [`attribution`]: which refusals a command met were stockade's, named from its error
+//!   lines; [`landlock_audit`]: which of Landlock's audit records are its;
+//!   [`audit_attribution`]: the refusals those records name, merged with the lines'.
 
 pub mod addresses;
 pub mod attribution;
+pub mod audit_attribution;
 pub mod binding;
 pub mod capability;
 pub mod classify;
@@ -70,6 +74,7 @@ pub mod guarantees;
 pub mod hidden;
 pub mod inherit;
 pub mod journal;
+pub mod landlock_audit;
 pub mod limits;
 pub mod mode;
 pub mod model;

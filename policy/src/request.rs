@@ -33,7 +33,7 @@ use std::path::PathBuf;
 /// The first bytes of every launch request file.
 pub const MAGIC: [u8; 8] = *b"STKDREQ\n";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 5;
+pub const FORMAT_VERSION: u16 = 6;
 /// Magic, version and body length.
 pub const HEADER_LEN: usize = 8 + 2 + 4;
 /// The largest request file accepted (4 MiB): larger than any argv + environment the
@@ -82,6 +82,11 @@ pub struct LaunchRequest {
     /// kernel hands a freed namespace's inode number to the next one, which may be the
     /// stage's own.
     pub confined_in: Option<u64>,
+    /// The comm the runner restricts itself under, when the launcher reads Landlock's
+    /// audit records for this command (see [`crate::landlock_audit`]): only then does the
+    /// runner ask the kernel to record the command's refusals after `execve`, so nothing
+    /// reaches the machine's audit log for a command nobody reads the records of.
+    pub audit_tag: Option<String>,
 }
 
 /// Why request bytes could not be decoded.
@@ -154,6 +159,10 @@ impl std::error::Error for EncodeError {}
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ValidationError {
     EmptyArgv,
+    /// The audit tag is not one the launcher makes (`stk-` and 11 hex digits).
+    BadAuditTag {
+        tag: String,
+    },
     NulInArgv {
         index: usize,
     },
@@ -226,6 +235,10 @@ impl fmt::Display for ValidationError {
             ValidationError::EmptyArgv => {
                 f.write_str("request has an empty argv: no program to run")
             }
+            ValidationError::BadAuditTag { tag } => write!(
+                f,
+                "request has an audit tag {tag:?} that is not `stk-` and 11 hex digits"
+            ),
             ValidationError::NulInArgv { index } => {
                 write!(f, "request argv[{index}] contains a NUL byte")
             }
@@ -383,6 +396,11 @@ impl LaunchRequest {
         if self.argv.is_empty() {
             return Err(ValidationError::EmptyArgv);
         }
+        if let Some(tag) = self.audit_tag.as_ref()
+            && !crate::landlock_audit::valid_tag(tag)
+        {
+            return Err(ValidationError::BadAuditTag { tag: tag.clone() });
+        }
         if let Some(index) = self.argv.iter().position(|a| a.as_bytes().contains(&0)) {
             return Err(ValidationError::NulInArgv { index });
         }
@@ -486,6 +504,7 @@ impl LaunchRequest {
                 },
             },
             confined_in: None,
+            audit_tag: None,
         }
     }
 }
@@ -666,6 +685,7 @@ mod tests {
                 cwd: CwdBinding::Inherited,
             },
             confined_in: Some(444_913),
+            audit_tag: Some("stk-0123456789a".into()),
         }
     }
 
@@ -772,6 +792,13 @@ mod tests {
             assert_eq!(r.validate(), Err(want));
         };
         check(&|r| r.argv.clear(), ValidationError::EmptyArgv);
+        // A tag the runner would set as its comm: only the launcher's own form.
+        check(
+            &|r| r.audit_tag = Some("stk-0123456789\n".into()),
+            ValidationError::BadAuditTag {
+                tag: "stk-0123456789\n".into(),
+            },
+        );
         check(
             &|r| r.argv[1] = OsString::from_vec(b"a\0b".to_vec()),
             ValidationError::NulInArgv { index: 1 },

@@ -210,8 +210,12 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     let metadata_open = metadata_open(policy, staged);
     let supervision = supervision(request, &metadata_open);
     if supervision != Supervision::Off {
-        // This process, once it has become the supervisor: the command's parent.
-        outside.supervisor = Some(nix::unistd::getpid().as_raw());
+        // This process, once it has become the supervisor: the command's parent. It
+        // leaves for a group of its own unless it leads one already (`notify::split`);
+        // the command stays in the runner's group unless it starts a new session.
+        let me = nix::unistd::getpid();
+        outside.supervisor = Some(me.as_raw());
+        outside.supervisor_group = new_session || nix::unistd::getpgrp() != me;
     }
     // With the network denied under the stage, the command's network namespace of its
     // own holds the network (a stage that did not run is refused below, before anything
@@ -227,9 +231,8 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     let filter = seccomp::program(policy, &outside, own)?;
     // The supervisor holds metadata: the runner's process becomes it here, and what
     // follows runs in its child, which becomes the command. The session and who is
-    // outside were judged above, by the process the executor spawned: the supervisor
-    // leads (or shares) the command's group as the runner did, so only its pid is added
-    // to those the command may not signal.
+    // outside were judged above, by the process the executor spawned, with the
+    // supervisor and (where the command is not in it) its group.
     // With protected paths and no stage, the supervisor also performs every call that
     // writes or replaces a name, where the launcher found it can (and promised it).
     let protect = supervision == Supervision::Promised
@@ -242,7 +245,14 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     enter_cwd(request)?;
     session::apply(new_session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
-    let (landlock_abi, ruleset) = ruleset::restrict(policy, netns, staged, queues, protect)?;
+    let (landlock_abi, ruleset) = ruleset::restrict(
+        policy,
+        netns,
+        staged,
+        queues,
+        request.audit_tag.as_deref(),
+        protect,
+    )?;
     caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
     seccomp::install(&filter)?;

@@ -236,12 +236,14 @@ fn abi_number(status: &LandlockStatus) -> u32 {
 /// the ABI it reports (`guarantees::verdict`), which refuses to run when a required
 /// guarantee is missing. A ruleset the kernel did not enforce at all is refused here.
 /// With `staged` (the namespace stage ran), the hidden paths found covered by its masks
-/// are not carved out (mask.rs).
+/// are not carved out (mask.rs). With `audit_tag` (the launcher reads Landlock's audit
+/// records for this command), see [`audited`].
 pub fn restrict(
     policy: &Policy,
     netns: bool,
     staged: bool,
     queues: Option<std::fs::File>,
+    audit_tag: Option<&str>,
     keep: bool,
 ) -> Result<(u32, Option<std::os::fd::OwnedFd>), RunnerError> {
     let ll = |e: landlock::RulesetError| RunnerError::Landlock(LandlockError::Ruleset(e));
@@ -315,11 +317,47 @@ pub fn restrict(
         ),
         false => None,
     };
-    let status = created.restrict_self().map_err(ll)?;
+    let audit_tag = audit_tag.filter(|_| kernel_abi() >= AUDIT_ABI);
+    let status = match audit_tag {
+        Some(tag) => audited(created.log_new_exec(true).map_err(ll)?, tag)?,
+        None => created.restrict_self().map_err(ll)?,
+    };
     if status.ruleset == RulesetStatus::NotEnforced {
         return Err(RunnerError::Landlock(LandlockError::NotEnforced));
     }
     Ok((abi_number(&status.landlock), kept))
+}
+
+/// The ABI from which Landlock records refusals after `execve` when asked
+/// (`LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON`).
+pub const AUDIT_ABI: u32 = 7;
+
+/// Restricts this process with refusals recorded after `execve` too, under the comm
+/// `tag`, then makes one refusal at once: a signal 0 to the parent, outside the domain
+/// (no signal is sent either way). Its record is the domain's first, so the domain's
+/// allocation record, which names the comm at this moment, is the first under `tag`:
+/// the launcher knows its command's domain by it (stockade_policy::landlock_audit). The
+/// comm is put back before anything else runs (`execve` sets the command's own).
+fn audited(
+    created: landlock::RulesetCreated,
+    tag: &str,
+) -> Result<landlock::RestrictionStatus, RunnerError> {
+    let ll = |e: landlock::RulesetError| RunnerError::Landlock(LandlockError::Ruleset(e));
+    let previous = nix::sys::prctl::get_name().ok();
+    // A tag is validated with the request: hex digits, no NUL.
+    if let Ok(name) = std::ffi::CString::new(tag) {
+        let _ = nix::sys::prctl::set_name(&name);
+    }
+    let status = created.restrict_self();
+    let parent = nix::unistd::getppid();
+    // 0: the parent is in another pid namespace; `kill(0)` would be our own group.
+    if status.is_ok() && parent.as_raw() > 0 {
+        let _ = nix::sys::signal::kill(parent, None);
+    }
+    if let Some(name) = previous {
+        let _ = nix::sys::prctl::set_name(&name);
+    }
+    status.map_err(ll)
 }
 
 /// The rules for the entries beside hidden paths, added to the ruleset directly rather

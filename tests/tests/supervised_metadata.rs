@@ -434,3 +434,78 @@ fn the_supervisors_refusal_on_a_protected_path_is_named_in_a_container() {
     assert_eq!(v["denials"], serde_json::json!([]), "{v}");
     assert_eq!(mode_of(&config), 0o600);
 }
+
+/// An ext4 image with the `encrypt` feature, loop-mounted at `at` until dropped.
+struct EncryptingFs {
+    at: std::path::PathBuf,
+}
+
+impl EncryptingFs {
+    /// `None` (with the reason) where this machine cannot make one: not root, no
+    /// `mkfs.ext4` or loop device, or a kernel without ext4 encryption.
+    fn mount(image: &Path, at: &Path) -> Result<EncryptingFs, String> {
+        if !stockade_tests::is_root() {
+            return Err("needs root to mount a loop device".into());
+        }
+        if !Path::new("/sys/fs/ext4/features/encryption").exists() {
+            return Err("the kernel's ext4 has no encryption".into());
+        }
+        let run = |cmd: &mut Command| match cmd.output() {
+            Ok(o) if o.status.success() => Ok(()),
+            Ok(o) => Err(format!("{cmd:?}: {}", text(&o.stderr))),
+            Err(e) => Err(format!("{cmd:?}: {e}")),
+        };
+        run(Command::new("truncate").args(["-s", "8M", s(image)]))?;
+        run(Command::new("mkfs.ext4").args(["-q", "-F", "-O", "encrypt", s(image)]))?;
+        std::fs::create_dir_all(at).unwrap();
+        run(Command::new("mount").args(["-o", "loop", s(image), s(at)]))?;
+        Ok(EncryptingFs { at: at.into() })
+    }
+}
+
+impl Drop for EncryptingFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.at).status();
+    }
+}
+
+/// Setting an encryption policy on an empty directory outside the roots is a change for
+/// good (nothing can be created in it without the key): refused without the stage, by
+/// the supervisor in workspace-write (EOPNOTSUPP, as for `chattr`) and by the filter in
+/// read-only mode (EPERM). Control: unconfined, the same ioctl succeeds and the
+/// directory then refuses a new file.
+#[test]
+fn an_encryption_policy_outside_the_roots_is_refused_without_the_stage() {
+    let fx = Fixture::new();
+    let mounted = match EncryptingFs::mount(&fx.outside.join("ext4.img"), &fx.outside.join("enc")) {
+        Ok(m) => m,
+        Err(why) => {
+            eprintln!("SKIPPED ({why}): an_encryption_policy_outside_the_roots_is_refused");
+            return;
+        }
+    };
+    let dir = |name: &str| {
+        let d = mounted.at.join(name);
+        std::fs::create_dir(&d).unwrap();
+        d
+    };
+    let null = Path::new("/dev/null");
+    let container = Fixture::staged();
+    for (fx, mode, mask, want) in [
+        (&fx, WS, None, "errno EOPNOTSUPP"),
+        (&container, WS, CONTAINER, "errno EOPNOTSUPP"),
+        (&fx, "read-only", None, "errno EPERM"),
+    ] {
+        let d = dir(&format!("{mode}-{}", mask.is_some()));
+        let got = attack(fx, mask, mode, null, &["encrypt-dir", s(&d)]);
+        assert_eq!(got, want, "{mode} {mask:?}");
+        std::fs::write(d.join("still-usable"), "x").unwrap();
+    }
+    let d = dir("unconfined");
+    assert_eq!(
+        attack(&fx, None, DANGER, null, &["encrypt-dir", s(&d)]),
+        "ok"
+    );
+    let refused = std::fs::write(d.join("new"), "x").unwrap_err();
+    assert_eq!(refused.raw_os_error(), Some(libc::ENOKEY), "{refused}");
+}

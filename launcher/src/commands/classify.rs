@@ -7,7 +7,7 @@
 //! private directory it made itself, through `PrivateDir::remove`).
 
 use crate::commands::cli::ClassifyArgs;
-use crate::commands::evidence::HostPermissions;
+use crate::commands::evidence::{self, HostPermissions};
 use crate::commands::probe;
 use crate::control::private_dir;
 use crate::error::LauncherError;
@@ -17,8 +17,10 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::SystemTime;
 use stockade_policy::attribution::{self, SCOPE_FILE, Scope};
+use stockade_policy::audit_attribution;
 use stockade_policy::classify::{self, Classification, ExitFacts, StageEvidence, StatusEvidence};
 use stockade_policy::confined::{self, CONTRACT_VERSION, ConfinedArgv, StatusChannel};
+use stockade_policy::landlock_audit::Collected;
 use stockade_policy::network_denials::{self, DenialLog, LOG_FILE};
 use stockade_policy::stage_report::{MAX_REPORT_BYTES, REPORT_FILE, StageReport};
 use stockade_policy::status::{MAX_RECORD_BYTES, STATUS_FILE, StatusRecord};
@@ -273,6 +275,7 @@ pub fn verdict(
     exit_code: Option<i32>,
     signal: Option<&str>,
     stderr: &str,
+    audit: Option<&Collected>,
 ) -> Classification {
     let settled = ExitFacts {
         exit_code,
@@ -284,16 +287,23 @@ pub fn verdict(
         &stage(confined),
     );
     match verify(confined) {
-        Ok(Some(verified)) => with_denials(with_network(v, &verified), &verified, stderr),
+        Ok(Some(verified)) => with_denials(with_network(v, &verified), &verified, stderr, audit),
         _ => v,
     }
 }
 
-/// Names the refusals stockade caused: the proxy's record, and the command's error
-/// lines checked against the scope `confine` kept and Unix permissions for this user.
+/// Names the refusals stockade caused: the proxy's record, the kernel's audit records of
+/// the command's domain when `stockade run` read them, and the command's error lines
+/// checked against the scope `confine` kept and Unix permissions for this user (for
+/// what no audit record names).
 /// Without a scope (a ConfinedArgv from an older stockade) the exit rules' `denied`
 /// stands; a scope not as `confine` made it is tampering.
-fn with_denials(v: Classification, verified: &Verified, stderr: &str) -> Classification {
+fn with_denials(
+    v: Classification,
+    verified: &Verified,
+    stderr: &str,
+    audit: Option<&Collected>,
+) -> Classification {
     let mut records = Vec::new();
     let scope = match read_scope(verified) {
         Ok(scope) => scope,
@@ -301,6 +311,11 @@ fn with_denials(v: Classification, verified: &Verified, stderr: &str) -> Classif
     };
     if let Some(scope) = &scope {
         records = attribution::from_stderr(scope, stderr, &HostPermissions);
+        if let Some(collected) = audit {
+            let mut kernel = audit_attribution::from_audit(scope, collected);
+            kernel.retain(|r| !evidence::fails_anyway(r));
+            records = audit_attribution::merge(kernel, records);
+        }
     }
     records.extend(attribution::from_proxy(&v.network));
     if scope.is_none() {
@@ -544,7 +559,7 @@ pub fn run(args: &ClassifyArgs) -> Result<i32, LauncherError> {
     let mut verdict =
         classify::with_stage(classify::classify(&confined, &settled, &status), &stage);
     if let Some(v) = &verified {
-        verdict = with_denials(with_network(verdict, v), v, settled.stderr);
+        verdict = with_denials(with_network(verdict, v), v, settled.stderr, None);
     }
     let line = serde_json::to_string(&verdict).map_err(LauncherError::Json)?;
     // Recorded before the private directory (the evidence of "started") is consumed: a

@@ -122,18 +122,21 @@ fn utf8(s: &std::ffi::OsStr, what: &'static str) -> Result<String, LauncherError
 
 /// Prepares `command` to run under `policy` with environment `env`; the runner does
 /// about its session what `session` says; `hash`: bind the executable's content too
-/// (`--bind-executable-hash`).
+/// (`--bind-executable-hash`); `audit_tag`: the runner's tag when the caller reads
+/// Landlock's audit records for the command.
 pub fn confine(
     policy: &PolicyRequest,
     command: &[OsString],
     env: Vec<(OsString, OsString)>,
     session: RunnerSession,
     hash: bool,
+    audit_tag: Option<String>,
 ) -> Result<Confinement, LauncherError> {
     // `stockade run` starts the argv with no environment (see `run::helper_env`).
     let spawner = Spawner {
         env: false,
         die_with: false,
+        audit_tag,
     };
     prepare(
         policy,
@@ -163,6 +166,7 @@ pub fn confine_inheriting(
     let spawner = Spawner {
         env: true,
         die_with: die_with_executor,
+        audit_tag: None,
     };
     let mut confinement = prepare(policy, command, env, inherit, session, hash, spawner)?;
     if die_with_executor {
@@ -189,7 +193,7 @@ pub fn confine_inheriting(
 }
 
 /// Who spawns the argv, as far as `confine` must know.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Spawner {
     /// The argv starts with the spawner's environment (an executor's), which the dynamic
     /// loader of a development build obeys, or with none (`stockade run`).
@@ -197,6 +201,9 @@ struct Spawner {
     /// The argv is to die with its spawner (`--die-with-executor`): it starts with the
     /// launcher's `__die-with-parent` (see `crate::supervise::lifeline`).
     die_with: bool,
+    /// The tag the runner restricts itself under when the spawner reads Landlock's
+    /// audit records (`stockade run` only: see `crate::commands::audit_reader`).
+    audit_tag: Option<String>,
 }
 
 /// [`confine_inheriting`], for `spawner`.
@@ -262,10 +269,19 @@ fn prepare(
         session,
         binding,
         confined_in: crate::stage::mount_namespace(),
+        audit_tag: spawner.audit_tag.clone(),
     };
     // From here on every failure removes the private directory: nobody will ever spawn
     // this request.
-    let started = match start(&dir, &request, &status_path, &runner, &tag, staged) {
+    let started = match start(
+        &dir,
+        &request,
+        &status_path,
+        &runner,
+        &tag,
+        staged,
+        &invoker.homes,
+    ) {
         Ok(started) => started,
         Err(e) => {
             dir.remove();
@@ -520,6 +536,7 @@ fn start(
     runner: &str,
     tag: &str,
     staged: bool,
+    homes: &[std::path::PathBuf],
 ) -> Result<Started, LauncherError> {
     request.validate().map_err(LauncherError::Invalid)?;
     let (request_path, digest) = dir.write_request(request)?;
@@ -531,7 +548,7 @@ fn start(
     // tells apart.
     let supervised = Asks::of(&request.policy).wants_supervisor()
         && ((request.promised.supervisor && !request.promised.namespaces) || staged);
-    let mut scope = Scope::of(&request.policy, &request.cwd, staged, supervised);
+    let mut scope = Scope::of(&request.policy, &request.cwd, staged, supervised).with_homes(homes);
     // Without the stage the supervisor holds the protected paths where the launcher
     // found it can (the runner fails rather than start without it).
     scope.protect_held = protect_held(request, staged);

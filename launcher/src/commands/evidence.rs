@@ -69,3 +69,14 @@ fn may_change_metadata(path: &Path) -> bool {
     let uid = nix::unistd::geteuid().as_raw();
     !read_only && (uid == 0 || uid == meta.uid())
 }
+
+/// Whether the refused access would have failed anyway without stockade: opening
+/// `/dev/tty` with no controlling terminal (shells try it at start; ENXIO where the
+/// launcher has none either, asked here the same way).
+pub fn fails_anyway(record: &stockade_policy::denial_record::DenialRecord) -> bool {
+    record.path.as_deref() == Some("/dev/tty")
+        && std::fs::OpenOptions::new()
+            .read(true)
+            .open("/dev/tty")
+            .is_err()
+}

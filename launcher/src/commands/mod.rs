@@ -3,6 +3,7 @@
 //! `env`, `duration`, `size`), and the line a usage error prints (`usage`). These run
 //! in the launcher process the caller started.
 
+pub(crate) mod audit_reader;
 pub(crate) mod classify;
 pub(crate) mod cli;
 pub(crate) mod confine;

@@ -4,7 +4,7 @@
 //! difference is reported (`protectedChanged`, a marker, `tampered`), not undone.
 
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -15,8 +15,10 @@ const DIGEST_CAP: u64 = 1 << 20;
 /// At most this many bytes are digested per look, so a submodule's objects under
 /// `.git/modules` cost a bounded read; files past it are compared by their numbers.
 const DIGEST_BUDGET: u64 = 64 << 20;
-/// At most this many entries are recorded per run across all protected paths, so a
-/// command that filled `.git/hooks` before cannot make the next run's look unbounded.
+/// At most this many entries are recorded beneath each protected path, so a command
+/// that filled `.git/hooks` before cannot make the next run's look unbounded. Each path
+/// has a cap of its own: a large one (a submodule's objects) must not leave the names
+/// of the paths after it uncompared.
 const ENTRY_CAP: usize = 4096;
 /// How deep a protected directory is walked.
 const DEPTH_CAP: usize = 16;
@@ -103,6 +105,8 @@ pub struct Snapshot {
     cut: Vec<PathBuf>,
     /// Bytes still to digest in this look.
     budget: u64,
+    /// Entries still to record beneath the protected path being walked.
+    left: usize,
 }
 
 impl Snapshot {
@@ -113,12 +117,16 @@ impl Snapshot {
             ..Snapshot::default()
         };
         for path in paths {
+            snap.left = ENTRY_CAP;
             snap.walk(path, 0);
         }
         snap
     }
 
-    /// What differs in `after` from `self`, names below a cut directory left out.
+    /// What differs in `after` from `self`, names below a cut directory left out. A
+    /// directory cut in one look and not in the other is itself reported modified: the
+    /// command added (or removed) enough names to move a cap, and what lies below it
+    /// can no longer be compared (filling `.git/hooks` must not hide a rewritten hook).
     pub fn changes(&self, after: &Snapshot) -> Vec<Changed> {
         let cut = |p: &Path| {
             self.cut
@@ -128,7 +136,7 @@ impl Snapshot {
         };
         let mut out = Vec::new();
         let names = self.entries.keys().chain(after.entries.keys());
-        let mut seen = std::collections::BTreeSet::new();
+        let mut seen = BTreeSet::new();
         for name in names {
             if !seen.insert(name) || cut(name) {
                 continue;
@@ -146,17 +154,26 @@ impl Snapshot {
                 change,
             });
         }
+        let (was_cut, now_cut): (BTreeSet<&PathBuf>, BTreeSet<&PathBuf>) =
+            (self.cut.iter().collect(), after.cut.iter().collect());
+        for dir in was_cut.symmetric_difference(&now_cut) {
+            out.push(Changed {
+                path: dir.display().to_string(),
+                change: Change::Modified,
+            });
+        }
         out
     }
 
     /// Records `path` and, for a directory, the names below it.
     fn walk(&mut self, path: &Path, depth: usize) {
-        if self.entries.len() >= ENTRY_CAP {
+        if self.left == 0 {
             if let Some(parent) = path.parent() {
                 self.cut.push(parent.to_path_buf());
             }
             return;
         }
+        self.left -= 1;
         let entry = entry(path, &mut self.budget);
         let is_dir = entry.as_ref().is_some_and(|e| e.kind == libc::S_IFDIR);
         self.entries.insert(path.to_path_buf(), entry);
@@ -280,6 +297,43 @@ mod tests {
             !changes
                 .iter()
                 .any(|c| c.path == config.display().to_string())
+        );
+    }
+
+    #[test]
+    fn names_past_the_cap_cannot_hide_a_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let (big, hooks) = (dir.path().join("big"), dir.path().join("hooks"));
+        for d in [&big, &hooks] {
+            std::fs::create_dir(d).unwrap();
+        }
+        for i in 0..ENTRY_CAP + 10 {
+            std::fs::write(big.join(i.to_string()), "").unwrap();
+        }
+        let hook = hooks.join("pre-commit");
+        std::fs::write(&hook, "true\n").unwrap();
+        let paths = [big.clone(), hooks.clone()];
+        let before = Snapshot::take(&paths);
+        // Control: a protected path already past its cap reports nothing by itself.
+        assert!(before.changes(&Snapshot::take(&paths)).is_empty());
+        // A large path before it leaves the hooks compared.
+        std::fs::write(&hook, "evil\n").unwrap();
+        let changes = before.changes(&Snapshot::take(&paths));
+        let names: Vec<_> = changes.iter().map(|c| (c.path.clone(), c.change)).collect();
+        assert_eq!(names, [(hook.display().to_string(), Change::Modified)]);
+        // Filling the hooks past the cap in the same run is reported, not a blind spot.
+        let before = Snapshot::take(&paths);
+        std::fs::create_dir(hooks.join("a")).unwrap();
+        for i in 0..ENTRY_CAP {
+            std::fs::write(hooks.join("a").join(i.to_string()), "").unwrap();
+        }
+        std::fs::write(&hook, "worse\n").unwrap();
+        let changes = before.changes(&Snapshot::take(&paths));
+        assert!(
+            changes
+                .iter()
+                .any(|c| c.path == hooks.display().to_string() && c.change == Change::Modified),
+            "{changes:?}"
         );
     }
 

@@ -2,20 +2,25 @@
 //! command's own output and an exit code in the wrapper conventions users know, or as
 //! one JSON document with `--json`.
 
+use crate::commands::audit_reader::{self, AuditReader};
 use crate::commands::classify;
 use crate::commands::cli::{ContainmentChoice, RunArgs};
 use crate::commands::confine::{self, Confinement};
 use crate::commands::env;
+use crate::commands::probe;
 use crate::commands::protected_changes;
 use crate::error::LauncherError;
 use crate::journal::Journal;
+use crate::supervise::SideReader;
 use crate::supervise::output;
 use crate::supervise::output::Captured;
 use crate::supervise::stdout;
 use crate::supervise::{self, Containment, Output, Plan, Session, Settled, Start};
 use serde::Serialize;
+use std::cell::RefCell;
 use std::ffi::OsString;
 use stockade_policy::Mode;
+use stockade_policy::audit_attribution::Attribution;
 use stockade_policy::classify::Outcome;
 use stockade_policy::confined::ConfinedArgv;
 use stockade_policy::denial_record::{self, DenialRecord, Source};
@@ -23,6 +28,7 @@ use stockade_policy::descriptors::OpenOutside;
 use stockade_policy::exit;
 use stockade_policy::guarantees::Enforcement;
 use stockade_policy::journal::Requester;
+use stockade_policy::landlock_audit::Collected;
 use stockade_policy::network_denials::DenialLog;
 use stockade_policy::receipt::{
     BindingUnverifiable, Cleanup, Receipt, StreamDigest, UnknownCleanup,
@@ -35,6 +41,8 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
     let built = env::target_env(&args.env);
     let request = args.policy.to_request();
     let session = Session::choose(Start::of(request.mode));
+    // Joined before the command exists, so no record of its refusals is missed.
+    let reader = open_reader(request.mode);
     let Confinement {
         confined,
         private_dir,
@@ -48,6 +56,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         built.vars.clone(),
         session.runner(),
         args.bind.bind_executable_hash,
+        reader.as_ref().ok().map(|r| r.borrow().tag()),
     )?;
     let journal = match record_request(args, &request, private_dir.as_ref()) {
         Ok(journal) => journal,
@@ -78,23 +87,21 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         // Without a runner, the launcher checks the binding itself.
         binding: (Start::of(request.mode) == Start::Program).then_some(&binding),
         limits: s.limits(),
+        side: reader.as_ref().ok().map(|r| r as &RefCell<dyn SideReader>),
+        runner: match Start::of(request.mode) {
+            Start::Runner => supervise::runner_of(&confined.argv),
+            Start::Program => None,
+        },
     };
-    if let Some((journal, key)) = &journal
-        && Start::of(request.mode) == Start::Program
-    {
-        // No runner leaves a status record for an unconfined command: record its start
-        // here, or "not started" could not be told from "started" afterwards.
-        journal.record_started(key).map_err(|e| {
-            LauncherError::Journal(format!("cannot record the start of {key:?}: {e}"))
-        })?;
-    }
+    record_unconfined_start(journal.as_ref(), request.mode)?;
     // Without the stage nothing holds the protected paths read-only: their state now,
     // to say afterwards what the command changed (said, not undone).
     let before = protected_changes::Snapshot::take(&watched);
     // The verdict reads the runner's status record, so it comes before the private
     // directory is removed.
     let outcome = supervise::run(&plan).map(|settled| {
-        let mut verdict = judge(&settled, &confined);
+        let audit = reader.as_ref().map(RefCell::borrow_mut);
+        let mut verdict = judge(&settled, &confined, audit_outcome(audit, s.keep_background));
         let changed = before.changes(&protected_changes::Snapshot::take(&watched));
         if !changed.is_empty() {
             verdict.tampered = true;
@@ -132,22 +139,68 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         .map(|p| p.display().to_string())
         .collect();
     if s.json {
-        let mut result = RunResult::new(&settled, &verdict, &confined, &built.removed, s.timeout);
-        result.protected_appeared = appeared;
-        result.shared_roots_changed = verdict.shared_roots_changed.clone();
-        result.network = verdict.network.clone();
-        result.denials = verdict.denials.clone();
-        let json = serde_json::to_string(&result).map_err(LauncherError::Json)?;
-        // Never blocks past the bound on a terminal the command may have stopped.
-        stdout::write_after_run(&format!("{json}\n"), settled.final_writes_until)?;
-        // Output that could not be kept is said where a person reads too, not only in
-        // the document: a full disk must never lose output in silence.
-        let lost: String = spill_markers(&settled).map(|m| m + "\n").collect();
-        output::write_stderr_until(&lost, settled.final_writes_until);
+        write_json(
+            &settled,
+            &verdict,
+            &confined,
+            &built.removed,
+            s.timeout,
+            appeared,
+        )?;
     } else {
         write_markers(&settled, &verdict, &confined, &appeared, s.timeout, code);
     }
     Ok(code)
+}
+
+/// No runner leaves a status record for an unconfined command: its start is recorded
+/// here, or "not started" could not be told from "started" afterwards.
+fn record_unconfined_start(
+    journal: Option<&(Journal, String)>,
+    mode: stockade_policy::Mode,
+) -> Result<(), LauncherError> {
+    match journal {
+        Some((journal, key)) if Start::of(mode) == Start::Program => {
+            journal.record_started(key).map_err(|e| {
+                LauncherError::Journal(format!("cannot record the start of {key:?}: {e}"))
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `stockade run --json`'s document, on stdout.
+fn write_json(
+    settled: &Settled,
+    verdict: &SandboxVerdict,
+    confined: &ConfinedArgv,
+    removed: &[OsString],
+    timeout: Option<std::time::Duration>,
+    appeared: Vec<String>,
+) -> Result<(), LauncherError> {
+    let mut result = RunResult::new(settled, verdict, confined, removed, timeout);
+    result.protected_appeared = appeared;
+    result.shared_roots_changed = verdict.shared_roots_changed.clone();
+    result.network = verdict.network.clone();
+    result.denials = verdict.denials.clone();
+    result.attribution = Some(verdict.attribution.clone());
+    let json = serde_json::to_string(&result).map_err(LauncherError::Json)?;
+    // Never blocks past the bound on a terminal the command may have stopped.
+    stdout::write_after_run(&format!("{json}\n"), settled.final_writes_until)?;
+    // Output that could not be kept is said where a person reads too, not only in
+    // the document: a full disk must never lose output in silence.
+    let lost: String = spill_markers(settled).map(|m| m + "\n").collect();
+    output::write_stderr_until(&lost, settled.final_writes_until);
+    Ok(())
+}
+
+/// The reader of Landlock's audit records for a command run in `mode`, or why there is
+/// none (see `audit_reader`).
+fn open_reader(mode: Mode) -> Result<RefCell<AuditReader>, String> {
+    match Start::of(mode) {
+        Start::Program => Err("no sandbox: nothing is refused".to_string()),
+        _ => AuditReader::open(probe::landlock_abi()).map(RefCell::new),
+    }
 }
 
 /// With `--journal KEY`: the journal, after recording the request under KEY (before
@@ -333,16 +386,24 @@ pub struct SandboxVerdict {
     /// Every refusal stockade caused that could be named, the proxy's among them,
     /// whatever the exit code.
     pub denials: Vec<DenialRecord>,
+    /// How they were named: from Landlock's audit records, or from the lines only.
+    pub attribution: Attribution,
 }
 
 /// The one place that decides runner failure and denial for `stockade run`: the
 /// classification `stockade classify` gives (status record first, exit rules else; a
 /// denial is a refusal named from the stderr the supervisor kept and from the proxy's
 /// record, checked against the policy and Unix permissions).
-fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
+fn judge(settled: &Settled, confined: &ConfinedArgv, audit: AuditOutcome) -> SandboxVerdict {
     let stderr = String::from_utf8_lossy(&settled.stderr.tail);
     let signal = settled.signal.map(signal_name);
-    let v = classify::verdict(confined, settled.exit_code, signal.as_deref(), &stderr);
+    let v = classify::verdict(
+        confined,
+        settled.exit_code,
+        signal.as_deref(),
+        &stderr,
+        audit.collected.as_ref(),
+    );
     // Runner failure and tampering outrank denial (the verdict says so already).
     let tampered = v.outcome == Outcome::Tampered;
     let denied = v.denied && !tampered;
@@ -377,6 +438,66 @@ fn judge(settled: &Settled, confined: &ConfinedArgv) -> SandboxVerdict {
         protected_changed: Vec::new(),
         network: v.network,
         denials,
+        attribution: audit.attribution,
+    }
+}
+
+/// What the audit records gave: the command's collected refusals, when its domain was
+/// found, and how the run's refusals were named (and why not from the kernel).
+struct AuditOutcome {
+    collected: Option<Collected>,
+    attribution: Attribution,
+}
+
+/// Reads the rest of the command's records once it settled (until the kernel says its
+/// domain is freed, a bounded wait; with processes kept in the background it is not
+/// freed, so only what is there is read) and says what they give.
+fn audit_outcome(
+    reader: Result<std::cell::RefMut<'_, AuditReader>, &String>,
+    keep_background: bool,
+) -> AuditOutcome {
+    let fallback = |reason: String| AuditOutcome {
+        collected: None,
+        attribution: Attribution {
+            evidence: Source::PolicyCheck,
+            reason: Some(reason),
+            more: 0,
+        },
+    };
+    let mut reader = match reader {
+        Ok(r) => r,
+        Err(why) => return fallback(why.clone()),
+    };
+    let wait = match keep_background {
+        true => audit_reader::SETTLE_WAIT / 20,
+        false => audit_reader::SETTLE_WAIT,
+    };
+    let ended = reader.finish(wait);
+    let c = reader.collector.collected.clone();
+    if c.domain.is_none() {
+        return fallback(
+            "no Landlock audit record of the command's domain arrived (audit turned off, or an audit rule excludes Landlock's records)".into(),
+        );
+    }
+    let listed = c.refused.len() as u64 + c.more;
+    let unlisted = c.freed_with.unwrap_or(0).saturating_sub(listed);
+    let reason = if c.lost || unlisted > 0 {
+        Some(format!(
+            "audit records were lost (the kernel's audit backlog or this socket overflowed): the kernel counted {} refusals, {listed} read",
+            c.freed_with.unwrap_or(listed)
+        ))
+    } else if !ended {
+        Some("the command's domain was not seen freed (processes left running): refusals after the run are not listed".to_string())
+    } else {
+        None
+    };
+    AuditOutcome {
+        attribution: Attribution {
+            evidence: Source::Audit,
+            reason,
+            more: c.more + unlisted,
+        },
+        collected: Some(c),
     }
 }
 
@@ -611,6 +732,10 @@ struct RunResult {
     /// Every refusal stockade caused that could be named (see
     /// `stockade_policy::denial_record`), whatever the exit code.
     denials: Vec<DenialRecord>,
+    /// How the refusals were named: `{"evidence": "audit" | "policy-check", "reason"?,
+    /// "more"?}` (see `stockade_policy::audit_attribution::Attribution`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attribution: Option<Attribution>,
     /// What ran and how it ended, closed (see docs/provider-contract.md).
     receipt: Receipt,
     /// The resource limits, what held each, and the one the command hit when that can
@@ -677,6 +802,7 @@ impl RunResult {
             shared_roots_changed: Vec::new(),
             network: DenialLog::default(),
             denials: Vec::new(),
+            attribution: None,
             receipt: receipt(settled, verdict, confined),
             limits: LimitsResult {
                 held: settled.limits.clone(),

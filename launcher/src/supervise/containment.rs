@@ -305,6 +305,11 @@ pub struct Range {
     cgroup: Option<Cgroup>,
     /// The direct child, which leads its own process group.
     leader: Pid,
+    /// The executables (device, inode) of the helpers that pass the signals they get on
+    /// to the command: this launcher (the stage and the proxy host run it) and the runner
+    /// (its metadata supervisor stays the runner's binary while its child runs the
+    /// command).
+    forwarders: Vec<(u64, u64)>,
 }
 
 /// Why the range is not proven empty.
@@ -323,8 +328,18 @@ pub struct Member {
 }
 
 impl Range {
-    pub fn new(cgroup: Option<Cgroup>, leader: Pid) -> Range {
-        Range { cgroup, leader }
+    /// `runner`: the runner's path where the argv starts one (its supervisor forwards).
+    pub fn new(cgroup: Option<Cgroup>, leader: Pid, runner: Option<&Path>) -> Range {
+        let forwarders = [Some(Path::new("/proc/self/exe")), runner]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| exe_identity(&p.to_string_lossy()))
+            .collect();
+        Range {
+            cgroup,
+            leader,
+            forwarders,
+        }
     }
 
     pub fn cgroup(&self) -> Option<&Cgroup> {
@@ -388,17 +403,17 @@ impl Range {
             return Vec::new();
         }
         // The namespace stage and the proxy host (this very binary, forked or started
-        // again) pass the signals they get on to the command, which this loop reaches
-        // itself: signalled too, they would make it a second (or third) SIGTERM, and a
-        // command's handler would run that many times. So when the leader is one of them,
-        // no signal but SIGKILL goes through the group, and none to them: every other
-        // member gets it by pid. (A command that starts this binary itself gets only the
-        // SIGKILL after the grace period.)
-        let launcher = (signal != Signal::SIGKILL)
-            .then(|| exe_identity("/proc/self/exe"))
-            .flatten();
-        let runs_launcher =
-            |pid: i32| launcher.is_some() && exe_identity(&format!("/proc/{pid}/exe")) == launcher;
+        // again) and the runner's metadata supervisor pass the signals they get on to the
+        // command, which this loop reaches itself: signalled too, they would make it a
+        // second (or third) SIGTERM, and a command's handler would run that many times. So
+        // when the leader is one of them, no signal but SIGKILL goes through the group,
+        // and none to them: every other member gets it by pid. (A command that starts
+        // this binary or the runner itself gets only the SIGKILL after the grace period.)
+        let runs_launcher = |pid: i32| {
+            signal != Signal::SIGKILL
+                && exe_identity(&format!("/proc/{pid}/exe"))
+                    .is_some_and(|id| self.forwarders.contains(&id))
+        };
         let leader_forwards = runs_launcher(self.leader.as_raw());
         // The group is signalled only while a member of the range is still in it: once
         // the leader is reaped and every member has left its group, the number is free,

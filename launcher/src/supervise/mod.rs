@@ -56,6 +56,14 @@ const PUMP_READS: usize = 16;
 /// The signals that make the launcher tear the range down.
 const STOP_SIGNALS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
+/// The runner a ConfinedArgv's argv starts: the word before its `--request` (after the
+/// namespace stage's words, where it runs). Only for an argv that starts the runner
+/// ([`Start::Runner`]): a program's own words may hold a `--request`.
+pub fn runner_of(argv: &[String]) -> Option<&std::path::Path> {
+    let at = argv.iter().position(|a| a == "--request")?;
+    argv.get(at.checked_sub(1)?).map(std::path::Path::new)
+}
+
 /// What a ConfinedArgv's argv starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Start {
@@ -157,6 +165,26 @@ pub struct Plan<'a> {
     pub binding: Option<&'a Binding>,
     /// Resource limits (`--max-memory`, ...).
     pub limits: stockade_policy::limits::Limits,
+    /// Something else to read while the command runs (Landlock's audit records), in the
+    /// same loop: its socket must not fill while the command makes refusals.
+    pub side: Option<&'a std::cell::RefCell<dyn SideReader>>,
+    /// The runner the argv starts, when it starts one ([`runner_of`]): its metadata
+    /// supervisor forwards signals, so a timeout's signals pass it by.
+    pub runner: Option<&'a std::path::Path>,
+}
+
+/// A source the supervision loop reads beside the command's output.
+pub trait SideReader {
+    /// The descriptor to wait on for input.
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// Reads what is waiting, a bounded amount, without blocking.
+    fn read_ready(&mut self);
+}
+
+impl std::fmt::Debug for dyn SideReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SideReader")
+    }
 }
 
 /// The facts of a settled command.
@@ -632,6 +660,10 @@ impl Supervisor<'_> {
         if let Some(fd) = echo_fd {
             fds.push(PollFd::new(fd, PollFlags::POLLOUT));
         }
+        let side = self.plan.side.map(|s| s.borrow());
+        if let Some(side) = &side {
+            fds.push(PollFd::new(side.fd(), PollFlags::POLLIN));
+        }
         if let Err(e) = poll(&mut fds, timeout)
             && e != nix::errno::Errno::EINTR
         {
@@ -642,6 +674,9 @@ impl Supervisor<'_> {
 
     /// One turn of the loop after a wake-up: times, then output, then signals.
     fn on_wake(&mut self, signals: &SignalFd) {
+        if let Some(side) = self.plan.side {
+            side.borrow_mut().read_ready();
+        }
         self.on_output();
         self.on_signals(signals);
         let now = Instant::now();
@@ -919,7 +954,7 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
     }
     let mut sup = Supervisor {
         plan,
-        range: Range::new(cgroup, child.pid),
+        range: Range::new(cgroup, child.pid, plan.runner),
         direct: child.pid,
         foreground: session == Session::OwnGroupForeground,
         start,

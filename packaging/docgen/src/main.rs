@@ -155,7 +155,7 @@ fn see_also(w: &mut dyn Write, pages: &[&str]) -> std::io::Result<()> {
 
 const WALKTHROUGH: &[(&str, &str)] = &[
     (
-        "Run a command confined to the current directory (workspace-write, the default). The kernel refuses the write outside it (Read-only file system under the namespace stage, which mounts everything outside the writable roots read-only; Permission denied, Landlock's answer, where the stage cannot run); stockade names the refusal (kind, path, the option that would allow it), adds the marker agents know, and exits with the command's code:",
+        "Run a command confined to the current directory (workspace-write, the default). The kernel refuses the write outside it (Read-only file system under the namespace stage, which mounts everything outside the writable roots read-only; Permission denied, Landlock's answer, where the stage cannot run); stockade names the refusal (kind, path, the option that would allow it), adds the marker agents know, and exits with the command's code (this as root: an ordinary user, whom Unix permissions refuse /etc anyway, gets the same error and no marker, since stockade calls only its own refusals denials):",
         "stockade run -- bash -c 'echo hello > hello.txt; cat hello.txt; touch /etc/nope'\nhello\ntouch: cannot touch '/etc/nope': Read-only file system\n[sandbox: file write denied: /etc/nope (allow with --writable /etc)]\n[sandbox: file access denied under workspace-write mode]",
     ),
     (

@@ -59,7 +59,9 @@ pub(super) struct Layout {
 }
 
 impl Layout {
-    pub(super) fn of(policy: &Policy, staged: bool) -> Layout {
+    /// `masks`: whether the stage can make its empty mounts on this kernel (see
+    /// [`super::Model::with_masks`]); without them every hidden path is carved out.
+    pub(super) fn of(policy: &Policy, staged: bool, masks: bool) -> Layout {
         let mode = policy.mode();
         let staged = staged && policy.stage() && mode.is_confined();
         let roots = writable_roots(policy);
@@ -76,7 +78,7 @@ impl Layout {
             kept.contains(Capability::DacOverride) || kept.contains(Capability::DacReadSearch);
         let masked: Vec<PathBuf> = hidden
             .iter()
-            .filter(|h| staged && !reads_past_modes && !h.starts_with(DEVICE_TREE))
+            .filter(|h| staged && masks && !reads_past_modes && !h.starts_with(DEVICE_TREE))
             .cloned()
             .collect();
         // With unix sockets a process outside could pass in a descriptor that reaches

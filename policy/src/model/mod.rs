@@ -3,9 +3,11 @@
 //!
 //! It is written from what the policy *means* (the README's modes, hidden paths,
 //! protected paths and namespace stage), not from the rules the runner and the stage
-//! hand the kernel: `tests/tests/model_differential.rs` builds random trees and
-//! policies, asks the real kernel and this model, and every disagreement is a bug in
-//! one of them. `stockade explain --path` answers from it.
+//! hand the kernel: the `model-differential` driver (`tests/src/bin/model_differential/`,
+//! run on the host by `tests/tests/model_differential.rs` and in the kernel matrix's
+//! 6.1 and 6.12 guests) builds random trees and policies, asks the real kernel and this
+//! model, and every disagreement is a bug in one of them. `stockade explain --path`
+//! answers from it.
 //!
 //! What it covers:
 //! - the three modes; the writable roots (workspace, `/tmp`, `$TMPDIR`, `--writable`,
@@ -297,8 +299,17 @@ pub struct Model<'a> {
 
 impl<'a> Model<'a> {
     pub fn new(policy: &Policy, tree: &'a Tree, setup: Setup) -> Model<'a> {
+        Model::with_masks(policy, tree, setup, true)
+    }
+
+    /// As [`Model::new`], saying whether the namespace stage can cover hidden paths with
+    /// its empty mounts on this kernel (`masks`). It makes them by cloning a detached
+    /// tmpfs mount, which older kernels refuse (the 6.1 and 6.12 of the kernel matrix
+    /// do): the stage then leaves hidden paths uncovered and the runner carves every one
+    /// out, with the carve-out's limits, as without the stage.
+    pub fn with_masks(policy: &Policy, tree: &'a Tree, setup: Setup, masks: bool) -> Model<'a> {
         Model {
-            layout: layout::Layout::of(policy, setup.staged),
+            layout: layout::Layout::of(policy, setup.staged, masks),
             tree,
             setup,
         }

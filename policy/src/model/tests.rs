@@ -1,5 +1,6 @@
 //! The model's answers for the README's own examples, per mode, set-up and ABI. The
-//! kernel's answers for random trees are checked in `tests/tests/model_differential.rs`.
+//! kernel's answers for random trees are checked by `tests/src/bin/model_differential/`
+//! (on the host, and on the kernel matrix's ABI 2 and ABI 6 guests).
 
 use super::*;
 use crate::mode::Mode;
@@ -225,4 +226,41 @@ fn danger_full_access_allows_everything_and_missing_paths_are_not_ours() {
         ask(Mode::WorkspaceWrite, false, 7, "/s/ws/src", Op::Read),
         Answer::NotApplicable
     );
+}
+
+/// Found by the kernel matrix (6.1, ABI 2): a kernel that refuses the stage its masks
+/// (it clones a detached mount, which older kernels do not allow) leaves every hidden
+/// path to the carve-out under the stage too: a hidden file inside a writable root is
+/// then refused writes by the stage's read-only bind and reads by Landlock, where the
+/// mask refuses both.
+#[test]
+fn under_the_stage_without_masks_hidden_paths_are_carved_out() {
+    let t = tree();
+    let setup = Setup {
+        landlock_abi: 2,
+        staged: true,
+        supervised: false,
+        supervised_writes: false,
+    };
+    let p = policy(Mode::WorkspaceWrite);
+    let masked = Model::new(&p, &t, setup);
+    let carved = Model::with_masks(&p, &t, setup, false);
+    let env = Path::new("/s/ws/.env");
+    assert_eq!(
+        masked.answer(env, &Op::Write),
+        Answer::Denied(Refusal::Mask)
+    );
+    assert_eq!(masked.answer(env, &Op::Read), Answer::Denied(Refusal::Mask));
+    assert_eq!(
+        carved.answer(env, &Op::Write),
+        Answer::Denied(Refusal::ReadOnlyMount)
+    );
+    assert_eq!(
+        carved.answer(env, &Op::Read),
+        Answer::Denied(Refusal::Landlock)
+    );
+    // Outside the roots the hidden file is refused either way.
+    let key = Path::new("/s/out/key");
+    assert!(!carved.answer(key, &Op::Read).allowed());
+    assert!(!masked.answer(key, &Op::Read).allowed());
 }

@@ -77,8 +77,10 @@ pub const WRITING_FLAGS: u32 =
     (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
 
 // The inode-flag setters (`chattr`: `FS_IOC_SETFLAGS` and its 32-bit twin,
-// `FS_IOC_FSSETXATTR`), whose arguments the supervisor does not emulate, are refused
-// with EOPNOTSUPP, what a filesystem without inode flags answers, as is `file_setattr`.
+// `FS_IOC_FSSETXATTR`; an encryption policy and fs-verity, each set for good), whose
+// arguments the supervisor does not emulate, are refused with EOPNOTSUPP, what a
+// filesystem without inode flags answers, as is `file_setattr`: the main filter's list
+// (`crate::seccomp::SETATTR_IOCTLS`), which read-only mode refuses.
 
 /// Offsets in `struct seccomp_data`.
 const OFFSET_NR: u32 = 0;

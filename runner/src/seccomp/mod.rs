@@ -290,8 +290,18 @@ pub(crate) const OTHER_METADATA: &[i64] = &[
 
 /// The ioctl commands that set inode flags (`chattr`), refused in read-only mode with
 /// the other metadata calls: `FS_IOC_SETFLAGS` (and its 32-bit twin, the same command
-/// with a 4-byte size) and `FS_IOC_FSSETXATTR`.
-pub(crate) const SETATTR_IOCTLS: [u32; 3] = [0x4008_6602, 0x4004_6602, 0x401c_5820];
+/// with a 4-byte size), `FS_IOC_FSSETXATTR`, and the two that set a flag for good on
+/// a file or empty directory its owner may only read: `FS_IOC_SET_ENCRYPTION_POLICY`
+/// (no file can be created in the directory without the key any more) and
+/// `FS_IOC_ENABLE_VERITY` (the file can no longer be written). Landlock governs no
+/// ioctl on a file that is not a device, and a read-only descriptor is all they need.
+pub(crate) const SETATTR_IOCTLS: [u32; 5] = [
+    0x4008_6602,
+    0x4004_6602,
+    0x401c_5820,
+    0x800c_6613,
+    0x4080_6685,
+];
 
 /// Calls addressed by a pid that change another process (its limits, scheduling,
 /// memory placement) or read its state: allowed only on the caller itself (pid 0).

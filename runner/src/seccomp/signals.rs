@@ -67,9 +67,14 @@ pub struct Outside {
     /// scope already keeps them out of reach.
     pub ancestors: Vec<i32>,
     /// The runner's own metadata supervisor (`crate::notify`), the command's parent
-    /// where it runs: refused as a process only, since its process group is the
-    /// command's own.
+    /// where it runs: refused as a process.
     pub supervisor: Option<i32>,
+    /// Whether the supervisor leads a process group the command is not in (it leaves
+    /// the executor's group for one of its own, or the command starts a new session):
+    /// that group is then refused too, and may not be joined (from inside it,
+    /// `kill(0, SIGSTOP)` would stop the supervisor). Where the command stays in the
+    /// supervisor's group, the group is the command's own.
+    pub supervisor_group: bool,
 }
 
 impl Outside {
@@ -97,21 +102,28 @@ impl Outside {
                 Vec::new()
             },
             supervisor: None,
+            supervisor_group: false,
         }
     }
 
-    /// The process groups a command must not join ([`setpgid`]): the parent's and, where
-    /// named, the ancestors' (the list holds their pids too: a pid that leads no group
+    /// The process groups a command must not join ([`setpgid`]): the parent's, the
+    /// supervisor's where the command is not in it and, where named, the ancestors' (the list holds their pids too: a pid that leads no group
     /// cannot be joined anyway).
     pub fn groups(&self) -> Vec<u32> {
         let named = self
             .parent_group
             .into_iter()
-            .chain(self.ancestors.iter().copied());
+            .chain(self.ancestors.iter().copied())
+            .chain(self.supervisor_pgid());
         let mut groups: Vec<u32> = named.filter(|&g| g > 0).map(|g| g as u32).collect();
         groups.sort_unstable();
         groups.dedup();
         groups
+    }
+
+    /// The supervisor's process group, where the command is not in it.
+    fn supervisor_pgid(&self) -> Option<i32> {
+        self.supervisor.filter(|_| self.supervisor_group)
     }
 
     /// The pid arguments a signal must not carry, as the 32-bit words the filter
@@ -128,6 +140,7 @@ impl Outside {
             pids.push(0);
         }
         pids.extend(self.supervisor);
+        pids.extend(self.supervisor_pgid().map(|g| -g));
         let mut words: Vec<u32> = pids.into_iter().map(|p| p as u32).collect();
         words.sort_unstable();
         words.dedup();

@@ -35,6 +35,7 @@ const OUTSIDE: Outside = Outside {
     shares_group: false,
     ancestors: Vec::new(),
     supervisor: None,
+    supervisor_group: false,
 };
 
 /// A pid as the register holds it when a caller passes the `int` (sign-extended).
@@ -1767,6 +1768,68 @@ mod alone {
         assert_eq!(filtered, [libc::EPERM], "under the filter");
     }
 
+    /// A process leading a group of its own, as the metadata supervisor does once it
+    /// has left the executor's group (`notify::split`): it pauses until killed.
+    fn group_leader() -> i32 {
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            unsafe { libc::setpgid(0, 0) };
+            loop {
+                unsafe { libc::pause() };
+            }
+        }
+        // From both sides, so the group exists whichever runs first.
+        unsafe { libc::setpgid(pid, pid) };
+        pid
+    }
+
+    #[test]
+    fn the_supervisor_s_own_group_is_refused_by_the_filter_alone() {
+        // Without Landlock's signal scope (kernels before 6.12), `kill -STOP -$PPID`
+        // from a command stopped its supervisor once it led a group of its own, and
+        // `setpgid` into that group made `kill(0, ...)` reach it.
+        let supervisor = group_leader();
+        let calls: Calls = vec![
+            (
+                "kill the supervisor",
+                Box::new(move || unsafe { libc::syscall(libc::SYS_kill, supervisor, 0) }),
+            ),
+            (
+                "kill the supervisor's group",
+                Box::new(move || unsafe { libc::syscall(libc::SYS_kill, -supervisor, 0) }),
+            ),
+            (
+                "kill itself",
+                Box::new(|| unsafe { libc::syscall(libc::SYS_kill, libc::getpid(), 0) }),
+            ),
+            // Last: it leaves the test's group.
+            (
+                "setpgid into the supervisor's group",
+                Box::new(move || unsafe { libc::syscall(libc::SYS_setpgid, 0, supervisor) }),
+            ),
+        ];
+        let with = |supervisor_group| {
+            let outside = Outside {
+                supervisor: Some(supervisor),
+                supervisor_group,
+                ..Outside::default()
+            };
+            program(&policy(Network::Deny, &[], false), &outside, Own::default()).unwrap()
+        };
+        let (control, _) = in_child(&calls, None, false);
+        let (apart, _) = in_child(&calls, Some(&with(true)), false);
+        // Control: where the command shares the supervisor's group, that group is its
+        // own and stays reachable; the supervisor itself does not.
+        let (shared, _) = in_child(&calls, Some(&with(false)), false);
+        unsafe { libc::kill(supervisor, libc::SIGKILL) };
+        unsafe { libc::waitpid(supervisor, std::ptr::null_mut(), 0) };
+        assert_eq!(control, [0, 0, 0, 0], "without the filter");
+        let eperm = libc::EPERM;
+        assert_eq!(apart, [eperm, eperm, 0, eperm], "a group of its own");
+        assert_eq!(shared, [eperm, 0, 0, 0], "the command's group");
+    }
+
     #[test]
     fn signals_to_the_parent_and_its_group_are_refused_by_the_filter_alone() {
         // Landlock's signal scope is not applied here: what the child gets is the
@@ -1781,6 +1844,7 @@ mod alone {
             // As `Outside::of_parent(false, true)` would find them in the child.
             ancestors: super::super::signals::ancestors_of(std::process::id() as i32),
             supervisor: None,
+            supervisor_group: false,
         };
         let filter = program(&policy(Network::Deny, &[], false), &outside, Own::default()).unwrap();
         let (control, status) = in_child(&calls, None, false);

@@ -1,6 +1,6 @@
 //! `model-probe PLAN`: performs each operation the plan lists, inside the sandbox, and
 //! prints the kernel's answer for each: `OP<TAB>PATH<TAB>INTO<TAB>ok` or `...<TAB>E<errno>`
-//! (the model differential test, `tests/tests/model_differential.rs`, compares them
+//! (the model differential driver, `tests/src/bin/model_differential/`, compares them
 //! with the model's).
 //!
 //! A plan line is `OP<TAB>PATH[<TAB>INTO]`. Each operation leaves the tree as it found it

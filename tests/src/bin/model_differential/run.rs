@@ -2,11 +2,12 @@
 //! very policy the request carries, spawn the argv and compare the answers.
 
 use super::{Case, Disagreement, Entry, Outcome, Report, Totals};
-use crate::support::*;
+use crate::{Harness, confined_argv, spawn_argv, text};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use stockade_policy::LaunchRequest;
+use stockade_policy::guarantees::KernelFacts;
 use stockade_policy::model::{Answer, Op};
+use stockade_policy::{LaunchRequest, Mode, Policy, PolicyRequest};
 
 /// `base` joined with the relative path `rel` ("" is the base).
 pub fn abs(base: &Path, rel: &str) -> PathBuf {
@@ -19,7 +20,7 @@ pub fn abs(base: &Path, rel: &str) -> PathBuf {
 
 impl Case {
     /// Where the case's tree lives: one directory per case, outside every default root.
-    pub fn base(fx: &Fixture, n: u64) -> PathBuf {
+    pub fn base(fx: &Harness, n: u64) -> PathBuf {
         fx.root.join(format!("t{n}"))
     }
 
@@ -55,13 +56,13 @@ impl Case {
         f
     }
 
-    pub fn run(&self, fx: &Fixture, n: u64) -> Outcome {
+    pub fn run(&self, fx: &Harness, n: u64) -> Outcome {
         let base = Case::base(fx, n);
         self.build(&base);
         let plan = fx.root.join(format!("plan{n}"));
         let mut args = vec!["confine".to_string()];
         args.extend(self.flags(&base));
-        args.extend(["--".into(), bin("model-probe").display().to_string()]);
+        args.extend(["--".into(), fx.probe.display().to_string()]);
         args.push(plan.display().to_string());
         let out = fx.stockade(&args).output().unwrap();
         if !out.status.success() {
@@ -79,8 +80,8 @@ impl Case {
         let confined: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let argv = confined_argv(&confined);
         let staged = argv.iter().any(|a| a == "__stage");
-        let request = read_request(&argv, &confined);
-        let answers = self.answers(&base, &request, staged);
+        let request = read_request(&argv, &confined, &base);
+        let answers = self.answers(&base, &request, staged, (fx.masks, fx.xattrs));
         let mut lines = String::new();
         for (op, path, _) in &answers {
             let into = match op {
@@ -144,10 +145,24 @@ impl Case {
                     .is_some_and(|n| r.errnos().contains(&n)),
                 _ => false,
             };
-            let status = answer
-                .missing()
-                .map(|g| confined["guarantees"][g.name()]["status"].clone());
-            let reported = status.is_none_or(|s| s != "enforced");
+            // The guarantee shown missing is not reported enforced, and the run as a
+            // whole is reported partial.
+            let status = answer.missing().map(|g| {
+                (
+                    g.name(),
+                    confined["guarantees"][g.name()]["status"]
+                        .as_str()
+                        .unwrap_or("absent")
+                        .to_string(),
+                    confined["enforcement"]
+                        .as_str()
+                        .unwrap_or("absent")
+                        .to_string(),
+                )
+            });
+            let reported = status
+                .as_ref()
+                .is_none_or(|(_, s, e)| s != "enforced" && e == "partial");
             totals.compared += 1;
             if got == "ok" {
                 totals.allowed += 1;
@@ -166,7 +181,8 @@ impl Case {
                     model: if reported {
                         answer.to_string()
                     } else {
-                        format!("{answer}, but confine reports it enforced")
+                        let (g, s, e) = status.unwrap_or_default();
+                        format!("{answer}, but confine reports {g} {s}, enforcement {e}")
                     },
                 });
             }
@@ -197,7 +213,7 @@ impl Case {
     }
 
     /// The case as shell commands and flags, and the disagreement.
-    pub fn reproduction(&self, fx: &Fixture, d: Option<&Disagreement>) -> String {
+    pub fn reproduction(&self, fx: &Harness, d: Option<&Disagreement>) -> String {
         let base = Case::base(fx, 0);
         let mut s = format!("seed {}; in an empty directory B:\n", self.seed);
         for (p, e) in &self.entries {
@@ -235,28 +251,33 @@ fn relative(base: &Path, p: &Path) -> String {
         .unwrap_or_else(|_| p.display().to_string())
 }
 
-/// The launch request a ConfinedArgv names (none for danger-full-access: its policy is
-/// made from the mode alone).
-fn read_request(argv: &[String], confined: &serde_json::Value) -> LaunchRequest {
+/// The policy and kernel facts of the launch request a ConfinedArgv names; for
+/// danger-full-access, which names none (its policy is made from the mode alone), the
+/// mode's policy resolved here and no kernel facts (the model asks none of an unconfined
+/// run).
+fn read_request(
+    argv: &[String],
+    confined: &serde_json::Value,
+    base: &Path,
+) -> (Policy, KernelFacts) {
     match argv.iter().position(|a| a == "--request") {
-        Some(at) => LaunchRequest::decode(&std::fs::read(&argv[at + 1]).unwrap()).unwrap(),
+        Some(at) => {
+            let r = LaunchRequest::decode(&std::fs::read(&argv[at + 1]).unwrap()).unwrap();
+            (r.policy, r.promised)
+        }
         None => {
             assert_eq!(confined["mode"], "danger-full-access", "{confined}");
-            let policy =
-                stockade_policy::Policy::for_tests(stockade_policy::Mode::DangerFullAccess, "/");
-            let promised = stockade_policy::guarantees::KernelFacts {
+            let policy = PolicyRequest::new(Mode::DangerFullAccess)
+                .resolve(base, None, &Default::default())
+                .expect("the unconfined mode's policy resolves");
+            let promised = KernelFacts {
                 landlock_abi: 0,
                 seccomp: false,
                 namespaces: false,
                 supervisor: false,
                 supervisor_writes: false,
             };
-            LaunchRequest::for_tests(
-                argv.iter().map(Into::into).collect(),
-                PathBuf::from("/"),
-                policy,
-                promised,
-            )
+            (policy, promised)
         }
     }
 }

@@ -2,20 +2,22 @@
 //! each drop after which the same operation on the same path still disagrees.
 
 use super::{Case, Disagreement, Outcome, is_within};
-use crate::support::*;
+use crate::Harness;
 
 /// The most cases one shrink runs (each is a confine and a probe).
 const MAX_TRIES: usize = 80;
 
 impl Case {
-    pub fn shrink(&self, fx: &Fixture, d: &Disagreement) -> Case {
+    pub fn shrink(&self, fx: &Harness, d: &Disagreement) -> Case {
         let mut best = self.clone();
         let mut tries = 0;
         let mut progress = true;
-        while progress && tries < MAX_TRIES {
+        let began = std::time::Instant::now();
+        let out_of_time = || began.elapsed().as_secs() >= fx.shrink_seconds;
+        while progress && tries < MAX_TRIES && !out_of_time() {
             progress = false;
             for candidate in best.smaller(d) {
-                if tries >= MAX_TRIES {
+                if tries >= MAX_TRIES || out_of_time() {
                     break;
                 }
                 tries += 1;
@@ -29,7 +31,7 @@ impl Case {
         best
     }
 
-    fn still_disagrees(&self, fx: &Fixture, d: &Disagreement, n: u64) -> bool {
+    fn still_disagrees(&self, fx: &Harness, d: &Disagreement, n: u64) -> bool {
         match self.run(fx, n) {
             Outcome::Ran(report) => report
                 .disagreements

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use stockade_policy::LaunchRequest;
+use stockade_policy::Policy;
+use stockade_policy::guarantees::KernelFacts;
 use stockade_policy::model::{Answer, Model, Node, Op, Setup, Tree};
 
 /// A deterministic generator (splitmix64): the same seed makes the same case anywhere.
@@ -307,17 +308,18 @@ impl Case {
     pub fn answers(
         &self,
         base: &Path,
-        request: &LaunchRequest,
+        (policy, promised): &(Policy, KernelFacts),
         staged: bool,
+        (masks, xattrs): (bool, bool),
     ) -> Vec<(Op, PathBuf, Answer)> {
         let tree = self.tree(base);
         let setup = Setup {
-            landlock_abi: request.promised.landlock_abi,
+            landlock_abi: promised.landlock_abi,
             staged,
-            supervised: request.promised.supervisor,
-            supervised_writes: request.promised.supervisor_writes,
+            supervised: promised.supervisor,
+            supervised_writes: promised.supervisor_writes,
         };
-        let model = Model::new(&request.policy, &tree, setup);
+        let model = Model::with_masks(policy, &tree, setup, masks);
         let mut out = Vec::new();
         let paths: Vec<PathBuf> = tree.paths().map(|(p, _)| p.to_path_buf()).collect();
         let mut push = |op: Op, p: &Path| {
@@ -326,7 +328,8 @@ impl Case {
                 out.push((op, p.to_path_buf(), a));
             }
         };
-        for op in Op::IN_PLACE.iter().filter(|o| **o != Op::Remove) {
+        let compared = |o: &&Op| **o != Op::Remove && (xattrs || **o != Op::Xattr);
+        for op in Op::IN_PLACE.iter().filter(compared) {
             for p in &paths {
                 push(op.clone(), p);
             }
