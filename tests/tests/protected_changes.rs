@@ -203,9 +203,10 @@ fn filling_a_protected_directory_is_reported(mask: Option<&str>, stage: bool) {
 }
 
 #[test]
-fn without_the_stage_filling_a_protected_directory_is_reported() {
-    filling_a_protected_directory_is_reported(None, false);
-    filling_a_protected_directory_is_reported(CONTAINER, true);
+fn without_the_stage_or_supervisor_filling_a_protected_directory_is_reported() {
+    // Where the supervisor holds them, the fill is refused (tests/protected_writes.rs).
+    filling_a_protected_directory_is_reported(NOTHING, false);
+    filling_a_protected_directory_is_reported(NOTHING, true);
 }
 
 /// A default name that did not exist is no change to a protected path: it appears, as
