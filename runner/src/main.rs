@@ -240,7 +240,11 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
         && !policy.protected().is_empty();
     let handoff = match supervision {
         Supervision::Off => None,
-        _ => Some(notify::split(policy, protect)?),
+        _ => Some(notify::split(
+            policy,
+            protect,
+            request.audit_tag.as_deref(),
+        )?),
     };
     enter_cwd(request)?;
     session::apply(new_session)?;

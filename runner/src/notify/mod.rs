@@ -86,7 +86,13 @@ impl std::error::Error for NotifyError {}
 /// exits as the command does); the child returns its [`Handoff`] and goes on confining
 /// itself. The signals the supervisor forwards are blocked across the fork, so none is
 /// lost before it listens, and unblocked again in the child.
-pub fn split(policy: &Policy, protect: bool) -> Result<Handoff, RunnerError> {
+/// `audit_tag`: the name the command's Landlock domain was created under, which the
+/// worker that performs its writes takes too (its refusals are the command's).
+pub fn split(
+    policy: &Policy,
+    protect: bool,
+    audit_tag: Option<&str>,
+) -> Result<Handoff, RunnerError> {
     let (parent_end, child_end) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -101,7 +107,7 @@ pub fn split(policy: &Policy, protect: bool) -> Result<Handoff, RunnerError> {
         Some(&mut old),
     )
     .map_err(|e| RunnerError::Notify(NotifyError::Split(e)))?;
-    let rules = supervisor::rules_of(policy, protect);
+    let rules = supervisor::rules_of(policy, protect, audit_tag);
     let parent = nix::unistd::getpid();
     // SAFETY: the runner has one thread; the child only runs the runner's own code.
     match unsafe { fork() } {

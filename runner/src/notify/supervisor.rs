@@ -55,9 +55,11 @@ pub struct RulePaths {
     /// The protected paths alone, for those calls (a hidden path is Landlock's to
     /// refuse, with its own answer).
     protected_names: Vec<PathBuf>,
+    /// The command's audit tag, for the worker's domain (see `worker`).
+    audit_tag: Option<String>,
 }
 
-pub fn rules_of(policy: &Policy, protect: bool) -> RulePaths {
+pub fn rules_of(policy: &Policy, protect: bool, audit_tag: Option<&str>) -> RulePaths {
     RulePaths {
         roots: grants::writable_roots(policy),
         workspace: policy.workspace().to_path_buf(),
@@ -72,6 +74,7 @@ pub fn rules_of(policy: &Policy, protect: bool) -> RulePaths {
         keep_caps: policy.kept_capabilities().mask(),
         protect,
         protected_names: policy.protected().iter().map(|p| p.path.clone()).collect(),
+        audit_tag: audit_tag.map(str::to_string),
     }
 }
 
@@ -97,11 +100,12 @@ pub fn run(sock: OwnedFd, child: Pid, paths: RulePaths) -> ! {
         (_, Err(e)) => Err(e),
     };
     let protection = protect.then(|| Protection::of(paths.protected_names.clone()));
+    let audit_tag = paths.audit_tag.clone();
     let rules = open_rules(paths);
     // The worker and the kernel's hand-over of descriptors, where writes are performed:
     // either missing fails the run (the listener is dropped unanswered).
     let (listener, writes) = match taken {
-        Ok((Some(l), ruleset)) if protect => match start_writes(&l, ruleset) {
+        Ok((Some(l), ruleset)) if protect => match start_writes(&l, ruleset, audit_tag) {
             Ok(worker) => (Ok(Some(l)), protection.map(|p| (p, worker))),
             Err(e) => (Err(e), None),
         },
@@ -143,7 +147,11 @@ fn weaken(keep: u64) -> Result<(), String> {
 /// Starts the write worker with the command's ruleset, once the kernel is known to hand
 /// descriptors over as an answer (Linux 5.14): a supervisor that cannot never performs
 /// an open, so it does not start.
-fn start_writes(listener: &OwnedFd, ruleset: Option<OwnedFd>) -> Result<Worker, String> {
+fn start_writes(
+    listener: &OwnedFd,
+    ruleset: Option<OwnedFd>,
+    audit_tag: Option<String>,
+) -> Result<Worker, String> {
     let probe = libc::seccomp_notif_addfd {
         id: 0,
         flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
@@ -163,7 +171,7 @@ fn start_writes(listener: &OwnedFd, ruleset: Option<OwnedFd>) -> Result<Worker, 
     if r == 0 || nix::errno::Errno::last() != nix::errno::Errno::ENOENT {
         return Err("the kernel cannot hand the command a descriptor as a call's answer (SECCOMP_ADDFD_FLAG_SEND, Linux 5.14): protected paths cannot be held without the stage".into());
     }
-    Worker::start(ruleset)
+    Worker::start(ruleset, audit_tag)
 }
 
 /// The listener the child sends, and the ruleset beside it; `None` when the child

@@ -25,14 +25,20 @@ pub struct Worker {
     jobs: mpsc::Sender<Job>,
     done: mpsc::Receiver<Outcome>,
     ruleset: Option<Arc<OwnedFd>>,
+    tag: Option<Arc<str>>,
 }
 
 impl Worker {
     /// Starts the worker, restricted with `ruleset` (none: the command has no Landlock
     /// domain either). A worker that cannot restrict itself is a setup failure: the run
     /// fails, never a worker stronger than its command.
-    pub fn start(ruleset: Option<OwnedFd>) -> Result<Worker, String> {
+    /// `tag`: the command's audit tag, taken as the thread's name while it restricts
+    /// itself, so that Landlock's audit records of its refusals are read as the
+    /// command's (`stockade_policy::landlock_audit`).
+    pub fn start(ruleset: Option<OwnedFd>, tag: Option<String>) -> Result<Worker, String> {
         let ruleset = ruleset.map(Arc::new);
+        let tag: Option<Arc<str>> = tag.map(Arc::from);
+        let own_tag = tag.clone();
         let (jobs, job_rx) = mpsc::channel::<Job>();
         let (done_tx, done) = mpsc::channel::<Outcome>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
@@ -40,7 +46,7 @@ impl Worker {
         std::thread::Builder::new()
             .name("stockade-writes".into())
             .spawn(move || {
-                let confined = confine(own.as_deref());
+                let confined = confine(own.as_deref(), own_tag.as_deref());
                 let ok = confined.is_ok();
                 let _ = ready_tx.send(confined);
                 if !ok {
@@ -60,6 +66,7 @@ impl Worker {
             jobs,
             done,
             ruleset,
+            tag,
         })
     }
 
@@ -78,21 +85,28 @@ impl Worker {
     /// itself (it must then refuse). `Err` when no thread could be started.
     pub fn run_apart(&self, job: impl FnOnce(bool) + Send + 'static) -> Result<(), i32> {
         let ruleset = self.ruleset.clone();
+        let tag = self.tag.clone();
         std::thread::Builder::new()
             .name("stockade-fifo".into())
-            .spawn(move || job(confine(ruleset.as_deref()).is_ok()))
+            .spawn(move || job(confine(ruleset.as_deref(), tag.as_deref()).is_ok()))
             .map(|_| ())
             .map_err(|_| libc::EAGAIN)
     }
 }
 
-/// Restricts the calling thread with `ruleset`.
-fn confine(ruleset: Option<&OwnedFd>) -> Result<(), String> {
+/// Restricts the calling thread with `ruleset`, named `tag` meanwhile.
+fn confine(ruleset: Option<&OwnedFd>, tag: Option<&str>) -> Result<(), String> {
     let Some(ruleset) = ruleset else {
         return Ok(());
     };
+    let named = tag
+        .and_then(|t| std::ffi::CString::new(t).ok())
+        .is_some_and(|t| nix::sys::prctl::set_name(&t).is_ok());
     // SAFETY: a descriptor of ours and no flags; the call reads no memory.
     let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0) };
+    if named {
+        let _ = nix::sys::prctl::set_name(c"stockade-writes");
+    }
     if rc != 0 {
         return Err(format!(
             "the write worker cannot restrict itself with the command's Landlock ruleset: {}",
