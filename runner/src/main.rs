@@ -233,11 +233,7 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     // follows runs in its child, which becomes the command. The session and who is
     // outside were judged above, by the process the executor spawned, with the
     // supervisor and (where the command is not in it) its group.
-    // With protected paths and no stage, the supervisor also performs every call that
-    // writes or replaces a name, where the launcher found it can (and promised it).
-    let protect = supervision == Supervision::Promised
-        && request.promised.supervisor_writes
-        && !policy.protected().is_empty();
+    let protect = protects_names(request, supervision);
     let handoff = match supervision {
         Supervision::Off => None,
         _ => Some(notify::split(
@@ -315,6 +311,14 @@ fn supervised(request: &LaunchRequest) -> bool {
     request.promised.supervisor
         && !request.promised.namespaces
         && Asks::of(&request.policy).wants_supervisor()
+}
+
+/// Whether the supervisor also performs every call that writes or replaces a name: with
+/// protected paths and no stage, where the launcher found it can (and promised it).
+fn protects_names(request: &LaunchRequest, supervision: Supervision) -> bool {
+    supervision == Supervision::Promised
+        && request.promised.supervisor_writes
+        && !request.policy.protected().is_empty()
 }
 
 /// Whether, and on whose word, the metadata supervisor runs.
