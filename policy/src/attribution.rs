@@ -76,6 +76,13 @@ pub struct Scope {
     /// only a metadata line naming such a path is its refusal.
     #[serde(default)]
     pub supervised: bool,
+    /// Whether that supervisor also held the protected paths' contents and names (no
+    /// stage; it performs every write of a name): it refuses with the stage's words
+    /// (`Read-only file system`, `Device or resource busy`), which name a refusal of
+    /// ours only on a protected path (elsewhere they are the host's). Set by the
+    /// launcher beside [`Scope::of`].
+    #[serde(default)]
+    pub protect_held: bool,
     /// Whether the command had a network namespace of its own (the stage's, loopback
     /// only): a failure on its own loopback is the command's, and "network is
     /// unreachable" anywhere else is the sandbox's refusal.
@@ -117,6 +124,7 @@ impl Scope {
             by_name: policy.domains().is_some(),
             staged,
             supervised,
+            protect_held: false,
             own_network: staged && policy.own_network(),
         }
     }
@@ -130,7 +138,7 @@ impl Scope {
     /// The refusal words this scope's layers give: EACCES always; a read-only mount and
     /// a busy mount point only under the stage (without it they are the host's).
     fn refusal_words(&self) -> &'static [&'static str] {
-        if self.staged {
+        if self.staged || self.protect_held {
             &FILE_REFUSALS
         } else {
             &FILE_REFUSALS[..1]
@@ -369,6 +377,11 @@ fn file_refusal(
     };
     accesses.iter().find_map(|&access| {
         let (kind, rule, grant) = refused(scope, &path, access)?;
+        // Without the stage a read-only mount or a busy mount point is the host's, but
+        // on a protected path the supervisor's.
+        if !scope.staged && FILE_REFUSALS[1..].contains(&words) && kind != Kind::ProtectedPath {
+            return None;
+        }
         // Refused anyway without stockade: not a denial.
         if !unix.allows(&path, access) {
             return None;
@@ -564,14 +577,14 @@ pub fn refused(
         return None;
     }
     // Without the stage only the supervisor holds them, and only their metadata.
-    let held = scope.staged || access == Access::Metadata;
+    let held = scope.staged || scope.protect_held || access == Access::Metadata;
     if let Some(p) = scope.protected.iter().find(|p| held && path.starts_with(p)) {
         let grant = if scope.protect_explicit {
             format!("leaving out --protect {}", p.display())
         } else {
             "--no-default-protect".to_string()
         };
-        let what = if scope.staged {
+        let what = if scope.staged || (scope.protect_held && access != Access::Metadata) {
             "(read-only)"
         } else {
             "(its mode, owner and times do not change)"
@@ -951,6 +964,7 @@ mod tests {
             by_name: false,
             staged: true,
             supervised: false,
+            protect_held: false,
             own_network: false,
         }
     }
@@ -1186,6 +1200,28 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.grant.as_deref(), Some("--writable /opt"));
+    }
+
+    #[test]
+    fn without_the_stage_the_supervisors_read_only_answer_on_a_protected_path_is_a_denial() {
+        let mut s = scope(Mode::WorkspaceWrite);
+        s.staged = false;
+        s.supervised = true;
+        s.protect_held = true;
+        let root = Table(vec![]);
+        for line in [
+            "bash: .envrc: Read-only file system",
+            "error: could not write config file .git/config: Device or resource busy",
+        ] {
+            let r = one(&s, line, &root).unwrap();
+            assert_eq!(r.kind, Kind::ProtectedPath, "{line}");
+        }
+        // Elsewhere the same words are the host's (a read-only mount it has).
+        assert_eq!(one(&s, "bash: /opt/x: Read-only file system", &root), None);
+        assert_eq!(one(&s, "bash: src/x: Read-only file system", &root), None);
+        // Where the supervisor does not hold them, nothing refused the write.
+        s.protect_held = false;
+        assert_eq!(one(&s, "bash: .envrc: Read-only file system", &root), None);
     }
 
     #[test]

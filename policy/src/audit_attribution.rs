@@ -205,6 +205,7 @@ mod tests {
             by_name: false,
             staged: false,
             supervised: false,
+            protect_held: false,
             own_network: false,
         }
     }

@@ -193,6 +193,7 @@ mod tests {
                     seccomp: true,
                     namespaces: true,
                     supervisor: false,
+                    supervisor_writes: false,
                 },
             ),
             status_path: Some("/run/user/0/stockade/req-x/status".into()),
@@ -234,6 +235,7 @@ mod tests {
             seccomp: true,
             namespaces: false,
             supervisor: false,
+            supervisor_writes: false,
         };
         for n in [0, 1, 2] {
             assert_eq!(status_channel(&abi(n)), StatusChannel::InBand);

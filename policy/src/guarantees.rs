@@ -40,6 +40,12 @@ pub struct KernelFacts {
     /// namespace stage cannot run; absent from older requests, hence the default.
     #[serde(default)]
     pub supervisor: bool,
+    /// Whether that supervisor can also hold the protected paths: it performs every
+    /// call that can write or replace a name itself and hands the command the descriptor
+    /// it opened (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SEND`, Linux
+    /// 5.14). Tried for real with `supervisor`; absent from older requests.
+    #[serde(default)]
+    pub supervisor_writes: bool,
 }
 
 impl KernelFacts {
@@ -52,6 +58,7 @@ impl KernelFacts {
             && (self.seccomp || !promised.seccomp)
             && (self.namespaces || !promised.namespaces)
             && (self.supervisor || !promised.supervisor)
+            && (self.supervisor_writes || !promised.supervisor_writes)
     }
 }
 
@@ -72,6 +79,9 @@ pub enum Feature {
     /// The namespace stage, or else the runner's metadata supervisor (seccomp user
     /// notification): either holds it.
     NamespacesOrSupervisor,
+    /// The namespace stage, or else the supervisor performing the calls that write or
+    /// replace names (seccomp user notification handing descriptors over).
+    NamespacesOrWriteSupervisor,
 }
 
 impl Feature {
@@ -83,6 +93,9 @@ impl Feature {
             Feature::Always => true,
             Feature::NamespacesOrLandlockAbi(n) => facts.namespaces || facts.landlock_abi >= n,
             Feature::NamespacesOrSupervisor => facts.namespaces || facts.supervisor,
+            Feature::NamespacesOrWriteSupervisor => {
+                facts.namespaces || (facts.supervisor && facts.supervisor_writes)
+            }
         }
     }
 }
@@ -98,6 +111,9 @@ impl fmt::Display for Feature {
                 write!(f, "namespace-stage or landlock-abi-{n}")
             }
             Feature::NamespacesOrSupervisor => f.write_str("namespace-stage or seccomp-notify"),
+            Feature::NamespacesOrWriteSupervisor => {
+                f.write_str("namespace-stage or seccomp-notify-addfd")
+            }
         }
     }
 }
@@ -154,7 +170,9 @@ impl Asks {
                 // The stage is preferred to the supervisor where both could hold one.
                 matches!(
                     g.needs(self),
-                    Feature::Namespaces | Feature::NamespacesOrSupervisor
+                    Feature::Namespaces
+                        | Feature::NamespacesOrSupervisor
+                        | Feature::NamespacesOrWriteSupervisor
                 ) && g.requirement(self) != Requirement::NotApplicable
             })
     }
@@ -163,9 +181,18 @@ impl Asks {
     /// the namespace stage does not run.
     pub fn wants_supervisor(&self) -> bool {
         Guarantee::ALL.iter().any(|g| {
-            g.needs(self) == Feature::NamespacesOrSupervisor
-                && g.requirement(self) != Requirement::NotApplicable
+            matches!(
+                g.needs(self),
+                Feature::NamespacesOrSupervisor | Feature::NamespacesOrWriteSupervisor
+            ) && g.requirement(self) != Requirement::NotApplicable
         })
+    }
+
+    /// Whether that supervisor also holds the protected paths (their contents and
+    /// names) for this policy.
+    pub fn wants_write_supervisor(&self) -> bool {
+        Guarantee::ProtectedPaths.needs(self) == Feature::NamespacesOrWriteSupervisor
+            && Guarantee::ProtectedPaths.requirement(self) != Requirement::NotApplicable
     }
 
     /// Whether the stage gives the command a network namespace of its own (as
@@ -384,10 +411,13 @@ impl Guarantee {
                 _ => Feature::NamespacesOrSupervisor,
             },
             Guarantee::HiddenPaths => Feature::LandlockAbi(1),
-            Guarantee::ProtectedPaths
-            | Guarantee::PrivateTmp
-            | Guarantee::PidIsolation
-            | Guarantee::DomainFilter => Feature::Namespaces,
+            // The stage's read-only binds, or the supervisor performing every call that
+            // writes or replaces a name (a protected file sits in a directory that must
+            // stay writable: Landlock cannot hold it).
+            Guarantee::ProtectedPaths => Feature::NamespacesOrWriteSupervisor,
+            Guarantee::PrivateTmp | Guarantee::PidIsolation | Guarantee::DomainFilter => {
+                Feature::Namespaces
+            }
         }
     }
 
@@ -605,6 +635,13 @@ fn note(
         (Guarantee::Metadata, Mode::WorkspaceWrite, GuaranteeStatus::Enforced) => Some(
             "outside the writable roots, by path and through the descriptors the command inherits (stdin, stdout, stderr, --keep-fd), which the caller opened on its own read-write mounts: a directory, a pseudo-terminal, a named pipe, /dev/null (zero, full, random, urandom) or a file opened only for reading is opened again through the read-only mounts; for any other outside the roots (a log file stdout appends to, another device or terminal) the runner also starts its metadata supervisor (seccomp user notification), which refuses every mode, owner and time change outside the roots, through a descriptor or its /proc/self/fd and /dev/stdout names (EPERM); where the kernel refuses the supervisor's filter (before Linux 5.0, under another supervisor) or Yama's ptrace_scope is 2 or more, the runner names those descriptors in its status record and the run is then partial (metadataOpen in stockade run --json and classify); pipes and sockets are private; a shared writable root the caller owns (/tmp, /var/tmp, /dev/shm as root) can have its own mode and owner changed: the stage looks every 20 ms, puts them back and reports the change (outcome tampered): other processes can see a change for up to that long, and a command that changes them in a loop keeps them changed for part of its run",
         ),
+        // Held by the runner's supervisor instead of the stage's read-only binds.
+        (Guarantee::ProtectedPaths, _, GuaranteeStatus::Enforced) if !staged => Some(
+            "without the namespace stage the runner's supervisor receives every call that writes or replaces a name (writing opens, rename, link, symlink, unlink, mkdir, mknod, truncate; seccomp user notification) and refuses those on a protected path with the stage's answers (EROFS on or beneath one, also through a hard link made before the run; EBUSY for removing or replacing one or a directory holding one; EXDEV for a hard link to one); the rest it performs itself on the objects it checked, in a thread restricted with the command's Landlock ruleset, and hands the opened descriptor over",
+        ),
+        (Guarantee::ProtectedPaths, _, GuaranteeStatus::Unavailable) => Some(
+            "nothing holds the protected paths' contents (no namespace stage, and no supervisor that can hand descriptors over: Linux 5.14): stockade run reports each change after the command (protectedChanged, tampered), not undone",
+        ),
         (Guarantee::Metadata, Mode::WorkspaceWrite, GuaranteeStatus::Unavailable) => Some(
             "without the namespace stage, only stockade run puts a shared writable root's own mode and owner (/tmp as root) back, once the command has settled",
         ),
@@ -691,6 +728,7 @@ mod tests {
             seccomp: true,
             namespaces: true,
             supervisor: false,
+            supervisor_writes: false,
         }
     }
 
@@ -742,6 +780,7 @@ mod tests {
             seccomp: false,
             namespaces: true,
             supervisor: false,
+            supervisor_writes: false,
         };
         let ModeVerdict::Unavailable { missing } = verdict(&defaults(Mode::ReadOnly), &facts)
         else {
@@ -801,6 +840,7 @@ mod tests {
         let supervised = KernelFacts {
             namespaces: false,
             supervisor: true,
+            supervisor_writes: true,
             ..abi(TESTED_LANDLOCK_ABI)
         };
         let r = report(&asks, &supervised);
@@ -812,12 +852,30 @@ mod tests {
                 .unwrap()
                 .contains("supervisor")
         );
-        // Protected paths still need the stage's read-only binds: partial.
-        assert_eq!(r["protectedPaths"].status, GuaranteeStatus::Unavailable);
+        // Protected paths: held where the supervisor can hand descriptors over (it
+        // performs every write of a name), else they need the stage's binds: partial.
+        assert_eq!(r["protectedPaths"].status, GuaranteeStatus::Enforced);
+        assert_eq!(
+            r["protectedPaths"].needs,
+            "namespace-stage or seccomp-notify-addfd"
+        );
         assert_eq!(
             verdict(&asks, &supervised),
+            ModeVerdict::Confined(Enforcement::Full)
+        );
+        assert!(asks.wants_write_supervisor());
+        let metadata_only = KernelFacts {
+            supervisor_writes: false,
+            ..supervised
+        };
+        let r = report(&asks, &metadata_only);
+        assert_eq!(r["metadata"].status, GuaranteeStatus::Enforced);
+        assert_eq!(r["protectedPaths"].status, GuaranteeStatus::Unavailable);
+        assert_eq!(
+            verdict(&asks, &metadata_only),
             ModeVerdict::Confined(Enforcement::Partial)
         );
+        assert!(!metadata_only.covers(&supervised));
         // Without protected paths asked for (--no-stage): full.
         let no_stage = Asks {
             stage: false,
@@ -832,6 +890,7 @@ mod tests {
         // A runner that could not install it gives less than promised.
         let unsupervised = KernelFacts {
             supervisor: false,
+            supervisor_writes: false,
             ..supervised
         };
         assert!(!unsupervised.covers(&supervised));
@@ -901,6 +960,7 @@ mod tests {
             seccomp: false,
             namespaces: true,
             supervisor: false,
+            supervisor_writes: false,
         };
         let all = [abi(0), abi(1), abi(3), abi(5), abi(6), abi(7), no_seccomp];
         for asks in [
@@ -1029,6 +1089,7 @@ mod tests {
             seccomp: true,
             namespaces,
             supervisor: false,
+            supervisor_writes: false,
         };
         let status = |facts: &KernelFacts, g: Guarantee| report(&asks, facts)[g.name()].status;
         assert!(asks.wants_stage(), "the network namespace is the stage's");

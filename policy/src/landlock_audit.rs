@@ -85,6 +85,11 @@ pub struct Collector {
     tag: String,
     /// Refusals of the event being read, before its domain record said whose it is.
     pending: Vec<(u64, u64, Refused)>,
+    /// Later domains created under the same tag: the runner's supervisor performing
+    /// the command's writes (without the stage, where it holds protected paths)
+    /// restricts a thread of its own with the command's ruleset, under the tag, and
+    /// what that thread is refused is the command's refusal.
+    helpers: Vec<u64>,
     pub collected: Collected,
 }
 
@@ -96,6 +101,7 @@ impl Collector {
         Collector {
             tag: tag.to_string(),
             pending: Vec::new(),
+            helpers: Vec::new(),
             collected: Collected::default(),
         }
     }
@@ -123,9 +129,10 @@ impl Collector {
             LANDLOCK_ACCESS => {
                 let refused = refused_of(&fields);
                 match self.collected.domain {
-                    Some(ours) if ours == domain => self.keep(refused),
-                    Some(_) => {}
-                    None => {
+                    Some(ours) if ours == domain || self.helpers.contains(&domain) => {
+                        self.keep(refused)
+                    }
+                    _ => {
                         self.pending.retain(|(s, _, _)| *s == serial);
                         if self.pending.len() < MAX_PENDING {
                             self.pending.push((serial, domain, refused));
@@ -136,12 +143,17 @@ impl Collector {
             LANDLOCK_DOMAIN => {
                 let ours = self.collected.domain == Some(domain);
                 // The first domain created under our tag is the runner's (see above).
-                let tagged = self.collected.domain.is_none()
-                    && field("comm").map(String::as_str) == Some(self.tag.as_str());
+                let under_tag = field("comm").map(String::as_str) == Some(self.tag.as_str());
+                let tagged = self.collected.domain.is_none() && under_tag;
                 match field("status").map(String::as_str) {
                     Some("allocated") if tagged => {
                         self.collected.domain = Some(domain);
                         self.collected.pid = field("pid").and_then(|p| p.parse().ok());
+                        self.adopt_pending(serial, domain);
+                    }
+                    // A helper's domain (see `helpers`): its first refusal came with it.
+                    Some("allocated") if under_tag && !ours && !self.helpers.contains(&domain) => {
+                        self.helpers.push(domain);
                         self.adopt_pending(serial, domain);
                     }
                     Some("deallocated") if ours => {
@@ -270,6 +282,34 @@ mod tests {
         assert!(!valid_tag("stk-0123456789"));
         assert!(!valid_tag("stk-0123456789A"));
         assert!(!valid_tag("abc-0123456789a"));
+    }
+
+    #[test]
+    fn a_later_domain_under_the_tag_is_the_supervisor_s_worker_and_its_refusals_count() {
+        let mut c = Collector::new(TAG);
+        probe_event(&mut c, 1, "bb", TAG, 60);
+        // The worker's first refusal, then its domain's record under the same tag.
+        c.feed(
+            LANDLOCK_ACCESS,
+            "audit(1.4:2): domain=dd blockers=fs.make_reg path=\"/etc\" dev=\"vda\" ino=2",
+        );
+        c.feed(LANDLOCK_DOMAIN, &format!("audit(1.4:2): domain=dd status=allocated mode=enforcing pid=59 uid=0 exe=\"/r\" comm=\"{TAG}\""));
+        c.feed(
+            LANDLOCK_ACCESS,
+            "audit(1.4:3): domain=dd blockers=fs.write_file path=\"/etc/x\" dev=\"vda\" ino=3",
+        );
+        // Another domain under another name: not ours.
+        c.feed(
+            LANDLOCK_ACCESS,
+            "audit(1.4:4): domain=ee blockers=fs.write_file path=\"/etc/y\" dev=\"vda\" ino=4",
+        );
+        c.feed(LANDLOCK_DOMAIN, "audit(1.4:4): domain=ee status=allocated mode=enforcing pid=70 uid=0 exe=\"/x\" comm=\"x\"");
+        let paths: Vec<_> = c.collected.refused.iter().map(|r| r.path.clone()).collect();
+        assert_eq!(
+            paths,
+            [Some("/etc".to_string()), Some("/etc/x".to_string())]
+        );
+        assert_eq!(c.collected.domain, Some(0xbb));
     }
 
     #[test]

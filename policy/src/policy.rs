@@ -765,6 +765,7 @@ impl PolicyRequest {
         let (protected, protect_links) =
             self.resolve_protected(cwd, &workspace, &writable_roots)?;
         let stage = self.mode.is_confined() && !self.no_stage;
+        let confined = self.mode.is_confined();
         let keep_capabilities = self.resolve_kept_capabilities(invoker)?;
         let mut policy = Policy {
             mode: self.mode,
@@ -780,10 +781,11 @@ impl PolicyRequest {
             hidden: Vec::new(),
             hidden_not_followed: Vec::new(),
             default_hide: self.mode.is_confined() && self.default_hide,
-            protected: if stage { protected } else { Vec::new() },
-            protect_links: if stage { protect_links } else { Vec::new() },
-            protect_explicit: stage && !self.protect.is_empty(),
-            default_protect: stage && self.default_protect,
+            // Without the stage the runner's supervisor holds them, where it can.
+            protected: if confined { protected } else { Vec::new() },
+            protect_links: if confined { protect_links } else { Vec::new() },
+            protect_explicit: confined && !self.protect.is_empty(),
+            default_protect: confined && self.default_protect,
             tmp: self.tmp.unwrap_or_default(),
             pids: if stage {
                 self.pids.unwrap_or_default()
@@ -1022,9 +1024,7 @@ impl PolicyRequest {
             return Err(PolicyError::RootUnderPrivateTmp { path: root.clone() });
         }
         if self.no_stage {
-            let conflict = if !self.protect.is_empty() {
-                Some("--protect")
-            } else if self.tmp == Some(TmpMode::Private) {
+            let conflict = if self.tmp == Some(TmpMode::Private) {
                 Some("--tmp private")
             } else if self.pids == Some(PidMode::Isolate) {
                 Some("--isolate-pids")

@@ -657,6 +657,7 @@ mod tests {
                 seccomp: true,
                 namespaces: true,
                 supervisor: false,
+                supervisor_writes: false,
             },
             status_path: Some("/run/user/0/stockade/req-1/status".into()),
             inherit: Inherit {

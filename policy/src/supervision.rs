@@ -54,6 +54,69 @@ pub fn place(path: &Path, roots: &[PathBuf], workspace: &Path, protected: &[Path
     }
 }
 
+/// What a supervised call does to a name, for the protected paths' rule without the
+/// stage (the runner's supervisor receives every call that can write or replace a name
+/// when the policy has protected paths and the stage does not run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameUse {
+    /// Opening an existing object for writing or truncating it (`open`, `truncate`).
+    Write,
+    /// Making a new name (`mkdir`, `mknod`, `symlink`, the new name of `link`, a created
+    /// file).
+    Create,
+    /// Taking a name away (`unlink`, `rmdir`, the old name of `rename`).
+    Remove,
+    /// The new name of `rename`, which replaces what is there.
+    Replace,
+    /// The object a hard link is made to.
+    LinkFrom,
+}
+
+/// How the supervisor refuses a call on a protected name: the answers the stage's
+/// mounts give the same call, so that a command sees one behaviour and the attribution
+/// one set of words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// `EROFS`: a write on or beneath a protected path (a read-only bind).
+    ReadOnly,
+    /// `EBUSY`: removing or replacing a protected path or a directory that holds one
+    /// (the stage's bind and the pinned directories above it are mount points).
+    Busy,
+    /// `EEXIST`: making a name where a protected path is (it exists, and cannot stop
+    /// existing while the command runs).
+    Exists,
+    /// `EXDEV`: a hard link to a protected file (another mount under the stage).
+    CrossDevice,
+}
+
+/// Whether a call that does `how` to `path` (absolute, as the kernel names the
+/// directory now, joined with the last component) is refused because of `protected`.
+/// A directory between a writable root and a protected path is pinned: it can be
+/// written in but not removed or replaced, as the stage pins it.
+pub fn name_refusal(path: &Path, how: NameUse, protected: &[PathBuf]) -> Option<Refusal> {
+    for p in protected {
+        if path.starts_with(p) && path != p {
+            return Some(match how {
+                NameUse::LinkFrom => Refusal::CrossDevice,
+                _ => Refusal::ReadOnly,
+            });
+        }
+        if path == p {
+            return Some(match how {
+                NameUse::Write => Refusal::ReadOnly,
+                NameUse::Create => Refusal::Exists,
+                NameUse::Remove | NameUse::Replace => Refusal::Busy,
+                NameUse::LinkFrom => Refusal::CrossDevice,
+            });
+        }
+    }
+    let pinned = protected.iter().any(|p| p.starts_with(path));
+    match how {
+        NameUse::Remove | NameUse::Replace if pinned => Some(Refusal::Busy),
+        _ => None,
+    }
+}
+
 /// The descriptor a path names through `/proc` or `/dev/fd` (`/proc/self/fd/3`,
 /// `/proc/thread-self/fd/3`, `/proc/PID/fd/3` of the caller itself, `/dev/fd/3`,
 /// `/dev/stdin`...): such a path reaches the object the descriptor holds, whatever its
@@ -159,6 +222,37 @@ mod tests {
             place("/work/ws/.git/hooksx"),
             Place::Inside { .. }
         ));
+    }
+
+    #[test]
+    fn protected_names_are_refused_as_the_stage_refuses_them() {
+        let protected = vec![
+            PathBuf::from("/w/.git/hooks"),
+            PathBuf::from("/w/.git/config"),
+        ];
+        let r = |p: &str, how| name_refusal(Path::new(p), how, &protected);
+        use NameUse::*;
+        assert_eq!(r("/w/.git/config", Write), Some(Refusal::ReadOnly));
+        assert_eq!(r("/w/.git/config", Replace), Some(Refusal::Busy));
+        assert_eq!(r("/w/.git/config", Remove), Some(Refusal::Busy));
+        assert_eq!(r("/w/.git/config", Create), Some(Refusal::Exists));
+        assert_eq!(r("/w/.git/config", LinkFrom), Some(Refusal::CrossDevice));
+        assert_eq!(
+            r("/w/.git/hooks/pre-commit", Create),
+            Some(Refusal::ReadOnly)
+        );
+        assert_eq!(r("/w/.git/hooks/x", Remove), Some(Refusal::ReadOnly));
+        // The pinned directories above: written in, never removed or replaced.
+        assert_eq!(r("/w/.git", Remove), Some(Refusal::Busy));
+        assert_eq!(r("/w/.git", Replace), Some(Refusal::Busy));
+        assert_eq!(r("/w", Remove), Some(Refusal::Busy));
+        assert_eq!(r("/w/.git", Write), None);
+        // Beside them: the command's.
+        for how in [Write, Create, Remove, Replace, LinkFrom] {
+            assert_eq!(r("/w/.git/config.lock", how), None);
+            assert_eq!(r("/w/.git/index", how), None);
+            assert_eq!(r("/w/.git/hooksx", how), None);
+        }
     }
 
     #[test]

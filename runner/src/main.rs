@@ -233,21 +233,32 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     // follows runs in its child, which becomes the command. The session and who is
     // outside were judged above, by the process the executor spawned, with the
     // supervisor and (where the command is not in it) its group.
+    let protect = protects_names(request, supervision);
     let handoff = match supervision {
         Supervision::Off => None,
-        _ => Some(notify::split(policy)?),
+        _ => Some(notify::split(
+            policy,
+            protect,
+            request.audit_tag.as_deref(),
+        )?),
     };
     enter_cwd(request)?;
     session::apply(new_session)?;
     nix::sys::prctl::set_no_new_privs().map_err(|e| RunnerError::NoNewPrivs(e.into()))?;
-    let landlock_abi =
-        ruleset::restrict(policy, netns, staged, queues, request.audit_tag.as_deref())?;
+    let (landlock_abi, ruleset) = ruleset::restrict(
+        policy,
+        netns,
+        staged,
+        queues,
+        request.audit_tag.as_deref(),
+        protect,
+    )?;
     caps::restrict(policy.kept_capabilities().mask())?;
     fds::restrict(policy.keep_fds())?;
     seccomp::install(&filter)?;
     // Beside the main filter (both judge every call; the main one's refusals win).
     let supervisor = match (handoff, supervision) {
-        (Some(handoff), Supervision::Promised) => handoff.install().map(|()| true)?,
+        (Some(handoff), Supervision::Promised) => handoff.install(ruleset).map(|()| true)?,
         // Not promised: a kernel that refuses the filter leaves the descriptors named.
         (Some(handoff), _) => handoff.install_if_possible()?,
         (None, _) => false,
@@ -262,6 +273,8 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
         seccomp: true,
         namespaces: staged,
         supervisor,
+        // Promised and not started fails above; vacuous without protected paths.
+        supervisor_writes: supervisor && request.promised.supervisor_writes,
     };
     // Judge what the kernel actually gave, with the same rules the launcher used to
     // report enforcement to the executor. Reaching here means the filter is installed.
@@ -298,6 +311,14 @@ fn supervised(request: &LaunchRequest) -> bool {
     request.promised.supervisor
         && !request.promised.namespaces
         && Asks::of(&request.policy).wants_supervisor()
+}
+
+/// Whether the supervisor also performs every call that writes or replaces a name: with
+/// protected paths and no stage, where the launcher found it can (and promised it).
+fn protects_names(request: &LaunchRequest, supervision: Supervision) -> bool {
+    supervision == Supervision::Promised
+        && request.promised.supervisor_writes
+        && !request.policy.protected().is_empty()
 }
 
 /// Whether, and on whose word, the metadata supervisor runs.
@@ -544,6 +565,7 @@ mod tests {
             seccomp: true,
             namespaces: false,
             supervisor: false,
+            supervisor_writes: false,
         }
     }
 

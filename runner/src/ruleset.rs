@@ -244,7 +244,8 @@ pub fn restrict(
     staged: bool,
     queues: Option<std::fs::File>,
     audit_tag: Option<&str>,
-) -> Result<u32, RunnerError> {
+    keep: bool,
+) -> Result<(u32, Option<std::os::fd::OwnedFd>), RunnerError> {
     let ll = |e: landlock::RulesetError| RunnerError::Landlock(LandlockError::Ruleset(e));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -306,6 +307,16 @@ pub fn restrict(
         let full = AccessFs::from_all(HANDLED_ABI);
         created = created.add_rule(PathBeneath::new(fd, full)).map_err(ll)?;
     }
+    // The same ruleset, for the supervisor's worker to restrict itself with (`keep`:
+    // it performs the command's writes, and must be refused what the command is).
+    let kept = match keep {
+        true => Option::<std::os::fd::OwnedFd>::from(
+            created
+                .try_clone()
+                .map_err(|e| RunnerError::Landlock(LandlockError::Duplicate(e)))?,
+        ),
+        false => None,
+    };
     let audit_tag = audit_tag.filter(|_| kernel_abi() >= AUDIT_ABI);
     let status = match audit_tag {
         Some(tag) => audited(created.log_new_exec(true).map_err(ll)?, tag)?,
@@ -314,7 +325,7 @@ pub fn restrict(
     if status.ruleset == RulesetStatus::NotEnforced {
         return Err(RunnerError::Landlock(LandlockError::NotEnforced));
     }
-    Ok(abi_number(&status.landlock))
+    Ok((abi_number(&status.landlock), kept))
 }
 
 /// The ABI from which Landlock records refusals after `execve` when asked

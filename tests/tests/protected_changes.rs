@@ -1,6 +1,9 @@
-//! Protected paths without the namespace stage (`--no-stage`, or a container that
-//! refuses `unshare`, which the `no-userns` helper plays): nothing binds `.git/config`
-//! or `.git/hooks` read-only, so a command can change them. `stockade run` takes their
+//! Protected paths where nothing holds them: without the namespace stage (`--no-stage`,
+//! or a container that refuses `unshare`) the runner's supervisor refuses writes to them
+//! (tests/protected_writes.rs), but where it cannot run either (a kernel without seccomp
+//! user notification or before Linux 5.14, another supervisor above: the `no-notify`
+//! helper plays one, and takes the stage away too) nothing binds `.git/config` or
+//! `.git/hooks` read-only, so a command can change them. `stockade run` takes their
 //! state before the command and reports each change after it (`protectedChanged`,
 //! `tampered`, a marker); it does not put them back. Controls: a command that only reads
 //! them, or writes elsewhere in the workspace (the repository's other files among them),
@@ -15,6 +18,8 @@ use support::*;
 
 /// The stand-in for a container's default seccomp profile.
 const CONTAINER: Option<&str> = Some("no-userns");
+/// Neither the stage nor the supervisor.
+const NOTHING: Option<&str> = Some("no-notify");
 
 /// A repository in the fixture's workspace: `.git/config`, a hook, another git file.
 fn repository(fx: &Fixture) -> (PathBuf, PathBuf) {
@@ -132,8 +137,8 @@ fn reads_and_other_writes_are_not_reported(fx: &Fixture, mask: Option<&str>) {
 }
 
 #[test]
-fn with_no_stage_writes_to_protected_paths_are_reported() {
-    writes_are_reported(&Fixture::new(), None);
+fn with_no_stage_and_no_supervisor_writes_to_protected_paths_are_reported() {
+    writes_are_reported(&Fixture::new(), NOTHING);
 }
 
 #[test]
@@ -142,8 +147,22 @@ fn with_no_stage_reads_and_writes_elsewhere_are_not_reported() {
 }
 
 #[test]
-fn in_a_container_without_namespaces_writes_to_protected_paths_are_reported() {
-    writes_are_reported(&Fixture::staged(), CONTAINER);
+fn in_a_container_without_namespaces_or_supervisor_writes_to_protected_paths_are_reported() {
+    writes_are_reported(&Fixture::staged(), NOTHING);
+}
+
+/// Where the supervisor holds them, the same writes are refused and nothing is
+/// reported changed.
+#[test]
+fn where_the_supervisor_holds_them_the_same_writes_are_refused_and_not_reported() {
+    for (fx, mask) in [(Fixture::new(), None), (Fixture::staged(), CONTAINER)] {
+        let (config, _) = repository(&fx);
+        let before = std::fs::read(&config).unwrap();
+        let v = run_json(&fx, mask, "echo x >> .git/config", 2);
+        assert!(v.get("protectedChanged").is_none(), "{v}");
+        assert_eq!(v["sandbox"]["tampered"], false, "{v}");
+        assert_eq!(std::fs::read(&config).unwrap(), before);
+    }
 }
 
 #[test]
@@ -184,9 +203,10 @@ fn filling_a_protected_directory_is_reported(mask: Option<&str>, stage: bool) {
 }
 
 #[test]
-fn without_the_stage_filling_a_protected_directory_is_reported() {
-    filling_a_protected_directory_is_reported(None, false);
-    filling_a_protected_directory_is_reported(CONTAINER, true);
+fn without_the_stage_or_supervisor_filling_a_protected_directory_is_reported() {
+    // Where the supervisor holds them, the fill is refused (tests/protected_writes.rs).
+    filling_a_protected_directory_is_reported(NOTHING, false);
+    filling_a_protected_directory_is_reported(NOTHING, true);
 }
 
 /// A default name that did not exist is no change to a protected path: it appears, as

@@ -501,6 +501,22 @@ fn the_runner_refuses_an_argv_with_the_stage_stripped() {
 
 const MASK: Option<&str> = Some("no-userns");
 
+/// What workspace-write reports without the stage where `mask` says: the runner's
+/// supervisor holds `protectedPaths` where the kernel lets it hand descriptors over
+/// (Linux 5.14), and the run is `full`; else `unavailable` and `partial`.
+fn without_stage_expected(fx: &Fixture, mask: Option<&str>) -> (&'static str, &'static str) {
+    let out = fx
+        .stockade_masked(mask, ["probe", "--json"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    match probe["kernel"]["seccompNotifyAddfd"] == true {
+        true => ("full", "enforced"),
+        false => ("partial", "unavailable"),
+    }
+}
+
 #[test]
 fn probe_reports_namespaces_unavailable_with_a_cause() {
     let fx = Fixture::staged();
@@ -526,23 +542,36 @@ fn probe_reports_namespaces_unavailable_with_a_cause() {
 }
 
 #[test]
-fn without_namespaces_the_baseline_runs_and_reports_partial() {
+fn without_namespaces_the_baseline_runs_and_reports_what_the_supervisor_holds() {
     let fx = Fixture::staged();
+    let (enforcement, protected) = without_stage_expected(&fx, MASK);
     let out = fx
         .stockade_masked(MASK, ["confine", "--mode", "workspace-write", "--", "true"])
         .output()
         .unwrap();
     assert_code(&out, 0);
     let confined: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(confined["enforcement"], "partial");
-    // Metadata is held by the runner's supervisor instead; protected paths need the
-    // stage's binds.
+    assert_eq!(confined["enforcement"], enforcement, "{confined}");
+    // Metadata and protected paths are held by the runner's supervisor instead.
     assert_eq!(confined["guarantees"]["metadata"]["status"], "enforced");
     assert_eq!(
         confined["guarantees"]["protectedPaths"]["status"],
-        "unavailable"
+        protected
     );
     assert!(!confined_argv(&confined).iter().any(|a| a == "__stage"));
+    // Control: with neither the stage nor the supervisor, protected paths are
+    // unavailable and the run partial.
+    let out = fx
+        .stockade_masked(Some("no-notify"), ["confine", "--", "true"])
+        .output()
+        .unwrap();
+    assert_code(&out, 0);
+    let none: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(none["enforcement"], "partial", "{none}");
+    assert_eq!(
+        none["guarantees"]["protectedPaths"]["status"],
+        "unavailable"
+    );
 
     let out = fx
         .stockade_masked(
@@ -569,11 +598,7 @@ fn without_namespaces_a_policy_that_requires_the_stage_fails_closed() {
     let fx = Fixture::staged();
     std::fs::write(fx.ws.join("keep"), "x").unwrap();
     let keep = fx.ws.join("keep");
-    for flags in [
-        vec!["--protect", keep.to_str().unwrap()],
-        vec!["--tmp", "private"],
-        vec!["--isolate-pids"],
-    ] {
+    for flags in [vec!["--tmp", "private"], vec!["--isolate-pids"]] {
         let out = fx
             .stockade_masked(MASK, ["run"])
             .args(&flags)
@@ -597,6 +622,23 @@ fn without_namespaces_a_policy_that_requires_the_stage_fails_closed() {
         assert_code(&out, 0);
         std::fs::remove_file(fx.ws.join("ran")).unwrap();
     }
+    // An explicit --protect is held by the runner's supervisor without the stage where
+    // it can hand descriptors over (the write refused, the rest runs); where it cannot,
+    // the run fails closed.
+    let (_, protected) = without_stage_expected(&fx, MASK);
+    let out = fx
+        .stockade_masked(MASK, ["run", "--protect", keep.to_str().unwrap()])
+        .args(["--", "sh", "-c", "echo y > keep; touch ran"])
+        .output()
+        .unwrap();
+    if protected == "enforced" {
+        assert_code(&out, 0);
+        assert!(fx.ws.join("ran").exists());
+    } else {
+        assert_code(&out, 125);
+        assert!(!fx.ws.join("ran").exists());
+    }
+    assert_eq!(std::fs::read_to_string(&keep).unwrap(), "x");
 }
 
 #[test]
@@ -623,7 +665,8 @@ fn a_namespace_trial_remembered_outside_a_seccomp_filter_is_not_believed_under_i
         .unwrap();
     assert_code(&out, 0);
     let confined: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(confined["enforcement"], "partial", "{confined}");
+    let (enforcement, _) = without_stage_expected(&fx, MASK);
+    assert_eq!(confined["enforcement"], enforcement, "{confined}");
     assert!(!confined_argv(&confined).iter().any(|a| a == "__stage"));
     // And the baseline runs there, after the stamp was written.
     let out = fx
@@ -683,11 +726,17 @@ fn where_user_namespaces_run_out_the_baseline_runs_and_says_so() {
         .unwrap();
     assert_code(&out, 0);
     let confined: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(confined["enforcement"], "partial", "{confined}");
+    let (enforcement, protected) = without_stage_expected(&fx, limited);
+    assert_eq!(confined["enforcement"], enforcement, "{confined}");
     assert_eq!(confined["guarantees"]["metadata"]["status"], "enforced");
-    for g in ["protectedPaths", "pidIsolation"] {
-        assert_eq!(confined["guarantees"][g]["status"], "unavailable", "{g}");
-    }
+    assert_eq!(
+        confined["guarantees"]["protectedPaths"]["status"],
+        protected
+    );
+    assert_eq!(
+        confined["guarantees"]["pidIsolation"]["status"],
+        "unavailable"
+    );
     assert!(!confined_argv(&confined).iter().any(|a| a == "__stage"));
 
     // The baseline still confines: the workspace is writable, the rest is not.

@@ -161,9 +161,10 @@ fn in_a_container_without_namespaces_metadata_outside_the_roots_cannot_change() 
     assert_code(&out, 0);
     let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(c["guarantees"]["metadata"]["status"], "enforced", "{c}");
-    // Protected paths' contents still need the stage's read-only binds.
-    assert_eq!(c["guarantees"]["protectedPaths"]["status"], "unavailable");
-    assert_eq!(c["enforcement"], "partial", "{c}");
+    // Protected paths: the same supervisor performs every write of a name there
+    // (tests/protected_writes.rs), so the container gets what the stage gives.
+    assert_eq!(c["guarantees"]["protectedPaths"]["status"], "enforced");
+    assert_eq!(c["enforcement"], "full", "{c}");
 }
 
 #[test]

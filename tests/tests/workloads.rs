@@ -529,12 +529,19 @@ fn git_works_in_the_workspace_and_a_config_write_is_a_reported_denial() {
         &fx.ws,
         &["remote", "add", "origin", "https://example.org/r.git"],
     );
-    // Without the stage nothing holds the config (`protectedPaths` is unavailable): the
-    // write works.
+    // Without the stage the runner's supervisor holds the config: refused the same
+    // way, and named the same way.
     let plain = Fixture::new();
     repository(&plain);
+    let v = run_json_sh(&plain, &[], "git config user.name Other");
+    assert_ne!(v["exitCode"], 0, "without the stage: {v}");
+    assert_eq!(
+        v["denials"][0]["kind"], "protected-path",
+        "without the stage: {v}"
+    );
+    // Control: beside it, git works there too.
     ok(
-        &run_json_sh(&plain, &[], "git config user.name Other"),
+        &run_json_sh(&plain, &[], "echo b > b && git add b && git commit -qm b"),
         "without the stage",
     );
 }

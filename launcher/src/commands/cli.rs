@@ -180,8 +180,9 @@ pub struct PolicyArgs {
     /// Let the command see the machine's processes (no pid namespace).
     #[arg(long = "share-pids")]
     pub share_pids: bool,
-    /// Never start the namespace stage (Landlock and seccomp only; the stage's
-    /// guarantees are then not requested, or reported unavailable).
+    /// Never start the namespace stage (Landlock and seccomp only; metadata and
+    /// protected paths are then held by the runner's supervisor where the kernel lets
+    /// it, the stage's other guarantees not requested, or reported unavailable).
     #[arg(long = "no-stage")]
     pub no_stage: bool,
     /// Keep capability NAME when started as root (repeatable): CAP_DAC_OVERRIDE,

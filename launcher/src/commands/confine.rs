@@ -305,7 +305,8 @@ fn prepare(
             contract: CONTRACT_VERSION,
             argv: started.argv,
             enforcement: Some(enforcement),
-            denial_signatures: denial_signatures(mode, staged),
+            // The supervisor holding protected paths answers with the stage's words.
+            denial_signatures: denial_signatures(mode, staged || protect_held(&request, staged)),
             runner_failure_rules: tagged_runner_failure_rules(mode, Some(&tag)),
             mode,
             guarantees: guarantees::report(&asks, &facts),
@@ -518,6 +519,16 @@ struct Started {
 
 /// Writes the request into `dir` and builds the argv that starts it: the runner, behind
 /// the namespace stage when `staged`, behind the proxy host when the network is by name.
+/// Whether the runner's supervisor holds the protected paths for `request` (no stage):
+/// promised where the launcher found it can, and the runner fails rather than start
+/// without it.
+fn protect_held(request: &LaunchRequest, staged: bool) -> bool {
+    !staged
+        && request.promised.supervisor_writes
+        && Asks::of(&request.policy).wants_write_supervisor()
+        && !request.policy.protected().is_empty()
+}
+
 fn start(
     dir: &PrivateDir,
     request: &LaunchRequest,
@@ -537,9 +548,11 @@ fn start(
     // tells apart.
     let supervised = Asks::of(&request.policy).wants_supervisor()
         && ((request.promised.supervisor && !request.promised.namespaces) || staged);
-    dir.write_scope(
-        &Scope::of(&request.policy, &request.cwd, staged, supervised).with_homes(homes),
-    )?;
+    let mut scope = Scope::of(&request.policy, &request.cwd, staged, supervised).with_homes(homes);
+    // Without the stage the supervisor holds the protected paths where the launcher
+    // found it can (the runner fails rather than start without it).
+    scope.protect_held = protect_held(request, staged);
+    dir.write_scope(&scope)?;
     let request_path = utf8(request_path.as_os_str(), "the request path")?;
     let status_path = utf8(status_path.as_os_str(), "the status path")?;
     let runner_argv = vec![

@@ -24,6 +24,7 @@ pub fn run(file: &Path, paths: &[PathBuf]) -> Result<i32, LauncherError> {
         landlock_abi: request.promised.landlock_abi,
         staged: policy.stage() && request.promised.namespaces,
         supervised: request.promised.supervisor,
+        supervised_writes: request.promised.supervisor_writes,
     };
     let mut out = format!(
         "mode {}, Landlock ABI {}, {} (answers of the policy model)\n",

@@ -26,6 +26,7 @@ pub fn basic_kernel_facts() -> KernelFacts {
         seccomp: seccomp_filters(),
         namespaces: false,
         supervisor: false,
+        supervisor_writes: false,
     }
 }
 
@@ -36,12 +37,17 @@ pub fn basic_kernel_facts() -> KernelFacts {
 pub fn kernel_facts(asks: &Asks, base: &std::path::Path) -> KernelFacts {
     let namespaces = asks.wants_stage()
         && crate::stage::available_remembered(true, asks.own_network(), base).is_ok();
+    // Only where the stage does not run: it holds the same and more.
+    let notify = match !namespaces && asks.wants_supervisor() {
+        true => seccomp_notify(),
+        false => Notify::default(),
+    };
     KernelFacts {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),
         namespaces,
-        // Only where the stage does not run: it holds the same and more.
-        supervisor: !namespaces && asks.wants_supervisor() && seccomp_notify(),
+        supervisor: notify.listener,
+        supervisor_writes: notify.listener && notify.hands_descriptors,
     }
 }
 
@@ -50,12 +56,12 @@ pub fn kernel_facts(asks: &Asks, base: &std::path::Path) -> KernelFacts {
 /// ancestor read its descendants' memory. Tried for real: the
 /// kernel refuses a second listener below one (`EBUSY`, as under another supervisor),
 /// and a container's profile may refuse `seccomp` itself.
-pub fn seccomp_notify() -> bool {
+pub fn seccomp_notify() -> Notify {
     // The supervisor reads its command's memory as an ancestor without capabilities:
     // Yama's scope 2 and 3 (admin-only attach, or none) refuse that, and every change
     // would be refused.
     if read_sysctl("/proc/sys/kernel/yama/ptrace_scope").is_some_and(|scope| scope >= 2) {
-        return false;
+        return Notify::default();
     }
     // SAFETY: the child only makes raw system calls and `_exit`s; the launcher is
     // single-threaded where facts are gathered, and the child touches no lock.
@@ -74,27 +80,61 @@ pub fn seccomp_notify() -> bool {
         // SAFETY: prctl takes plain numbers; `prog` and `allow` live across seccomp,
         // which copies them; `_exit` ends the child without running anything of ours.
         unsafe {
-            let ok = libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
-                && libc::syscall(
+            let listener = match libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) {
+                0 => libc::syscall(
                     libc::SYS_seccomp,
                     libc::SECCOMP_SET_MODE_FILTER,
                     libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
                     &prog as *const libc::sock_fprog,
-                ) >= 0;
-            libc::_exit(if ok { 0 } else { 1 })
+                ),
+                _ => -1,
+            };
+            if listener < 0 {
+                libc::_exit(1);
+            }
+            // Handing a descriptor over as the answer (Linux 5.14): a kernel that knows
+            // the flag looks for the notification and finds none (ENOENT); an older
+            // one refuses the flag (EINVAL).
+            let addfd = libc::seccomp_notif_addfd {
+                id: 0,
+                flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+                srcfd: listener as u32,
+                newfd: 0,
+                newfd_flags: 0,
+            };
+            let r = libc::ioctl(
+                listener as i32,
+                libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+                &addfd as *const libc::seccomp_notif_addfd,
+            );
+            let enoent = r < 0 && *libc::__errno_location() == libc::ENOENT;
+            libc::_exit(if enoent { 0 } else { 2 })
         }
     }
     if pid < 0 {
-        return false;
+        return Notify::default();
     }
     let mut status = 0;
     // SAFETY: waits for the child just forked, writing its status into `status`.
     while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
         if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return false;
+            return Notify::default();
         }
     }
-    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    Notify {
+        listener: matches!(code, Some(0 | 2)),
+        hands_descriptors: code == Some(0),
+    }
+}
+
+/// What the supervisor's trial found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Notify {
+    /// A filter with a user-notification listener can be installed.
+    pub listener: bool,
+    /// The listener can answer a call with a descriptor (Linux 5.14).
+    pub hands_descriptors: bool,
 }
 
 /// The Landlock ABI version, 0 when Landlock is not built in or not enabled.
@@ -152,6 +192,9 @@ struct Kernel {
     /// Whether the runner's metadata supervisor can run (seccomp user notification),
     /// tried only where the namespace stage cannot run (`false` otherwise).
     seccomp_notify: bool,
+    /// Whether that supervisor can also hold the protected paths (it hands the command
+    /// the descriptors it opens: Linux 5.14).
+    seccomp_notify_addfd: bool,
     user_namespaces: bool,
     /// `dev.tty.legacy_tiocsti`; `null` on kernels without the switch (TIOCSTI always on).
     legacy_tiocsti: Option<bool>,
@@ -216,11 +259,16 @@ fn verdict_name(v: &ModeVerdict) -> &'static str {
 
 fn gather() -> Probe {
     let stage = crate::stage::available(true, false);
+    let notify = match stage.is_err() {
+        true => seccomp_notify(),
+        false => Notify::default(),
+    };
     let facts = KernelFacts {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_filters(),
         namespaces: stage.is_ok(),
-        supervisor: stage.is_err() && seccomp_notify(),
+        supervisor: notify.listener,
+        supervisor_writes: notify.listener && notify.hands_descriptors,
     };
     let release = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
@@ -254,6 +302,7 @@ fn gather() -> Probe {
                 cause: stage.err(),
             },
             seccomp_notify: facts.supervisor,
+            seccomp_notify_addfd: facts.supervisor_writes,
             user_namespaces: user_namespaces(),
             legacy_tiocsti: read_sysctl("/proc/sys/dev/tty/legacy_tiocsti").map(|v| v != 0),
         },
@@ -291,9 +340,14 @@ fn table(p: &Probe) -> String {
         let _ = writeln!(
             o,
             "seccomp notify   {}",
-            match k.seccomp_notify {
-                true => "yes (the runner's supervisor holds metadata without the stage)",
-                false => "no",
+            match (k.seccomp_notify, k.seccomp_notify_addfd) {
+                (true, true) => {
+                    "yes (the runner's supervisor holds metadata and protected paths without the stage)"
+                }
+                (true, false) => {
+                    "yes (the runner's supervisor holds metadata without the stage; protected paths need Linux 5.14)"
+                }
+                (false, _) => "no",
             }
         );
     }

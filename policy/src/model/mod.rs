@@ -149,6 +149,13 @@ pub enum Refusal {
     /// outside the writable roots, on a protected path, or on a shared root's own
     /// directory.
     Supervisor,
+    /// The same supervisor holding the protected paths, with the stage's answers: a
+    /// write, truncate or new name on or beneath one (EROFS), ...
+    SupervisorReadOnly,
+    /// ... removing or replacing one or a directory that holds one (EBUSY), ...
+    SupervisorBusy,
+    /// ... a hard link to one (EXDEV).
+    SupervisorLink,
 }
 
 impl Refusal {
@@ -165,6 +172,9 @@ impl Refusal {
             Refusal::Seccomp => &[EPERM],
             Refusal::SeccompXattr => &[EOPNOTSUPP],
             Refusal::Supervisor => &[EPERM],
+            Refusal::SupervisorReadOnly => &[EROFS],
+            Refusal::SupervisorBusy => &[EBUSY],
+            Refusal::SupervisorLink => &[EXDEV],
         }
     }
 
@@ -185,6 +195,15 @@ impl Refusal {
             Refusal::SeccompXattr => "the seccomp filter (no extended attributes)",
             Refusal::Supervisor => {
                 "the runner's metadata supervisor (outside the writable roots, a protected path or a shared root's own directory)"
+            }
+            Refusal::SupervisorReadOnly => {
+                "the runner's supervisor holding a protected path (a write on or beneath one)"
+            }
+            Refusal::SupervisorBusy => {
+                "the runner's supervisor holding a protected path (removing or replacing one or what holds one)"
+            }
+            Refusal::SupervisorLink => {
+                "the runner's supervisor holding a protected path (a hard link to one)"
             }
         }
     }
@@ -266,6 +285,9 @@ pub struct Setup {
     /// Whether the runner's metadata supervisor (seccomp user notification) judges mode,
     /// owner and time changes: where the stage does not run and the kernel lets it.
     pub supervised: bool,
+    /// Whether that supervisor also performs every call that writes or replaces a name,
+    /// refusing those on protected paths with the stage's answers (Linux 5.14).
+    pub supervised_writes: bool,
 }
 
 /// A policy, a tree and a set-up, ready to answer.
@@ -300,6 +322,9 @@ impl<'a> Model<'a> {
             tree: self.tree,
             abi: self.setup.landlock_abi,
             supervised: self.setup.supervised && !self.layout.staged,
+            protect_supervised: self.setup.supervised
+                && self.setup.supervised_writes
+                && !self.layout.staged,
         }
         .answer(path, op)
     }

@@ -29,6 +29,8 @@ pub(super) struct Judge<'a> {
     pub(super) abi: u32,
     /// Whether the runner's metadata supervisor judges metadata (only without the stage).
     pub(super) supervised: bool,
+    /// Whether it also holds the protected paths (every write of a name is its own).
+    pub(super) protect_supervised: bool,
 }
 
 impl Judge<'_> {
@@ -164,6 +166,9 @@ impl Judge<'_> {
     /// A protected path the stage could not bind (it did not run) is writable like the
     /// rest of its root: the guarantee is missing, not kept.
     fn protected_unbound(&self, p: &Path) -> Step {
+        if self.protect_supervised && self.layout.protected(p) {
+            return refuse(Refusal::SupervisorReadOnly);
+        }
         if !self.layout.staged && self.layout.protected(p) {
             return Err(Answer::Unenforced(Guarantee::ProtectedPaths));
         }
@@ -215,6 +220,8 @@ impl Judge<'_> {
     fn remove(&self, p: &Path) -> Step {
         let l = self.layout;
         let parent = p.parent().unwrap_or(Path::new("/"));
+        // The supervisor judges the name before the kernel (and Landlock) sees the call.
+        self.supervised_removal(p)?;
         if self.read_only_mount(parent) {
             return refuse(Refusal::ReadOnlyMount);
         }
@@ -236,10 +243,39 @@ impl Judge<'_> {
         Ok(())
     }
 
+    /// Without the stage, the supervisor's judgement of a name it is asked to remove:
+    /// strictly beneath a protected path EROFS, a protected path or a directory holding
+    /// one EBUSY.
+    fn supervised_removal(&self, p: &Path) -> Step {
+        let l = self.layout;
+        if !self.protect_supervised {
+            return Ok(());
+        }
+        if l.beneath_protected(p) {
+            return refuse(Refusal::SupervisorReadOnly);
+        }
+        if l.holds_protected(p) {
+            return refuse(Refusal::SupervisorBusy);
+        }
+        Ok(())
+    }
+
     /// Renaming `p` into the directory `into`, or linking it there (a new name).
     fn move_or_link(&self, p: &Path, into: &Path, rename: bool) -> Step {
         let l = self.layout;
         let parent = p.parent().unwrap_or(Path::new("/"));
+        if self.protect_supervised {
+            if rename {
+                self.supervised_removal(p)?;
+            } else if l.protected(p) {
+                return refuse(Refusal::SupervisorLink);
+            }
+            // The new name is a fresh one in `into`: refused on or beneath a protected
+            // directory.
+            if l.protected(into) {
+                return refuse(Refusal::SupervisorReadOnly);
+            }
+        }
         if l.masked(into) {
             return refuse(Refusal::Mask);
         }

@@ -45,6 +45,7 @@ fn ask(mode: Mode, staged: bool, abi: u32, path: &str, op: Op) -> Answer {
         landlock_abi: abi,
         staged,
         supervised: false,
+        supervised_writes: false,
     };
     Model::new(&policy(mode), &t, setup).answer(Path::new(path), &op)
 }
@@ -239,6 +240,7 @@ fn under_the_stage_without_masks_hidden_paths_are_carved_out() {
         landlock_abi: 2,
         staged: true,
         supervised: false,
+        supervised_writes: false,
     };
     let p = policy(Mode::WorkspaceWrite);
     let masked = Model::new(&p, &t, setup);

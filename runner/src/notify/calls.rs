@@ -120,14 +120,14 @@ fn decode(nr: i64, a: [u64; 6]) -> Option<Call> {
 /// The calling task, as the supervisor reaches it: its `/proc` directory and memory.
 /// Opened before the notification is checked to be still alive, so that everything read
 /// through them is the caller's, not a later process's with the same id.
-struct Caller {
-    tid: u32,
+pub(super) struct Caller {
+    pub(super) tid: u32,
     proc_dir: OwnedFd,
     mem: std::fs::File,
 }
 
 impl Caller {
-    fn open(tid: u32) -> Result<Caller, i32> {
+    pub(super) fn open(tid: u32) -> Result<Caller, i32> {
         let proc_dir = nix::fcntl::open(
             format!("/proc/{tid}").as_str(),
             OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
@@ -149,7 +149,7 @@ impl Caller {
     }
 
     /// `len` bytes at `addr` in the caller's memory; EFAULT where they cannot be read.
-    fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>, i32> {
+    pub(super) fn read(&self, addr: u64, len: usize) -> Result<Vec<u8>, i32> {
         use std::os::unix::fs::FileExt;
         let mut buf = vec![0u8; len];
         match self.mem.read_exact_at(&mut buf, addr) {
@@ -160,7 +160,7 @@ impl Caller {
 
     /// The NUL-terminated string at `addr`, read a page at most at a time (a string near
     /// the end of a mapping must not fail for the bytes beyond it).
-    fn read_path(&self, addr: u64) -> Result<Vec<u8>, i32> {
+    pub(super) fn read_path(&self, addr: u64) -> Result<Vec<u8>, i32> {
         use std::os::unix::fs::FileExt;
         if addr == 0 {
             return Err(libc::EFAULT);
@@ -186,7 +186,7 @@ impl Caller {
 
     /// An entry of the caller's `/proc` directory (`cwd`, `root`, `fd/N`), followed to
     /// what it stands for, as an `O_PATH` descriptor.
-    fn open_entry(&self, entry: &str) -> Result<OwnedFd, i32> {
+    pub(super) fn open_entry(&self, entry: &str) -> Result<OwnedFd, i32> {
         nix::fcntl::openat(
             &self.proc_dir,
             entry,
@@ -202,7 +202,20 @@ impl Caller {
     }
 
     /// The caller's thread group id, for recognising `/proc/PID/fd/N` of its own.
-    fn tgid(&self) -> u32 {
+    pub(super) fn tgid(&self) -> u32 {
+        self.status_field("Tgid:")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(self.tid)
+    }
+
+    /// The caller's umask (`None` where the kernel does not say: before Linux 4.7).
+    pub(super) fn umask(&self) -> Option<u32> {
+        self.status_field("Umask:")
+            .and_then(|v| u32::from_str_radix(&v, 8).ok())
+    }
+
+    /// A field of the caller's `/proc/TID/status`, trimmed.
+    fn status_field(&self, name: &str) -> Option<String> {
         let status = nix::fcntl::openat(
             &self.proc_dir,
             "status",
@@ -210,13 +223,34 @@ impl Caller {
             Mode::empty(),
         )
         .ok()
-        .and_then(|fd| std::io::read_to_string(std::fs::File::from(fd)).ok());
+        .and_then(|fd| std::io::read_to_string(std::fs::File::from(fd)).ok())?;
         status
-            .as_deref()
-            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:")))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(self.tid)
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
     }
+
+    /// The caller's controlling terminal (`tty_nr` of `/proc/TID/stat`; 0: none).
+    pub(super) fn tty(&self) -> u64 {
+        let stat = nix::fcntl::openat(
+            &self.proc_dir,
+            "stat",
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()
+        .and_then(|fd| std::io::read_to_string(std::fs::File::from(fd)).ok());
+        stat.as_deref().map_or(0, tty_of_stat)
+    }
+}
+
+/// `tty_nr`, the seventh field of a `stat` line, counted after the command's name
+/// (which may hold spaces and parentheses: the last `)` ends it).
+pub(super) fn tty_of_stat(stat: &str) -> u64 {
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(4))
+        .and_then(|v| v.parse::<i64>().ok())
+        .map_or(0, |v| v as u32 as u64)
 }
 
 /// Answers one notification: 0 when the change was made, else the errno the caller
@@ -350,7 +384,7 @@ fn find(caller: &Caller, call: &Call, path: Option<&[u8]>) -> Result<OwnedFd, i3
 
 /// `openat2`, retried a few times when a concurrent rename made the kernel give up
 /// (`EAGAIN`, which scoped lookups answer rather than risk a wrong result).
-fn open_retrying(
+pub(super) fn open_retrying(
     base: BorrowedFd<'_>,
     path: &CString,
     flags: OFlag,

@@ -33,6 +33,49 @@ pub fn supervised() -> impl Iterator<Item = i64> {
     )
 }
 
+/// The calls that can write or replace a name, sent to the supervisor whatever their
+/// arguments when it holds the protected paths. (`openat2`, whose flags are in memory,
+/// is the main filter's: ENOSYS, and callers fall back to `openat`.)
+pub fn name_writers() -> Vec<i64> {
+    let mut calls = vec![
+        libc::SYS_renameat2,
+        libc::SYS_linkat,
+        libc::SYS_symlinkat,
+        libc::SYS_unlinkat,
+        libc::SYS_mkdirat,
+        libc::SYS_mknodat,
+        libc::SYS_truncate,
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        libc::SYS_creat,
+        libc::SYS_rename,
+        libc::SYS_renameat,
+        libc::SYS_link,
+        libc::SYS_symlink,
+        libc::SYS_unlink,
+        libc::SYS_rmdir,
+        libc::SYS_mkdir,
+        libc::SYS_mknod,
+    ]);
+    calls
+}
+
+/// The opens with their flags in a register: sent to the supervisor only with a flag
+/// that writes (access mode, create, truncate; `O_TMPFILE` needs a writing access
+/// mode), so that reading, the most common call of all, never waits for it. The
+/// argument that holds the flags.
+pub fn flag_opens() -> Vec<(i64, u32)> {
+    let mut calls = vec![(libc::SYS_openat, 2)];
+    #[cfg(target_arch = "x86_64")]
+    calls.push((libc::SYS_open, 1));
+    calls
+}
+
+/// The open flags that make an open the supervisor's.
+pub const WRITING_FLAGS: u32 =
+    (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
+
 // The inode-flag setters (`chattr`: `FS_IOC_SETFLAGS` and its 32-bit twin,
 // `FS_IOC_FSSETXATTR`; an encryption policy and fs-verity, each set for good), whose
 // arguments the supervisor does not emulate, are refused with EOPNOTSUPP, what a
@@ -48,14 +91,16 @@ const fn arg_low(i: u32) -> u32 {
 
 const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
 const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+const JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
 const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 
 fn insn(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
     sock_filter { code, jt, jf, k }
 }
 
-/// The program: a linear list (a dozen calls; no search needed).
-pub fn program() -> Vec<sock_filter> {
+/// The program: a linear list (a few dozen calls; no search needed). `protect`: the
+/// calls that write or replace names too.
+pub fn program(protect: bool) -> Vec<sock_filter> {
     let mut p = vec![
         insn(LD_W_ABS, OFFSET_ARCH, 0, 0),
         // A foreign architecture is the main filter's to kill.
@@ -66,6 +111,20 @@ pub fn program() -> Vec<sock_filter> {
     for nr in supervised() {
         p.push(insn(JEQ_K, nr as u32, 0, 1));
         p.push(insn(RET_K, RET_USER_NOTIF, 0, 0));
+    }
+    if protect {
+        for nr in name_writers() {
+            p.push(insn(JEQ_K, nr as u32, 0, 1));
+            p.push(insn(RET_K, RET_USER_NOTIF, 0, 0));
+        }
+        // A mismatch skips the load, the test and both answers.
+        for (nr, arg) in flag_opens() {
+            p.push(insn(JEQ_K, nr as u32, 0, 4));
+            p.push(insn(LD_W_ABS, arg_low(arg), 0, 0));
+            p.push(insn(JSET_K, WRITING_FLAGS, 0, 1));
+            p.push(insn(RET_K, RET_USER_NOTIF, 0, 0));
+            p.push(insn(RET_K, RET_ALLOW, 0, 0));
+        }
     }
     p.push(insn(JEQ_K, SYS_FILE_SETATTR as u32, 0, 1));
     p.push(insn(RET_K, ret_errno(libc::EOPNOTSUPP), 0, 0));
@@ -89,6 +148,10 @@ pub fn program() -> Vec<sock_filter> {
 mod tests {
     use super::*;
 
+    pub(super) fn run_program(p: &[sock_filter], nr: i64, arch: u32, args: [u64; 6]) -> u32 {
+        run(p, nr, arch, args)
+    }
+
     /// A classic-BPF interpreter for the few instructions this program uses.
     fn run(p: &[sock_filter], nr: i64, arch: u32, args: [u64; 6]) -> u32 {
         let mut data = [0u8; 64];
@@ -107,6 +170,7 @@ mod tests {
                     pc += 1;
                 }
                 JEQ_K => pc += 1 + if acc == i.k { i.jt } else { i.jf } as usize,
+                JSET_K => pc += 1 + if acc & i.k != 0 { i.jt } else { i.jf } as usize,
                 RET_K => return i.k,
                 c => panic!("opcode {c}"),
             }
@@ -115,7 +179,7 @@ mod tests {
 
     #[test]
     fn metadata_calls_are_notified_inode_flags_refused_and_the_rest_allowed() {
-        let p = program();
+        let p = program(false);
         let call = |nr: i64, args: [u64; 6]| run(&p, nr, AUDIT_ARCH, args);
         for nr in supervised() {
             assert_eq!(call(nr, [0; 6]), RET_USER_NOTIF, "{nr}");
@@ -136,5 +200,57 @@ mod tests {
         }
         // Another architecture's numbers mean other calls: the main filter kills them.
         assert_eq!(run(&p, libc::SYS_fchmod, 0x4000_0003, [0; 6]), RET_ALLOW);
+    }
+}
+
+#[cfg(test)]
+mod protect_tests {
+    use super::*;
+
+    #[test]
+    fn with_protected_paths_writing_opens_and_name_changes_are_notified_and_reads_are_not() {
+        let p = program(true);
+        let call = |nr: i64, args: [u64; 6]| tests_run(&p, nr, args);
+        for nr in name_writers().into_iter().chain(supervised()) {
+            assert_eq!(call(nr, [0; 6]), RET_USER_NOTIF, "{nr}");
+        }
+        let at = |flags: i32| [libc::AT_FDCWD as u64, 0x1000, flags as u64, 0o644, 0, 0];
+        for flags in [
+            libc::O_WRONLY,
+            libc::O_RDWR,
+            libc::O_RDONLY | libc::O_CREAT,
+            libc::O_RDONLY | libc::O_TRUNC,
+            libc::O_WRONLY | libc::O_APPEND,
+            libc::O_TMPFILE | libc::O_RDWR,
+        ] {
+            assert_eq!(
+                call(libc::SYS_openat, at(flags)),
+                RET_USER_NOTIF,
+                "{flags:o}"
+            );
+        }
+        for flags in [
+            libc::O_RDONLY,
+            libc::O_RDONLY | libc::O_CLOEXEC | libc::O_DIRECTORY,
+            libc::O_PATH,
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+        ] {
+            assert_eq!(call(libc::SYS_openat, at(flags)), RET_ALLOW, "{flags:o}");
+        }
+        // Writes through a descriptor are the descriptor's: never notified.
+        for nr in [libc::SYS_write, libc::SYS_ftruncate, libc::SYS_read] {
+            assert_eq!(call(nr, [0; 6]), RET_ALLOW, "{nr}");
+        }
+        // Without protected paths nothing of this reaches the supervisor.
+        let plain = program(false);
+        assert_eq!(
+            tests_run(&plain, libc::SYS_openat, at(libc::O_WRONLY)),
+            RET_ALLOW
+        );
+        assert_eq!(tests_run(&plain, libc::SYS_unlinkat, [0; 6]), RET_ALLOW);
+    }
+
+    fn tests_run(p: &[sock_filter], nr: i64, args: [u64; 6]) -> u32 {
+        super::tests::run_program(p, nr, AUDIT_ARCH, args)
     }
 }

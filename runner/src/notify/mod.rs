@@ -32,6 +32,8 @@
 mod calls;
 mod filter;
 mod supervisor;
+mod worker;
+mod writes;
 
 use crate::error::RunnerError;
 use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
@@ -47,6 +49,8 @@ use stockade_policy::Policy;
 /// command.
 pub struct Handoff {
     sock: OwnedFd,
+    /// Whether the filter also sends the calls that write or replace names.
+    protect: bool,
 }
 
 /// Why supervision could not start.
@@ -82,7 +86,13 @@ impl std::error::Error for NotifyError {}
 /// exits as the command does); the child returns its [`Handoff`] and goes on confining
 /// itself. The signals the supervisor forwards are blocked across the fork, so none is
 /// lost before it listens, and unblocked again in the child.
-pub fn split(policy: &Policy) -> Result<Handoff, RunnerError> {
+/// `audit_tag`: the name the command's Landlock domain was created under, which the
+/// worker that performs its writes takes too (its refusals are the command's).
+pub fn split(
+    policy: &Policy,
+    protect: bool,
+    audit_tag: Option<&str>,
+) -> Result<Handoff, RunnerError> {
     let (parent_end, child_end) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -97,7 +107,7 @@ pub fn split(policy: &Policy) -> Result<Handoff, RunnerError> {
         Some(&mut old),
     )
     .map_err(|e| RunnerError::Notify(NotifyError::Split(e)))?;
-    let rules = supervisor::rules_of(policy);
+    let rules = supervisor::rules_of(policy, protect, audit_tag);
     let parent = nix::unistd::getpid();
     // SAFETY: the runner has one thread; the child only runs the runner's own code.
     match unsafe { fork() } {
@@ -120,7 +130,10 @@ pub fn split(policy: &Policy) -> Result<Handoff, RunnerError> {
             drop(parent_end);
             let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
             die_with_parent(parent);
-            Ok(Handoff { sock: child_end })
+            Ok(Handoff {
+                sock: child_end,
+                protect,
+            })
         }
     }
 }
@@ -136,18 +149,21 @@ fn die_with_parent(parent: nix::unistd::Pid) {
 
 impl Handoff {
     /// Installs the supervisor's filter (after the main one: no_new_privs is set),
-    /// hands the listener over, and waits for the supervisor to say it is ready.
-    pub fn install(self) -> Result<(), RunnerError> {
-        let listener =
-            install_filter().map_err(|e| RunnerError::Notify(NotifyError::Install(e)))?;
-        self.hand_over(listener)
+    /// hands the listener over, with the command's Landlock ruleset when the supervisor
+    /// performs writes (its worker restricts itself with it), and waits for the
+    /// supervisor to say it is ready.
+    pub fn install(self, ruleset: Option<OwnedFd>) -> Result<(), RunnerError> {
+        let listener = install_filter(self.protect)
+            .map_err(|e| RunnerError::Notify(NotifyError::Install(e)))?;
+        self.hand_over(listener, ruleset)
     }
 
-    /// Sends the installed filter's listener to the supervisor and waits until it says
-    /// it is ready.
-    fn hand_over(self, listener: OwnedFd) -> Result<(), RunnerError> {
+    /// Sends the installed filter's listener (and the ruleset) to the supervisor and
+    /// waits until it says it is ready.
+    fn hand_over(self, listener: OwnedFd, ruleset: Option<OwnedFd>) -> Result<(), RunnerError> {
         let handoff = |e: std::io::Error| RunnerError::Notify(NotifyError::Handoff(e));
-        let fds = [listener.as_raw_fd()];
+        let mut fds = vec![listener.as_raw_fd()];
+        fds.extend(ruleset.as_ref().map(|r| r.as_raw_fd()));
         sendmsg::<()>(
             self.sock.as_raw_fd(),
             &[IoSlice::new(b"L")],
@@ -157,6 +173,7 @@ impl Handoff {
         )
         .map_err(|e| handoff(e.into()))?;
         drop(listener);
+        drop(ruleset);
         // `R`: ready; `F` and why not; nothing: it died.
         let mut answer = [0u8; 512];
         let why = |text: String| handoff(std::io::Error::other(text));
@@ -178,11 +195,11 @@ impl Handoff {
     /// the filter is installed every failure is the run's: the command's metadata calls
     /// would otherwise all fail.
     pub fn install_if_possible(self) -> Result<bool, RunnerError> {
-        let listener = match install_filter() {
+        let listener = match install_filter(false) {
             Ok(listener) => listener,
             Err(_) => return Ok(false),
         };
-        self.hand_over(listener).map(|()| true)
+        self.hand_over(listener, None).map(|()| true)
     }
 }
 
@@ -196,24 +213,42 @@ pub fn memory_readable() -> bool {
     scope.is_none_or(|s| s < 2)
 }
 
+/// `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` (Linux 5.19): once the supervisor has
+/// received a call, only a fatal signal interrupts the caller's wait. Without it a
+/// signal arriving while the supervisor creates a file makes the kernel drop the answer
+/// and restart the call, which then finds the file there (`O_EXCL`: EEXIST).
+const WAIT_KILLABLE_RECV: libc::c_ulong = 1 << 5;
+
 /// `seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER)` with the
-/// supervisor's program: the listener's descriptor.
-fn install_filter() -> Result<OwnedFd, nix::errno::Errno> {
-    let program = filter::program();
+/// supervisor's program (with the write calls when `protect`): the listener's
+/// descriptor.
+fn install_filter(protect: bool) -> Result<OwnedFd, nix::errno::Errno> {
+    let program = filter::program(protect);
     let prog = libc::sock_fprog {
         len: program.len() as u16,
         filter: program.as_ptr() as *mut libc::sock_filter,
     };
-    // SAFETY: `prog` points at `program`, which lives across the call; the kernel copies
-    // the instructions and returns a new descriptor or -1.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-            &prog as *const libc::sock_fprog,
-        )
+    let install = |flags: libc::c_ulong| {
+        // SAFETY: `prog` points at `program`, which lives across the call; the kernel
+        // copies the instructions and returns a new descriptor or -1.
+        unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                flags,
+                &prog as *const libc::sock_fprog,
+            )
+        }
     };
+    let listener = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    let mut fd = match protect {
+        true => install(listener | WAIT_KILLABLE_RECV),
+        false => -1,
+    };
+    if fd < 0 {
+        // Before 5.19 (or not performing writes): interruptible, as before.
+        fd = install(listener);
+    }
     if fd < 0 {
         return Err(nix::errno::Errno::last());
     }

@@ -3,6 +3,8 @@
 //! the command did.
 
 use super::calls::{self, Rules};
+use super::worker::Worker;
+use super::writes::{self, Pending, Protection, Reply};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
@@ -13,6 +15,7 @@ use nix::unistd::Pid;
 use std::io::IoSliceMut;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
+use std::sync::Arc;
 use stockade_policy::Policy;
 use stockade_policy::grants;
 
@@ -47,9 +50,16 @@ pub struct RulePaths {
     workspace: PathBuf,
     protected: Vec<PathBuf>,
     keep_caps: u64,
+    /// Whether the supervisor also performs the calls that write or replace names.
+    protect: bool,
+    /// The protected paths alone, for those calls (a hidden path is Landlock's to
+    /// refuse, with its own answer).
+    protected_names: Vec<PathBuf>,
+    /// The command's audit tag, for the worker's domain (see `worker`).
+    audit_tag: Option<String>,
 }
 
-pub fn rules_of(policy: &Policy) -> RulePaths {
+pub fn rules_of(policy: &Policy, protect: bool, audit_tag: Option<&str>) -> RulePaths {
     RulePaths {
         roots: grants::writable_roots(policy),
         workspace: policy.workspace().to_path_buf(),
@@ -62,7 +72,17 @@ pub fn rules_of(policy: &Policy) -> RulePaths {
             .chain(policy.hidden().iter().cloned())
             .collect(),
         keep_caps: policy.kept_capabilities().mask(),
+        protect,
+        protected_names: policy.protected().iter().map(|p| p.path.clone()).collect(),
+        audit_tag: audit_tag.map(str::to_string),
     }
+}
+
+/// What the supervisor answers by: the metadata rules, and the protected paths with
+/// the worker that performs writes, when it holds them.
+struct Held {
+    rules: Rules,
+    writes: Option<(Protection, Worker)>,
 }
 
 /// The supervisor: never returns. A setup that fails is told to the child, which fails
@@ -73,12 +93,26 @@ pub fn run(sock: OwnedFd, child: Pid, paths: RulePaths) -> ! {
         &signal_set(),
         SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK,
     );
-    let listener = match (signals.as_ref(), weaken(paths.keep_caps)) {
+    let protect = paths.protect;
+    let taken = match (signals.as_ref(), weaken(paths.keep_caps)) {
         (Ok(_), Ok(())) => take_listener(&sock),
         (Err(e), _) => Err(format!("signalfd: {e}")),
         (_, Err(e)) => Err(e),
     };
+    let protection = protect.then(|| Protection::of(paths.protected_names.clone()));
+    let audit_tag = paths.audit_tag.clone();
     let rules = open_rules(paths);
+    // The worker and the kernel's hand-over of descriptors, where writes are performed:
+    // either missing fails the run (the listener is dropped unanswered).
+    let (listener, writes) = match taken {
+        Ok((Some(l), ruleset)) if protect => match start_writes(&l, ruleset, audit_tag) {
+            Ok(worker) => (Ok(Some(l)), protection.map(|p| (p, worker))),
+            Err(e) => (Err(e), None),
+        },
+        Ok((l, _)) => (Ok(l), None),
+        Err(e) => (Err(e), None),
+    };
+    let held = Held { rules, writes };
     let listener = match listener {
         Ok(Some(l)) => {
             let _ = nix::unistd::write(&sock, b"R");
@@ -94,7 +128,7 @@ pub fn run(sock: OwnedFd, child: Pid, paths: RulePaths) -> ! {
     };
     drop(sock);
     let status = match signals {
-        Ok(signals) => supervise(listener, &signals, child, &rules),
+        Ok(signals) => supervise(listener.map(Arc::new), &signals, child, &held),
         // No signal channel: nothing was handed over; wait for the child's failure.
         Err(_) => waitpid(child, None).ok(),
     };
@@ -110,11 +144,42 @@ fn weaken(keep: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// The listener the child sends; `None` when the child failed before it could.
-fn take_listener(sock: &OwnedFd) -> Result<Option<OwnedFd>, String> {
+/// Starts the write worker with the command's ruleset, once the kernel is known to hand
+/// descriptors over as an answer (Linux 5.14): a supervisor that cannot never performs
+/// an open, so it does not start.
+fn start_writes(
+    listener: &OwnedFd,
+    ruleset: Option<OwnedFd>,
+    audit_tag: Option<String>,
+) -> Result<Worker, String> {
+    let probe = libc::seccomp_notif_addfd {
+        id: 0,
+        flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+        srcfd: listener.as_raw_fd() as u32,
+        newfd: 0,
+        newfd_flags: 0,
+    };
+    // SAFETY: ADDFD reads one struct, which lives across the call; no notification has
+    // id 0 pending, so nothing is added anywhere.
+    let r = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+            &probe,
+        )
+    };
+    if r == 0 || nix::errno::Errno::last() != nix::errno::Errno::ENOENT {
+        return Err("the kernel cannot hand the command a descriptor as a call's answer (SECCOMP_ADDFD_FLAG_SEND, Linux 5.14): protected paths cannot be held without the stage".into());
+    }
+    Worker::start(ruleset, audit_tag)
+}
+
+/// The listener the child sends, and the ruleset beside it; `None` when the child
+/// failed before it could.
+fn take_listener(sock: &OwnedFd) -> Result<(Option<OwnedFd>, Option<OwnedFd>), String> {
     let mut byte = [0u8; 1];
     let mut iov = [IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
     let msg = recvmsg::<()>(
         sock.as_raw_fd(),
         &mut iov,
@@ -126,14 +191,13 @@ fn take_listener(sock: &OwnedFd) -> Result<Option<OwnedFd>, String> {
         .cmsgs()
         .map_err(|e| format!("receiving the listener: {e}"))?
     {
-        if let ControlMessageOwned::ScmRights(fds) = cmsg
-            && let Some(&fd) = fds.first()
-        {
-            // SAFETY: the kernel just installed this descriptor in our table for us.
-            return Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }));
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            // SAFETY: the kernel just installed these descriptors in our table for us.
+            let mut owned = fds.iter().map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) });
+            return Ok((owned.next(), owned.next()));
         }
     }
-    Ok(None)
+    Ok((None, None))
 }
 
 /// Opens the writable roots as they are now: a root that cannot be opened is judged as
@@ -164,10 +228,10 @@ fn open_rules(paths: RulePaths) -> Rules {
 /// Answers notifications and forwards signals until the child has exited: its status.
 /// Processes the command leaves running after that lose their supervisor with it.
 fn supervise(
-    mut listener: Option<OwnedFd>,
+    mut listener: Option<Arc<OwnedFd>>,
     signals: &SignalFd,
     child: Pid,
-    rules: &Rules,
+    held: &Held,
 ) -> Option<WaitStatus> {
     loop {
         if let Some(status) = reaped(child) {
@@ -195,7 +259,7 @@ fn supervise(
         }
         if notified.contains(PollFlags::POLLIN) {
             if let Some(l) = &listener {
-                answer_one(l, rules);
+                answer_one(l, held);
             }
         } else if notified.intersects(PollFlags::POLLHUP | PollFlags::POLLERR) {
             // No process is left that the filter holds.
@@ -234,7 +298,7 @@ fn forward(signals: &SignalFd, child: Pid) {
 }
 
 /// Receives one notification and answers it.
-fn answer_one(listener: &OwnedFd, rules: &Rules) {
+fn answer_one(listener: &Arc<OwnedFd>, held: &Held) {
     let mut req = libc::seccomp_notif {
         id: 0,
         pid: 0,
@@ -258,16 +322,26 @@ fn answer_one(listener: &OwnedFd, rules: &Rules) {
         // SAFETY: ID_VALID reads one u64, which lives across the call.
         unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0 }
     };
-    let errno = calls::answer(rules, req.pid, req.data.nr as i64, req.data.args, &alive);
-    let resp = libc::seccomp_notif_resp {
-        id,
-        val: 0,
-        error: -errno,
-        flags: 0,
+    let nr = req.data.nr as i64;
+    let reply = match &held.writes {
+        Some((protection, worker)) if writes::is_write(nr) => {
+            let cx = writes::Context {
+                protection,
+                worker,
+                alive: &alive,
+                pending: Pending {
+                    listener: listener.clone(),
+                    id,
+                },
+            };
+            writes::answer(&cx, req.pid, nr, req.data.args)
+        }
+        _ => match calls::answer(&held.rules, req.pid, nr, req.data.args, &alive) {
+            0 => Reply::Done,
+            errno => Reply::Errno(errno),
+        },
     };
-    // SAFETY: SEND reads one `struct seccomp_notif_resp`, which lives across the call.
-    // A caller that died meanwhile makes it fail (ENOENT), which changes nothing.
-    unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
+    writes::send(fd, id, reply);
 }
 
 /// Exits as the child did: its exit code, or death by the same signal (without a core

@@ -28,6 +28,9 @@ fn errno_name(e: i32) -> String {
         libc::EOPNOTSUPP => "EOPNOTSUPP",
         libc::EIO => "EIO",
         libc::EROFS => "EROFS",
+        libc::EBUSY => "EBUSY",
+        libc::EEXIST => "EEXIST",
+        libc::ELOOP => "ELOOP",
         _ => return format!("E{e}"),
     };
     name.to_string()
@@ -817,6 +820,14 @@ fn main() {
             let mut termios: libc::termios = unsafe { std::mem::zeroed() };
             report(unsafe { libc::ioctl(fd as i32, libc::TCGETS, &mut termios) } as i64)
         }
+        // Protected paths without the stage: the ways around a name.
+        "opath-reopen-write" => {
+            let fd = must(open_flags(arg(&args, 1), libc::O_PATH));
+            write_path(&format!("/proc/self/fd/{fd}"))
+        }
+        "openat2-write" => openat2_write(arg(&args, 1)),
+        "tmpfile-link" => tmpfile_link(arg(&args, 1), arg(&args, 2)),
+        "swap-write" => swap_write(arg(&args, 1), arg(&args, 2), num(&args, 3)),
         "fd-write" => {
             let fd: i32 = num(&args, 1);
             report(unsafe { libc::write(fd, b"escaped\n".as_ptr().cast(), 8) } as i64)
@@ -997,4 +1008,95 @@ fn main() {
             exit(2)
         }
     }
+}
+
+/// `openat2(path, O_WRONLY|O_APPEND)`, then a write.
+fn openat2_write(path: &str) -> ! {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: (libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: 0,
+    };
+    let p = c(path);
+    // SAFETY: a NUL-terminated path and a struct that live across the call.
+    let fd = must(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    });
+    report(unsafe { libc::write(fd as i32, b"escaped\n".as_ptr().cast(), 8) } as i64)
+}
+
+/// An unnamed file in DIR, written, then given the name NEW (`linkat` through its
+/// `/proc/self/fd` name, as glibc's documentation shows).
+fn tmpfile_link(dir: &str, new: &str) -> ! {
+    let fd = must(open_flags(dir, libc::O_TMPFILE | libc::O_WRONLY));
+    must(unsafe { libc::write(fd as i32, b"unnamed\n".as_ptr().cast(), 8) } as i64);
+    let (from, to) = (c(&format!("/proc/self/fd/{fd}")), c(new));
+    // SAFETY: NUL-terminated paths.
+    report(unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    } as i64)
+}
+
+/// A thread rewrites one path buffer between GOOD and BAD (same length) while this
+/// one opens it for appending ROUNDS times, writing through each descriptor: a checker
+/// that read the path and let the kernel read it again would sometimes write BAD.
+/// Prints how many opens succeeded (`opened N`); exits 0.
+fn swap_write(good: &str, bad: &str, rounds: usize) -> ! {
+    assert_eq!(good.len(), bad.len(), "swap-write: same-length paths");
+    let len = good.len();
+    let buf: &'static mut [u8] = Box::leak(vec![0u8; len + 1].into_boxed_slice());
+    buf[..len].copy_from_slice(good.as_bytes());
+    let addr = buf.as_mut_ptr() as usize;
+    let (good, bad) = (good.as_bytes().to_vec(), bad.as_bytes().to_vec());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let flipper = std::thread::spawn(move || {
+        let mut which = false;
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            let src = if which { &good } else { &bad };
+            for (i, b) in src.iter().enumerate() {
+                // SAFETY: the buffer is leaked (lives for ever) and `len` long; the
+                // race on its bytes is the point of this helper.
+                unsafe { std::ptr::write_volatile((addr as *mut u8).add(i), *b) };
+            }
+            which = !which;
+        }
+    });
+    let mut opened = 0;
+    for _ in 0..rounds {
+        // SAFETY: the buffer is NUL-terminated (its last byte is never written).
+        let fd = unsafe {
+            libc::open(
+                addr as *const libc::c_char,
+                libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC,
+            )
+        };
+        if fd >= 0 {
+            opened += 1;
+            unsafe { libc::write(fd, b"swapped\n".as_ptr().cast(), 8) };
+            unsafe { libc::close(fd) };
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = flipper.join();
+    println!("opened {opened}");
+    exit(0)
 }

@@ -627,6 +627,7 @@ pub fn request_for(fx: &Fixture, script: &str) -> stockade_policy::LaunchRequest
         seccomp: true,
         namespaces: false,
         supervisor: false,
+        supervisor_writes: false,
     };
     let argv = vec!["sh".into(), "-c".into(), script.into()];
     let mut request =

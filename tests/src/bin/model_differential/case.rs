@@ -317,6 +317,7 @@ impl Case {
             landlock_abi: promised.landlock_abi,
             staged,
             supervised: promised.supervisor,
+            supervised_writes: promised.supervisor_writes,
         };
         let model = Model::with_masks(policy, &tree, setup, masks);
         let mut out = Vec::new();

@@ -275,6 +275,7 @@ fn read_request(
                 seccomp: false,
                 namespaces: false,
                 supervisor: false,
+                supervisor_writes: false,
             };
             (policy, promised)
         }
