@@ -94,3 +94,14 @@ pub fn write_or_exit(helper: &str, path: &str, text: &str) {
         std::process::exit(UNAVAILABLE);
     }
 }
+
+/// The `argv` of a ConfinedArgv JSON object, as strings (the end-to-end tests and the
+/// model differential's driver both spawn one).
+pub fn confined_argv(confined: &serde_json::Value) -> Vec<String> {
+    confined["argv"]
+        .as_array()
+        .expect("argv")
+        .iter()
+        .map(|v| v.as_str().expect("argv entries are strings").to_string())
+        .collect()
+}

@@ -745,15 +745,7 @@ pub fn file_sha256(path: &Path) -> String {
     stockade_policy::digest::sha256_hex(&bytes)
 }
 
-/// The `argv` of a ConfinedArgv JSON object, as strings.
-pub fn confined_argv(confined: &serde_json::Value) -> Vec<String> {
-    confined["argv"]
-        .as_array()
-        .expect("argv")
-        .iter()
-        .map(|v| v.as_str().expect("argv entries are strings").to_string())
-        .collect()
-}
+pub use stockade_tests::confined_argv;
 
 /// The one launcher failure line, asserting there is exactly one stderr line and it
 /// carries the launcher prefix.

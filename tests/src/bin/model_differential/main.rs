@@ -61,15 +61,7 @@ impl Harness {
     }
 }
 
-/// The argv of a ConfinedArgv.
-pub fn confined_argv(confined: &serde_json::Value) -> Vec<String> {
-    confined["argv"]
-        .as_array()
-        .expect("argv")
-        .iter()
-        .map(|v| v.as_str().expect("argv entries are strings").to_string())
-        .collect()
-}
+pub use stockade_tests::confined_argv;
 
 /// Spawns a ConfinedArgv the way an executor would, as a separate process.
 pub fn spawn_argv(confined: &serde_json::Value) -> Output {
