@@ -94,21 +94,22 @@ pub enum Refusal {
 /// A directory between a writable root and a protected path is pinned: it can be
 /// written in but not removed or replaced, as the stage pins it.
 pub fn name_refusal(path: &Path, how: NameUse, protected: &[PathBuf]) -> Option<Refusal> {
-    for p in protected {
-        if path.starts_with(p) && path != p {
-            return Some(match how {
-                NameUse::LinkFrom => Refusal::CrossDevice,
-                _ => Refusal::ReadOnly,
-            });
-        }
-        if path == p {
-            return Some(match how {
-                NameUse::Write => Refusal::ReadOnly,
-                NameUse::Create => Refusal::Exists,
-                NameUse::Remove | NameUse::Replace => Refusal::Busy,
-                NameUse::LinkFrom => Refusal::CrossDevice,
-            });
-        }
+    // A path that is itself protected answers as one even when it lies beneath another
+    // (a default name in a root that is itself inside a protected directory): the stage's
+    // mount on it is the topmost, whatever order the list has.
+    if protected.iter().any(|p| path == p) {
+        return Some(match how {
+            NameUse::Write => Refusal::ReadOnly,
+            NameUse::Create => Refusal::Exists,
+            NameUse::Remove | NameUse::Replace => Refusal::Busy,
+            NameUse::LinkFrom => Refusal::CrossDevice,
+        });
+    }
+    if protected.iter().any(|p| path.starts_with(p)) {
+        return Some(match how {
+            NameUse::LinkFrom => Refusal::CrossDevice,
+            _ => Refusal::ReadOnly,
+        });
     }
     let pinned = protected.iter().any(|p| p.starts_with(path));
     match how {
@@ -246,6 +247,21 @@ mod tests {
         assert_eq!(r("/w/.git", Remove), Some(Refusal::Busy));
         assert_eq!(r("/w/.git", Replace), Some(Refusal::Busy));
         assert_eq!(r("/w", Remove), Some(Refusal::Busy));
+        // Protected itself and beneath another protected path, in either order.
+        for list in [
+            vec![
+                PathBuf::from("/w/.git/hooks"),
+                "/w/.git/hooks/.profile".into(),
+            ],
+            vec![
+                PathBuf::from("/w/.git/hooks/.profile"),
+                "/w/.git/hooks".into(),
+            ],
+        ] {
+            let r = |p: &str, how| name_refusal(Path::new(p), how, &list);
+            assert_eq!(r("/w/.git/hooks/.profile", Remove), Some(Refusal::Busy));
+            assert_eq!(r("/w/.git/hooks/other", Remove), Some(Refusal::ReadOnly));
+        }
         assert_eq!(r("/w/.git", Write), None);
         // Beside them: the command's.
         for how in [Write, Create, Remove, Replace, LinkFrom] {

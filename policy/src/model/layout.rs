@@ -232,6 +232,11 @@ impl Layout {
         self.protected.iter().any(|x| p.starts_with(x))
     }
 
+    /// Whether `p` is a protected path itself.
+    pub(super) fn is_protected(&self, p: &Path) -> bool {
+        self.protected.iter().any(|x| p == x)
+    }
+
     /// Whether `p` lies strictly beneath a protected path.
     pub(super) fn beneath_protected(&self, p: &Path) -> bool {
         self.protected.iter().any(|x| p.starts_with(x) && p != x)

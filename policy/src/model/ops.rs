@@ -243,13 +243,16 @@ impl Judge<'_> {
         Ok(())
     }
 
-    /// Without the stage, the supervisor's judgement of a name it is asked to remove:
-    /// strictly beneath a protected path EROFS, a protected path or a directory holding
-    /// one EBUSY.
+    /// Without the stage, the supervisor's judgement of a name it is asked to remove: a
+    /// protected path EBUSY (even one beneath another), else strictly beneath a
+    /// protected path EROFS, else a directory holding one EBUSY.
     fn supervised_removal(&self, p: &Path) -> Step {
         let l = self.layout;
         if !self.protect_supervised {
             return Ok(());
+        }
+        if l.is_protected(p) {
+            return refuse(Refusal::SupervisorBusy);
         }
         if l.beneath_protected(p) {
             return refuse(Refusal::SupervisorReadOnly);
