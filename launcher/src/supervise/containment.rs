@@ -310,6 +310,10 @@ pub struct Range {
     /// (its metadata supervisor stays the runner's binary while its child runs the
     /// command).
     forwarders: Vec<(u64, u64)>,
+    /// Their names as the kernel keeps them (`comm`: the file name, at most 15 bytes),
+    /// for a helper whose executable its own user cannot read: the runner's supervisor is
+    /// not dumpable.
+    forwarder_names: Vec<String>,
 }
 
 /// Why the range is not proven empty.
@@ -330,15 +334,29 @@ pub struct Member {
 impl Range {
     /// `runner`: the runner's path where the argv starts one (its supervisor forwards).
     pub fn new(cgroup: Option<Cgroup>, leader: Pid, runner: Option<&Path>) -> Range {
-        let forwarders = [Some(Path::new("/proc/self/exe")), runner]
+        let launcher = std::env::current_exe().ok();
+        let paths: Vec<&Path> = [Some(Path::new("/proc/self/exe")), runner]
             .into_iter()
             .flatten()
+            .collect();
+        let forwarders = paths
+            .iter()
             .filter_map(|p| exe_identity(&p.to_string_lossy()))
+            .collect();
+        let forwarder_names = [launcher.as_deref(), runner]
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p.file_name())
+            .map(|n| {
+                let bytes = &n.as_encoded_bytes()[..n.len().min(15)];
+                String::from_utf8_lossy(bytes).into_owned()
+            })
             .collect();
         Range {
             cgroup,
             leader,
             forwarders,
+            forwarder_names,
         }
     }
 
@@ -411,8 +429,11 @@ impl Range {
         // this binary or the runner itself gets only the SIGKILL after the grace period.)
         let runs_launcher = |pid: i32| {
             signal != Signal::SIGKILL
-                && exe_identity(&format!("/proc/{pid}/exe"))
-                    .is_some_and(|id| self.forwarders.contains(&id))
+                && match exe_identity(&format!("/proc/{pid}/exe")) {
+                    Some(id) => self.forwarders.contains(&id),
+                    // Undumpable (the runner's supervisor, to its own user): by name.
+                    None => read_stat(pid).is_ok_and(|s| self.forwarder_names.contains(&s.comm)),
+                }
         };
         let leader_forwards = runs_launcher(self.leader.as_raw());
         // The group is signalled only while a member of the range is still in it: once
