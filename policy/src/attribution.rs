@@ -276,7 +276,7 @@ const FILE_REFUSALS: [&str; 3] = [
 ];
 
 /// Verbs that say an error line is about writing (creating, changing, removing).
-const WRITE_VERBS: [&str; 14] = [
+const WRITE_VERBS: [&str; 15] = [
     "cannot create",
     "cannot touch",
     "cannot remove",
@@ -290,6 +290,7 @@ const WRITE_VERBS: [&str; 14] = [
     "could not write",
     "unable to create",
     "unable to write",
+    "unable to update",
     "can't create",
 ];
 
@@ -1015,6 +1016,19 @@ mod tests {
                 Some("/ws/.git/config"),
                 Some("--no-default-protect")
             )
+        );
+        // `git gc` (its update-server-info) names the file after its words too.
+        let mut s = scope(Mode::WorkspaceWrite);
+        s.protected.push("/ws/.git/info".into());
+        let r = one(
+            &s,
+            "error: unable to update .git/info/refs: Read-only file system",
+            &Table(vec![]),
+        )
+        .unwrap();
+        assert_eq!(
+            (r.kind, r.path.as_deref()),
+            (Kind::ProtectedPath, Some("/ws/.git/info/refs"))
         );
     }
 

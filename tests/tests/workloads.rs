@@ -529,6 +529,7 @@ fn git_works_in_the_workspace_and_a_config_write_is_a_reported_denial() {
         &fx.ws,
         &["remote", "add", "origin", "https://example.org/r.git"],
     );
+    tracking_and_gc(&fx);
     // Without the stage the runner's supervisor holds the config: refused the same
     // way, and named the same way.
     let plain = Fixture::new();
@@ -544,6 +545,58 @@ fn git_works_in_the_workspace_and_a_config_write_is_a_reported_denial() {
         &run_json_sh(&plain, &[], "echo b > b && git add b && git commit -qm b"),
         "without the stage",
     );
+}
+
+/// Branch tracking, `push -u` and `gc` write the config (and `.git/info`) as a side
+/// effect and git still exits 0 with a warning: the verdict stays the command's, but
+/// each refusal is listed, named and given its grant, and the repository stays sound.
+fn tracking_and_gc(fx: &Fixture) {
+    let head = git(&fx.ws, &["rev-parse", "HEAD"]);
+    let head = text(&head.stdout);
+    git(
+        &fx.ws,
+        &["update-ref", "refs/remotes/origin/main", head.trim()],
+    );
+    git(&fx.ws, &["init", "-q", "--bare", "up.git"]);
+    let setting = |key: &str| {
+        let out = Command::new("git")
+            .current_dir(&fx.ws)
+            .args(["config", key])
+            .output()
+            .unwrap();
+        text(&out.stdout).trim().to_string()
+    };
+    for (what, script) in [
+        ("tracking", "git checkout -qb tracked origin/main"),
+        ("push -u", "git push -qu ./up.git tracked"),
+        ("gc", "git gc -q"),
+    ] {
+        let v = run_json_sh(fx, &[], script);
+        assert_eq!(v["exitCode"], 0, "{what}: {v}");
+        let denials = v["denials"].as_array().unwrap();
+        assert!(
+            !denials.is_empty(),
+            "{what}: the refusal is not listed: {v}"
+        );
+        for d in denials {
+            assert_eq!(d["kind"], "protected-path", "{what}: {v}");
+            assert_eq!(d["grant"], "--no-default-protect", "{what}: {v}");
+            let path = d["path"].as_str().unwrap();
+            assert!(path.contains("/.git/"), "{what}: {path}");
+        }
+    }
+    assert_eq!(setting("branch.tracked.remote"), "", "tracking was saved");
+    git(&fx.ws, &["fsck", "--no-dangling"]);
+    // Control: with the flag, the same commands save what they set, with nothing refused.
+    let v = run_json_sh(
+        fx,
+        &["--no-default-protect"],
+        "git checkout -qb kept origin/main && git push -qu ./up.git kept && git gc -q",
+    );
+    assert_eq!(v["exitCode"], 0, "control: {v}");
+    assert_eq!(v["denials"], serde_json::json!([]), "control: {v}");
+    assert_eq!(setting("branch.kept.remote"), "./up.git", "control");
+    assert_eq!(setting("branch.kept.merge"), "refs/heads/kept", "control");
 }
 
 /// Builds the wheel `stkdemo-0.1.0-py3-none-any.whl` in `dir` (unconfined): its path.
