@@ -17,6 +17,14 @@
 //! - cpu time: `RLIMIT_CPU`, per process: SIGXCPU at the limit (told apart), SIGKILL a
 //!   second later.
 //! - file size: `RLIMIT_FSIZE`, per file written: SIGXFSZ (told apart) or EFBIG.
+//!
+//! Defaults ([`Defaults`]): a run that names no memory or process limit gets one where
+//! the command's cgroup has the controller, so that a fork bomb or a runaway allocation
+//! ends in its own group instead of taking the machine, sized so that ordinary builds
+//! never meet it. They hold through the cgroup only: the per-process fallbacks would
+//! break ordinary work (`RLIMIT_AS` fails runtimes that reserve address space they
+//! never touch; `RLIMIT_NPROC` counts every process of the user, and binds nobody as
+//! root), so where the controller is missing the default is reported as not held.
 
 use serde::Serialize;
 
@@ -26,7 +34,14 @@ pub const MIN_FILE_SIZE: u64 = 64 * 1024;
 /// The smallest `--max-memory` (the stage and runner must still start under it).
 pub const MIN_MEMORY: u64 = 32 * 1024 * 1024;
 
-/// The limits asked for; `None`: no limit.
+/// The fewest processes the default allows, whatever the machine (threads count: a
+/// JVM or a parallel `rustc` holds dozens each).
+pub const DEFAULT_PROCESSES_MIN: u64 = 4096;
+/// Processes the default allows per CPU, above [`DEFAULT_PROCESSES_MIN`]: a parallel
+/// build or test run grows with the CPUs.
+pub const DEFAULT_PROCESSES_PER_CPU: u64 = 128;
+
+/// The limits asked for; `None`: no limit of that kind was asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Limits {
     pub memory: Option<u64>,
@@ -34,6 +49,36 @@ pub struct Limits {
     /// Seconds of CPU time.
     pub cpu_time: Option<u64>,
     pub file_size: Option<u64>,
+    /// What applies where no memory or process limit was asked for; `None`: nothing
+    /// (`--no-default-limits`).
+    pub defaults: Option<Defaults>,
+}
+
+/// The default memory and process limits of this machine, filled in once when a run's
+/// request is resolved (`Defaults::for_machine`), held only through the cgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Defaults {
+    /// Three quarters of the machine's memory (`None` when it could not be read): the
+    /// rest stays for everything else, the caller included.
+    pub memory: Option<u64>,
+    pub processes: u64,
+}
+
+impl Defaults {
+    /// The defaults for a machine with `memory_total` bytes of memory and `cpus` CPUs.
+    pub fn for_machine(memory_total: Option<u64>, cpus: u64) -> Defaults {
+        Defaults {
+            memory: memory_total.map(|m| m / 4 * 3).filter(|&m| m >= MIN_MEMORY),
+            processes: DEFAULT_PROCESSES_MIN.max(DEFAULT_PROCESSES_PER_CPU.saturating_mul(cpus)),
+        }
+    }
+}
+
+/// How a run's limits hold: each one held, and each default that nothing here holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Planned {
+    pub held: Vec<Held>,
+    pub defaults_unheld: Vec<Kind>,
 }
 
 /// One kind of limit.
@@ -94,6 +139,8 @@ pub struct Held {
     pub value: u64,
     pub by: By,
     pub caveat: Option<&'static str>,
+    /// A default ([`Defaults`]), not a limit the caller asked for.
+    pub default: bool,
 }
 
 impl Limits {
@@ -117,44 +164,68 @@ impl Limits {
         Ok(())
     }
 
-    /// Whether any limit was asked for.
+    /// Whether any limit applies: one asked for, or the defaults.
     pub fn any(&self) -> bool {
         *self != Limits::default()
     }
 
-    /// How each asked limit holds, given which cgroup controllers the command's group
-    /// has (`memory`, `pids`).
-    pub fn plan(&self, cgroup_memory: bool, cgroup_pids: bool) -> Vec<Held> {
-        let held = |kind, value, by: By| Held {
-            kind,
-            value,
-            by,
-            caveat: by.caveat(),
-        };
-        let mut out = Vec::new();
-        if let Some(m) = self.memory {
-            let by = if cgroup_memory {
-                By::CgroupMemory
-            } else {
-                By::RlimitAs
+    /// The memory and process limits the cgroup is asked to hold: each asked for, else
+    /// its default. The caller writes them into the group and passes what it could
+    /// write to [`Limits::plan`].
+    pub fn for_cgroup(&self) -> (Option<u64>, Option<u64>) {
+        let defaults = self.defaults;
+        (
+            self.memory.or(defaults.and_then(|d| d.memory)),
+            self.processes.or(defaults.map(|d| d.processes)),
+        )
+    }
+
+    /// How each limit holds, given whether the command's group holds its memory and
+    /// process limits (`memory.max`, `pids.max` written): an asked limit the group
+    /// does not hold falls back to a resource limit; a default only holds through the
+    /// group.
+    pub fn plan(&self, cgroup_memory: bool, cgroup_pids: bool) -> Planned {
+        let mut planned = Planned::default();
+        let (memory, processes) = self.for_cgroup();
+        let group = [
+            (Kind::Memory, self.memory, memory, cgroup_memory),
+            (Kind::Processes, self.processes, processes, cgroup_pids),
+        ];
+        for (kind, asked, value, in_group) in group {
+            let Some(value) = value else { continue };
+            let by = match (in_group, kind) {
+                (true, Kind::Memory) => By::CgroupMemory,
+                (true, _) => By::CgroupPids,
+                (false, _) if asked.is_none() => {
+                    planned.defaults_unheld.push(kind);
+                    continue;
+                }
+                (false, Kind::Memory) => By::RlimitAs,
+                (false, _) => By::RlimitNproc,
             };
-            out.push(held(Kind::Memory, m, by));
-        }
-        if let Some(p) = self.processes {
-            let by = if cgroup_pids {
-                By::CgroupPids
-            } else {
-                By::RlimitNproc
-            };
-            out.push(held(Kind::Processes, p, by));
+            planned.held.push(held(kind, value, by, asked.is_none()));
         }
         if let Some(c) = self.cpu_time {
-            out.push(held(Kind::CpuTime, c, By::RlimitCpu));
+            planned
+                .held
+                .push(held(Kind::CpuTime, c, By::RlimitCpu, false));
         }
         if let Some(f) = self.file_size {
-            out.push(held(Kind::FileSize, f, By::RlimitFsize));
+            planned
+                .held
+                .push(held(Kind::FileSize, f, By::RlimitFsize, false));
         }
-        out
+        planned
+    }
+}
+
+fn held(kind: Kind, value: u64, by: By, default: bool) -> Held {
+    Held {
+        kind,
+        value,
+        by,
+        caveat: by.caveat(),
+        default,
     }
 }
 
@@ -195,10 +266,12 @@ mod tests {
             processes: Some(100),
             cpu_time: Some(5),
             file_size: Some(1 << 20),
+            defaults: Some(DEFAULTS),
         };
         let bys = |m, p| {
             limits
                 .plan(m, p)
+                .held
                 .into_iter()
                 .map(|h| h.by)
                 .collect::<Vec<_>>()
@@ -221,7 +294,69 @@ mod tests {
                 By::RlimitFsize
             ]
         );
-        assert!(Limits::default().plan(true, true).is_empty());
+        assert_eq!(Limits::default().plan(true, true), Planned::default());
+    }
+
+    const DEFAULTS: Defaults = Defaults {
+        memory: Some(3 << 30),
+        processes: 4096,
+    };
+
+    #[test]
+    fn defaults_hold_through_the_cgroup_only_and_an_asked_limit_replaces_them() {
+        let limits = Limits {
+            defaults: Some(DEFAULTS),
+            ..Limits::default()
+        };
+        let all = limits.plan(true, true);
+        let got: Vec<_> = all
+            .held
+            .iter()
+            .map(|h| (h.kind, h.value, h.by, h.default))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Kind::Memory, 3 << 30, By::CgroupMemory, true),
+                (Kind::Processes, 4096, By::CgroupPids, true)
+            ]
+        );
+        assert!(all.defaults_unheld.is_empty());
+        // No controller: never a resource limit in their place, and said so.
+        let none = limits.plan(false, false);
+        assert!(none.held.is_empty(), "{none:?}");
+        assert_eq!(none.defaults_unheld, [Kind::Memory, Kind::Processes]);
+        // Asked for: the asked value, not a default, with its fallback.
+        let asked = Limits {
+            processes: Some(50),
+            ..limits
+        };
+        assert_eq!(asked.for_cgroup(), (Some(3 << 30), Some(50)));
+        let p = asked.plan(false, false);
+        assert_eq!(p.defaults_unheld, [Kind::Memory]);
+        assert_eq!(
+            p.held
+                .iter()
+                .map(|h| (h.value, h.by, h.default))
+                .collect::<Vec<_>>(),
+            [(50, By::RlimitNproc, false)]
+        );
+        // Turned off: nothing at all.
+        assert_eq!(Limits::default().for_cgroup(), (None, None));
+        assert!(!Limits::default().any());
+        assert!(limits.any());
+    }
+
+    #[test]
+    fn the_defaults_scale_with_the_machine() {
+        let small = Defaults::for_machine(Some(4 << 30), 2);
+        assert_eq!(small.memory, Some(3 << 30));
+        assert_eq!(small.processes, DEFAULT_PROCESSES_MIN);
+        let big = Defaults::for_machine(Some(256 << 30), 64);
+        assert_eq!(big.processes, 64 * DEFAULT_PROCESSES_PER_CPU);
+        // Unknown memory, or too little for the sandbox: no memory default.
+        assert_eq!(Defaults::for_machine(None, 1).memory, None);
+        assert_eq!(Defaults::for_machine(Some(16 << 20), 1).memory, None);
     }
 
     #[test]
@@ -231,8 +366,9 @@ mod tests {
             processes: Some(100),
             cpu_time: Some(5),
             file_size: Some(1 << 20),
+            defaults: None,
         };
-        let cg = all.plan(true, true);
+        let cg = all.plan(true, true).held;
         assert_eq!(exceeded(&cg, 1, 0, Some(9)), Some(Kind::Memory));
         assert_eq!(exceeded(&cg, 0, 3, None), Some(Kind::Processes));
         assert_eq!(exceeded(&cg, 0, 0, Some(SIGXCPU)), Some(Kind::CpuTime));
@@ -240,11 +376,16 @@ mod tests {
         assert_eq!(exceeded(&cg, 0, 0, Some(9)), None);
         // Not set: a SIGXCPU from elsewhere (an inherited limit) is not ours to name.
         assert_eq!(
-            exceeded(&Limits::default().plan(true, true), 1, 1, Some(SIGXCPU)),
+            exceeded(
+                &Limits::default().plan(true, true).held,
+                1,
+                1,
+                Some(SIGXCPU)
+            ),
             None
         );
         // The rlimit fallbacks of memory and processes cannot be told apart.
-        assert_eq!(exceeded(&all.plan(false, false), 1, 1, None), None);
+        assert_eq!(exceeded(&all.plan(false, false).held, 1, 1, None), None);
     }
 
     #[test]

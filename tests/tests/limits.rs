@@ -123,8 +123,11 @@ fn a_fork_bomb_is_held_or_the_limit_is_refused_before_anything_runs() {
         .parse()
         .unwrap();
     assert!(forked < 300 && forked > 0, "{forked} forks");
-    let by = json["limits"]["held"][0]["by"].as_str().unwrap();
+    let held = json["limits"]["held"].as_array().unwrap();
+    let processes = held.iter().find(|h| h["kind"] == "processes").unwrap();
+    let by = processes["by"].as_str().unwrap();
     assert!(by == "cgroup-pids" || by == "rlimit-nproc", "{by}");
+    assert_eq!(processes["default"], false);
     // The control: without the limit the same loop gets every fork it asks for.
     let control = bomb.replace("300", "40");
     let (out, json) = run_json_args(&fx, &[], &control);
@@ -203,4 +206,73 @@ fn confine_takes_no_limits_and_run_reports_the_layer_holding_each() {
     assert_eq!(by("cpu-time"), "rlimit-cpu");
     assert_eq!(by("file-size"), "rlimit-fsize");
     assert_eq!(json["limits"]["exceeded"], serde_json::Value::Null);
+}
+
+/// The defaults this machine gets (policy/src/limits.rs `Defaults::for_machine`),
+/// computed here independently: 3/4 of `MemTotal`, and 4096 processes or 128 per CPU.
+fn expected_defaults() -> (u64, u64) {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    (kib * 1024 / 4 * 3, 4096.max(128 * cpus))
+}
+
+#[test]
+fn default_limits_are_held_by_the_cgroup_or_reported_unheld_and_can_be_turned_off() {
+    let fx = Fixture::new();
+    let (memory, processes) = expected_defaults();
+    let (out, json) = run_json_args(&fx, &[], "echo ran");
+    assert_code(&out, 0);
+    assert_eq!(json["stdout"]["text"], "ran\n");
+    let limits = &json["limits"];
+    let unheld = limits["defaultsUnheld"].as_array().unwrap();
+    let held = limits["held"].as_array().unwrap();
+    for (kind, value, by) in [
+        ("memory", memory, "cgroup-memory"),
+        ("processes", processes, "cgroup-pids"),
+    ] {
+        // Each default is either held through the group, with its value, or said to
+        // be unheld: never a per-process fallback, never silently missing.
+        match held.iter().find(|h| h["kind"] == kind) {
+            Some(h) => {
+                assert_eq!(h["by"], by, "{kind}: {limits}");
+                assert_eq!(h["value"], value, "{kind}: {limits}");
+                assert_eq!(h["default"], true, "{kind}: {limits}");
+                assert!(!unheld.contains(&kind.into()), "{kind}: {limits}");
+                assert_eq!(json["containment"], "cgroup", "{limits}");
+            }
+            None => assert!(unheld.contains(&kind.into()), "{kind}: {limits}"),
+        }
+    }
+    // Asked for: the asked limit replaces the default of its kind.
+    let (out, json) = run_json_args(&fx, &["--max-memory", "2G"], "true");
+    assert_code(&out, 0);
+    let limits = &json["limits"];
+    let memory: Vec<_> = limits["held"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["kind"] == "memory")
+        .collect();
+    assert_eq!(memory.len(), 1, "{limits}");
+    assert_eq!(memory[0]["value"], 2u64 << 30, "{limits}");
+    assert_eq!(memory[0]["default"], false, "{limits}");
+    assert!(
+        !limits["defaultsUnheld"]
+            .as_array()
+            .unwrap()
+            .contains(&"memory".into()),
+        "{limits}"
+    );
+    // Turned off: no default held, none reported missing.
+    let (out, json) = run_json_args(&fx, &["--no-default-limits"], "echo ran");
+    assert_code(&out, 0);
+    assert_eq!(json["limits"]["held"], serde_json::json!([]));
+    assert_eq!(json["limits"]["defaultsUnheld"], serde_json::json!([]));
 }

@@ -401,10 +401,16 @@ pub struct SuperviseArgs {
     /// The largest file the command may write (RLIMIT_FSIZE): 1G.
     #[arg(long = "max-file-size", value_name = "SIZE", allow_hyphen_values = true, value_parser = super::size::parse)]
     pub max_file_size: Option<u64>,
+    /// No default memory and process limits (by default, where the command's cgroup
+    /// has the controllers: 3/4 of the machine's memory, and 4096 processes or 128 per
+    /// CPU, whichever is more).
+    #[arg(long = "no-default-limits")]
+    pub no_default_limits: bool,
 }
 
 impl SuperviseArgs {
-    /// The resource limits asked for (CPU time in whole seconds, rounded up).
+    /// The resource limits asked for (CPU time in whole seconds, rounded up); the
+    /// machine's defaults are filled in by `run` (`limits_of`).
     pub fn limits(&self) -> stockade_policy::limits::Limits {
         stockade_policy::limits::Limits {
             memory: self.max_memory,
@@ -413,6 +419,7 @@ impl SuperviseArgs {
                 .max_cpu_time
                 .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0)),
             file_size: self.max_file_size,
+            defaults: None,
         }
     }
 }

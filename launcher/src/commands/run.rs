@@ -86,7 +86,7 @@ pub fn run(args: &RunArgs) -> Result<i32, LauncherError> {
         session,
         // Without a runner, the launcher checks the binding itself.
         binding: (Start::of(request.mode) == Start::Program).then_some(&binding),
-        limits: s.limits(),
+        limits: limits_of(s),
         side: reader.as_ref().ok().map(|r| r as &RefCell<dyn SideReader>),
         runner: match Start::of(request.mode) {
             Start::Runner => supervise::runner_of(&confined.argv),
@@ -743,10 +743,21 @@ struct RunResult {
     limits: LimitsResult,
 }
 
+/// The run's resource limits: the ones asked for, with this machine's defaults filled
+/// in (one step, here) unless `--no-default-limits` turned them off.
+fn limits_of(s: &super::cli::SuperviseArgs) -> stockade_policy::limits::Limits {
+    stockade_policy::limits::Limits {
+        defaults: (!s.no_default_limits).then(supervise::limits::machine_defaults),
+        ..s.limits()
+    }
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct LimitsResult {
     held: Vec<stockade_policy::limits::Held>,
+    /// Defaults nothing held here (no cgroup controller for them).
+    defaults_unheld: Vec<stockade_policy::limits::Kind>,
     exceeded: Option<stockade_policy::limits::Kind>,
 }
 
@@ -805,7 +816,8 @@ impl RunResult {
             attribution: None,
             receipt: receipt(settled, verdict, confined),
             limits: LimitsResult {
-                held: settled.limits.clone(),
+                held: settled.limits.held.clone(),
+                defaults_unheld: settled.limits.defaults_unheld.clone(),
                 exceeded: settled.limit_exceeded,
             },
         }

@@ -5,18 +5,19 @@
 
 use super::containment::Cgroup;
 use crate::error::LauncherError;
-use stockade_policy::limits::{By, Held, Limits};
+use stockade_policy::limits::{By, Defaults, Limits, Planned};
 
 /// The limits as they hold for one run, and the resource limits still to set in the
 /// child.
 #[derive(Clone, Debug, Default)]
 pub struct Applied {
-    pub held: Vec<Held>,
+    pub planned: Planned,
     rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
 }
 
-/// Writes the cgroup's controls for the limits it can hold and plans resource limits
-/// for the rest. A limit nothing can hold here is an error, before anything runs.
+/// Writes the cgroup's controls for the limits it can hold (the asked ones, else the
+/// defaults) and plans resource limits for the asked rest. An asked limit nothing can
+/// hold here is an error, before anything runs; a default nothing holds is reported.
 pub fn apply(limits: &Limits, cgroup: Option<&Cgroup>) -> Result<Applied, LauncherError> {
     if !limits.any() {
         return Ok(Applied::default());
@@ -28,20 +29,19 @@ pub fn apply(limits: &Limits, cgroup: Option<&Cgroup>) -> Result<Applied, Launch
     };
     let write =
         |name: &str, value: String| cgroup.is_some_and(|cg| cg.write_control(name, &value).is_ok());
-    let memory = limits
-        .memory
-        .is_some_and(|m| has("memory") && write("memory.max", m.to_string()));
-    if memory {
+    let (memory, processes) = limits.for_cgroup();
+    let memory = memory.is_some_and(|m| has("memory") && write("memory.max", m.to_string()));
+    if memory && limits.memory.is_some() {
         // Swap would let the group exceed its memory unseen; a kernel without swap
-        // accounting has no such file, and then there is no swap to use either.
+        // accounting has no such file, and then there is no swap to use either. Only
+        // for a limit asked for: the default is a ceiling against a runaway, and a
+        // large build that swaps unconfined must still finish.
         let _ = write("memory.swap.max", "0".into());
     }
-    let pids = limits
-        .processes
-        .is_some_and(|p| has("pids") && write("pids.max", p.to_string()));
-    let held = limits.plan(memory, pids);
+    let pids = processes.is_some_and(|p| has("pids") && write("pids.max", p.to_string()));
+    let planned = limits.plan(memory, pids);
     // SAFETY: geteuid cannot fail.
-    if held.iter().any(|h| h.by == By::RlimitNproc) && unsafe { libc::geteuid() } == 0 {
+    if planned.held.iter().any(|h| h.by == By::RlimitNproc) && unsafe { libc::geteuid() } == 0 {
         return Err(LauncherError::Supervise(
             super::error::SuperviseError::Start {
                 program: "the command".into(),
@@ -51,7 +51,8 @@ pub fn apply(limits: &Limits, cgroup: Option<&Cgroup>) -> Result<Applied, Launch
             },
         ));
     }
-    let rlimits = held
+    let rlimits = planned
+        .held
         .iter()
         .filter_map(|h| {
             let v = h.value as libc::rlim_t;
@@ -65,7 +66,21 @@ pub fn apply(limits: &Limits, cgroup: Option<&Cgroup>) -> Result<Applied, Launch
             }
         })
         .collect();
-    Ok(Applied { held, rlimits })
+    Ok(Applied { planned, rlimits })
+}
+
+/// The machine's defaults ([`Defaults`]): its memory from `/proc/meminfo`, its CPUs
+/// as this process may use them.
+pub fn machine_defaults() -> Defaults {
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        });
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    Defaults::for_machine(memory, cpus)
 }
 
 impl Applied {

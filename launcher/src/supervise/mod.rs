@@ -215,8 +215,8 @@ pub struct Settled {
     /// `danger-full-access`: the launcher's verified file is a script its interpreter
     /// opened again by name (the runner records this itself in the confined modes).
     pub started_by_name: bool,
-    /// The resource limits and what held each.
-    pub limits: Vec<stockade_policy::limits::Held>,
+    /// The resource limits, what held each, and the defaults nothing held.
+    pub limits: stockade_policy::limits::Planned,
     /// The limit the command hit, when that can be told.
     pub limit_exceeded: Option<stockade_policy::limits::Kind>,
 }
@@ -487,8 +487,8 @@ struct Supervisor<'a> {
     /// Why the launcher stopped trying to end the range (it reports, rather than waits
     /// for ever).
     gave_up: Option<String>,
-    /// The resource limits and what holds each.
-    limits: Vec<stockade_policy::limits::Held>,
+    /// The resource limits, what holds each, and the defaults nothing holds.
+    limits: stockade_policy::limits::Planned,
 }
 
 impl Supervisor<'_> {
@@ -751,7 +751,7 @@ impl Supervisor<'_> {
             final_writes_until,
             started_by_name: false,
             limit_exceeded: stockade_policy::limits::exceeded(
-                &self.limits,
+                &self.limits.held,
                 oom_kills,
                 pids_refused,
                 signal,
@@ -971,7 +971,7 @@ fn supervise(plan: &Plan, signals: &SignalFd) -> Result<Settled, LauncherError> 
         buf: vec![0u8; 64 * 1024],
         killing_since: None,
         gave_up: None,
-        limits: applied.held,
+        limits: applied.planned,
     };
     loop {
         sup.on_children();
