@@ -195,7 +195,7 @@ fn confine(request: &LaunchRequest) -> Result<Achieved, RunnerError> {
     // Who is outside is known now, before the session changes: the parent and its group,
     // and, where Landlock will not scope signals to the sandbox, every ancestor.
     let scoped = ruleset::kernel_abi() >= ruleset::SIGNAL_SCOPE_ABI;
-    let mut outside = seccomp::Outside::of_parent(new_session, !scoped);
+    let mut outside = seccomp::Outside::of_parent(new_session, scoped);
     // Checked only when promised: the check is a few system calls, and a runner started
     // without the stage must not pay for it. Before the filter, which refuses the
     // netlink socket the network namespace's check reads interfaces through.

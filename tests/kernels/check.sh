@@ -404,6 +404,18 @@ if [ "${EXPECT_CGROUP_LIMITS:-0}" = 1 ]; then
     printf '%s' "$r" | grep -q '"text":"forked 4\\n".*"exceeded":null' &&
         ok "limits: within 16 processes, nothing exceeded (control)" ||
         bad "limits: within 16 processes: $r $(cat "$base/err")"
+    # A memory hog past its limit (a shell holding 64 MiB in a variable, 40 MiB
+    # allowed): the group's out-of-memory killer ends it, and the verdict names it.
+    # Control: 4 MiB under the same limit.
+    hog='x=$(head -c $1 /dev/zero | tr "\0" a); echo held ${#x}'
+    r=$("$S" run --json --mode $lm --max-memory 40M -- sh -c "$hog" sh 67108864 2>"$base/err")
+    printf '%s' "$r" | grep -q '"exceeded":"memory"' &&
+        ok "limits: past 40 MiB, exceeded memory" ||
+        bad "limits: past 40 MiB: $r $(cat "$base/err")"
+    r=$("$S" run --json --mode $lm --max-memory 40M -- sh -c "$hog" sh 4194304 2>"$base/err")
+    printf '%s' "$r" | grep -q '"text":"held 4194304\\n".*"exceeded":null' &&
+        ok "limits: within 40 MiB, nothing exceeded (control)" ||
+        bad "limits: within 40 MiB: $r $(cat "$base/err")"
 else
     echo "KM skip limits in a cgroup with the controllers: EXPECT_CGROUP_LIMITS not set"
 fi

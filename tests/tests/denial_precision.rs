@@ -286,8 +286,11 @@ fn measure(fx: Fixture, audit: bool) -> Vec<String> {
             (false, true) => fp += 1,
             (true, false) => fn_ += 1,
         }
-        // Only the records read without the stage name every refusal.
-        let excused = (c.known_miss || as_root) && (!audit || staged);
+        // The records read name every refusal but the relative write under the stage
+        // (its read-only mount refuses before Landlock is asked): `kill 1` as root is
+        // named with the stage too (Landlock's scope refuses the stage's init, the
+        // runner's parent, and records it).
+        let excused = (c.known_miss && (!audit || staged)) || (as_root && !audit);
         if audit && v["attribution"]["evidence"] != "audit" {
             wrong.push(format!(
                 "{}: evidence not audit: {}",

@@ -89,9 +89,12 @@ enum Label {
     /// EPERM when the flags in this argument ask for TCP Fast Open.
     FastOpen(u32),
     /// EPERM when the pid in the first argument names a process outside (see
-    /// [`Outside`]): the signal calls. Loads it for [`Label::Targets`].
+    /// [`Outside`]): the signal calls. Loads it for [`Label::SignalTargets`].
     SignalTarget,
-    /// EPERM when the accumulator holds a pid outside, allow otherwise.
+    /// EPERM when the accumulator holds a pid the signal calls may not name
+    /// ([`Outside::signal_targets`]), allow otherwise.
+    SignalTargets,
+    /// EPERM when the accumulator holds a pid outside, allow otherwise (`F_SETOWN`).
     Targets,
     /// `fcntl(F_SETOWN)` to a process outside, or `F_SETOWN_EX` (whose pid is in memory):
     /// the owner of a descriptor is sent SIGIO, or the signal F_SETSIG names, on I/O.
@@ -576,6 +579,7 @@ fn blocks(
     // come after both.
     block(Fcntl, &signals::fcntl());
     block(SignalTarget, &signals::signal_target());
+    block(SignalTargets, &signals::targets(&outside.signal_targets()));
     block(Targets, &signals::targets(&outside.targets()));
     // Last: classic BPF only jumps forwards.
     block(Allow, &[ret(RET_ALLOW)]);

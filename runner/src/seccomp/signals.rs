@@ -36,6 +36,16 @@
 //!   only tells when it exits (`pidfd_getfd`, `process_madvise`, `setns` are refused
 //!   elsewhere).
 //!
+//! Where Landlock's signal scope holds (ABI 6), the signal calls leave the parent (and
+//! the leader of its group), named as a process, to it: the scope refuses them too, and
+//! only its refusal leaves an audit record that names it (`kill 1` under the stage,
+//! whose init is the parent, was an unexplained `Operation not permitted`). Everything
+//! else stays the filter's too: `-1`, the groups (the scope lets a signal to a group
+//! through when any member is the command's own), `kill(0, ...)`, the supervisor (which
+//! the scope does not cover: it runs in the command's domain), and `F_SETOWN` to the
+//! parent (the scope judges only the SIGIO when it is sent, so the filter's refusal at
+//! `fcntl` is the earlier one).
+//!
 //! What stays open below ABI 6 without the stage: any other process of the same user
 //! that is not an ancestor (a sibling, a cousin, an ancestor's other threads by their
 //! thread ids) named by its explicit pid. The `signals` guarantee says so in its note.
@@ -69,6 +79,10 @@ pub struct Outside {
     /// The runner's own metadata supervisor (`crate::notify`), the command's parent
     /// where it runs: refused as a process.
     pub supervisor: Option<i32>,
+    /// Whether Landlock's signal scope holds for the command: the signal calls then
+    /// leave the parent, and its group's leader, named as processes to it
+    /// ([`Outside::signal_targets`]).
+    pub scoped: bool,
     /// Whether the supervisor leads a process group the command is not in (it leaves
     /// the executor's group for one of its own, or the command starts a new session):
     /// that group is then refused too, and may not be joined (from inside it,
@@ -79,14 +93,17 @@ pub struct Outside {
 
 impl Outside {
     /// The runner's parent as it is now, for a runner that starts a new session
-    /// (`new_session`) or stays in its process group, with the parent's ancestors when
-    /// `ancestors` asks (a kernel without Landlock's signal scope).
-    pub fn of_parent(new_session: bool, ancestors: bool) -> Outside {
+    /// (`new_session`) or stays in its process group, with the parent's ancestors where
+    /// Landlock's signal scope will not hold (`scoped` false).
+    pub fn of_parent(new_session: bool, scoped: bool) -> Outside {
         // 0: the parent lives outside this pid namespace (the stage's), where nothing
         // can name it anyway.
         let ppid = getppid().as_raw();
         if ppid <= 0 {
-            return Outside::default();
+            return Outside {
+                scoped,
+                ..Outside::default()
+            };
         }
         let group = getpgid(Some(Pid::from_raw(ppid)))
             .ok()
@@ -96,12 +113,13 @@ impl Outside {
             parent: Some(ppid),
             parent_group: group,
             shares_group: !new_session && group == Some(getpgrp().as_raw()),
-            ancestors: if ancestors {
-                ancestors_of(ppid)
-            } else {
+            ancestors: if scoped {
                 Vec::new()
+            } else {
+                ancestors_of(ppid)
             },
             supervisor: None,
+            scoped,
             supervisor_group: false,
         }
     }
@@ -144,6 +162,24 @@ impl Outside {
         let mut words: Vec<u32> = pids.into_iter().map(|p| p as u32).collect();
         words.sort_unstable();
         words.dedup();
+        words
+    }
+
+    /// The pid arguments the signal calls must not carry: [`Outside::targets`], less
+    /// the parent and its group's leader as processes where Landlock's scope refuses
+    /// them (and records it). The supervisor stays: it is in the command's domain.
+    pub fn signal_targets(&self) -> Vec<u32> {
+        let mut words = self.targets();
+        if self.scoped {
+            let to_scope = |p: i32| Some(p) != self.supervisor && p > 0;
+            let left: Vec<u32> = [self.parent, self.parent_group]
+                .into_iter()
+                .flatten()
+                .filter(|&p| to_scope(p))
+                .map(|p| p as u32)
+                .collect();
+            words.retain(|w| !left.contains(w));
+        }
         words
     }
 }
@@ -209,14 +245,15 @@ pub(super) fn targets(targets: &[u32]) -> Code<Label> {
     code
 }
 
-/// The signal calls: the pid (or thread group) in the first argument, to [`targets`].
+/// The signal calls: the pid (or thread group) in the first argument, to [`targets`]
+/// of [`Outside::signal_targets`].
 pub(super) fn signal_target() -> [Insn<Label>; 2] {
-    to_targets(load_arg(0))
+    to_targets(load_arg(0), Label::SignalTargets)
 }
 
-/// Loads a pid and goes to [`targets`].
-fn to_targets(load: Insn<Label>) -> [Insn<Label>; 2] {
-    let check = To::Label(Label::Targets);
+/// Loads a pid and goes to the compares at `targets`.
+fn to_targets(load: Insn<Label>, targets: Label) -> [Insn<Label>; 2] {
+    let check = To::Label(targets);
     // Either way: classic BPF's conditional jump, used as an unconditional one.
     [load, (JEQ_K, 0, check, check)]
 }
@@ -229,7 +266,7 @@ pub(super) fn fcntl() -> Code<Label> {
         (JEQ_K, F_SETOWN_EX, EPERM, To::Next),
         (JEQ_K, libc::F_SETOWN as u32, To::Next, ALLOW),
     ];
-    code.extend(to_targets(load_arg(2)));
+    code.extend(to_targets(load_arg(2), Label::Targets));
     code
 }
 
