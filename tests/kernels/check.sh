@@ -332,6 +332,23 @@ JOINED
         bad "abstract unconfined control: $r"
     kill $s1 $s2 $s3
 
+    # --- the stage's masks: a hidden directory covered by an empty read-only mount ----
+    # Kernels before 6.15 refuse to clone the detached mask source; the stage then
+    # attaches it first (launcher/src/stage/mounts.rs). Control: the same directory
+    # unhidden is no mount of its own.
+    mkdir -p "$base/mw/h" && : >"$base/mw/h/inside"
+    mounted() { awk -v p="$base/mw/h" '$5 == p && / - tmpfs /' | grep -c .; }
+    r=$("$S" run --mode read-only --no-default-hide --workspace "$base/mw" --hide "$base/mw/h" \
+        -- sh -c 'cat /proc/self/mountinfo; ls -A "$1"' sh "$base/mw/h" 2>"$base/err")
+    [ "$(printf '%s\n' "$r" | mounted)" = 1 ] && ! printf '%s\n' "$r" | grep -qx inside &&
+        ok "stage: a hidden directory is masked by an empty mount" ||
+        bad "stage: no mask on the hidden directory: $(printf '%s' "$r" | grep -c .) lines, $(cat "$base/err")"
+    r=$("$S" run --mode read-only --no-default-hide --workspace "$base/mw" \
+        -- sh -c 'cat /proc/self/mountinfo; ls -A "$1"' sh "$base/mw/h" 2>"$base/err")
+    [ "$(printf '%s\n' "$r" | mounted)" = 0 ] && printf '%s\n' "$r" | grep -qx inside &&
+        ok "stage: unhidden, the directory is itself (control)" ||
+        bad "stage: the unhidden directory: $(cat "$base/err")"
+
     # --- the policy model against this kernel ---------------------------------------
     # Random trees and policies, confined for real with and without the stage, every
     # operation performed inside and compared with what stockade_policy::model answers

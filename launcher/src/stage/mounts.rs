@@ -208,7 +208,7 @@ pub(super) fn mounts(spec: &MountPlan, runner: &[OsString]) -> Result<(), StageE
         .chain(cwd.as_deref())
         .chain(runner_program)
         .collect();
-    mask_hidden(&spec.mask, &keep);
+    mask_hidden(&spec.mask, &keep)?;
     if let Some(cwd) = cwd {
         std::env::set_current_dir(&cwd).map_err(|e| StageError {
             what: format!(
@@ -440,53 +440,120 @@ fn mask_source() -> Option<std::os::fd::OwnedFd> {
 /// `stockade_policy::stage::maskable`). Best effort by design: the runner looks at
 /// each hidden path itself and hides whatever it does not find covered with its Landlock
 /// carve-out, so a path this cannot cover (gone, a link now, a kernel without the mount
-/// calls) is still hidden, only at the carve-out's cost.
-fn mask_hidden(paths: &[PathBuf], keep: &[&Path]) {
-    use std::os::fd::AsRawFd;
-    let paths: Vec<&PathBuf> = paths
+/// calls) is still hidden, only at the carve-out's cost. The one error: a mount the
+/// masks needed for the while that could not be taken off again.
+fn mask_hidden(paths: &[PathBuf], keep: &[&Path]) -> Result<(), StageError> {
+    // A link (planted since confine) is left alone: the mount would land on its target.
+    // What a link on the way leads to is the runner's to find out.
+    let targets: Vec<(&Path, bool)> = paths
         .iter()
         .filter(|p| stockade_policy::stage::maskable(p, keep))
+        .filter_map(|p| {
+            let meta = p.symlink_metadata().ok()?;
+            (!meta.file_type().is_symlink()).then_some((p.as_path(), meta.is_dir()))
+        })
         .collect();
-    if paths.is_empty() {
-        return;
+    if targets.is_empty() {
+        return Ok(());
     }
     let Some(source) = mask_source() else {
-        return;
+        return Ok(());
     };
-    for path in paths {
-        // A link (planted since confine) is left alone: the mount would land on its
-        // target. What a link on the way leads to is the runner's to find out.
-        let Ok(meta) = path.symlink_metadata() else {
-            continue;
-        };
-        if meta.file_type().is_symlink() {
-            continue;
-        }
-        let from = if meta.is_dir() { c"d" } else { c"f" };
-        let Ok(target) = cstr(path) else {
-            continue;
-        };
-        // SAFETY: descriptors owned here and NUL-terminated strings that outlive the
-        // calls; the kernel returns a new descriptor or -1.
-        unsafe {
-            let Some(copy) = owned(libc::syscall(
-                libc::SYS_open_tree,
-                source.as_raw_fd(),
-                from.as_ptr(),
-                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC,
-            )) else {
-                continue;
-            };
-            libc::syscall(
-                libc::SYS_move_mount,
-                copy.as_raw_fd(),
-                c"".as_ptr(),
-                libc::AT_FDCWD,
-                target.as_ptr(),
-                MOVE_MOUNT_F_EMPTY_PATH,
-            );
+    // Kernels before 6.15 refuse to clone a mount that is attached nowhere: there the
+    // source is attached for the while on a directory apart from every hidden path.
+    let anchor = match clone_mask(&source, true) {
+        Some(_) => None,
+        None => match attach_source(&source, &targets) {
+            Some(anchor) => Some(anchor),
+            None => return Ok(()),
+        },
+    };
+    for &(path, is_dir) in &targets {
+        if let Some(copy) = clone_mask(&source, is_dir) {
+            move_onto(&copy, path);
         }
     }
+    match anchor {
+        Some(anchor) => detach(anchor),
+        None => Ok(()),
+    }
+}
+
+/// A copy of the mask source's empty directory (`is_dir`) or file, attached nowhere.
+fn clone_mask(source: &std::os::fd::OwnedFd, is_dir: bool) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    let from = if is_dir { c"d" } else { c"f" };
+    // SAFETY: a descriptor owned by the caller and a NUL-terminated name; the kernel
+    // returns a new descriptor or -1.
+    owned(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            source.as_raw_fd(),
+            from.as_ptr(),
+            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC,
+        )
+    })
+}
+
+/// Attaches the mount behind `mount` (a descriptor of a mount attached nowhere) at
+/// `target`; whether it did.
+fn move_onto(mount: &std::os::fd::OwnedFd, target: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(target) = cstr(target) else {
+        return false;
+    };
+    // SAFETY: a descriptor owned by the caller and NUL-terminated strings that outlive
+    // the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            mount.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        ) == 0
+    }
+}
+
+/// Directories the mask source may be attached on while the masks are copied from it,
+/// in order: ones the stage itself made or that hold no command's files, covered only
+/// until [`detach`].
+const ANCHORS: [&str; 6] = ["/proc", "/sys", "/run", "/mnt", "/var", "/usr"];
+
+/// Attaches the mask source on the first of [`ANCHORS`] that is a directory neither
+/// above nor beneath a hidden path of `targets` (where it would cover one, or be
+/// covered), so that it can be cloned on kernels that clone only attached mounts: that
+/// directory, or `None` when none would do or the mount failed.
+fn attach_source(
+    source: &std::os::fd::OwnedFd,
+    targets: &[(&Path, bool)],
+) -> Option<&'static Path> {
+    let apart = |anchor: &Path| {
+        targets
+            .iter()
+            .all(|(t, _)| !t.starts_with(anchor) && !anchor.starts_with(t))
+    };
+    let anchor = ANCHORS
+        .iter()
+        .map(Path::new)
+        .find(|a| a.symlink_metadata().is_ok_and(|m| m.is_dir()) && apart(a))?;
+    move_onto(source, anchor).then_some(anchor)
+}
+
+/// Takes the mask source off `anchor` again, uncovering what was there (the masks
+/// copied from it stay). Failing here would leave the command a `/proc` or `/usr` that
+/// is not there: an error, never a run.
+fn detach(anchor: &Path) -> Result<(), StageError> {
+    let at = cstr(anchor)?;
+    // SAFETY: a NUL-terminated path that outlives the call.
+    let r = unsafe { libc::umount2(at.as_ptr(), libc::MNT_DETACH) };
+    check(r.into(), || {
+        format!(
+            "cannot take the masks' source off {} again",
+            anchor.display()
+        )
+    })
 }
 
 /// Whether a protected path (or a directory above one) vanished since `confine` looked,

@@ -151,9 +151,9 @@ fn xattrs_supported(dir: &Path) -> bool {
 }
 
 /// Whether the namespace stage covers a hidden directory with its empty mount here: the
-/// model cannot know it (the stage makes its masks by cloning a detached mount, which
-/// older kernels refuse, and then leaves hidden paths to the carve-out), so it is asked
-/// once, of a staged run reading its own mount table.
+/// model cannot know it (a kernel without the new mount calls gets none, and the
+/// carve-out hides every path), so it is asked once, of a staged run reading its own
+/// mount table.
 fn masks_made(fx: &Harness) -> bool {
     let dir = fx.root.join("masks");
     let hidden = dir.join("h");
