@@ -433,6 +433,41 @@ if [ "${EXPECT_CGROUP_LIMITS:-0}" = 1 ]; then
     printf '%s' "$r" | grep -q '"text":"held 4194304\\n".*"exceeded":null' &&
         ok "limits: within 40 MiB, nothing exceeded (control)" ||
         bad "limits: within 40 MiB: $r $(cat "$base/err")"
+    # The same as an ordinary user (uid 1000) with a delegated group, as a service
+    # manager gives one: the user owns u1000 (controllers enabled for its children by
+    # root) and starts in u1000/session, which stays root's, so stockade makes its
+    # group beside the session (the kernel's rule: no processes where controllers are
+    # handed down).
+    cg=/sys/fs/cgroup/u1000
+    home=$base/home-u
+    if mkdir -p "$cg/session" "$home/ws" &&
+        echo "+memory +pids" >"$cg/cgroup.subtree_control" &&
+        chown 1000:1000 "$cg" "$cg/cgroup.procs" "$cg/cgroup.subtree_control" "$cg/cgroup.threads" &&
+        chown -R 1000:1000 "$home"; then
+        # The command line in $1 runs as uid 1000 through su, from its workspace.
+        grep -q '^u:' /etc/passwd 2>/dev/null || {
+            echo "u:x:1000:1000::$home:/bin/sh" >>/etc/passwd
+            echo "u:x:1000:" >>/etc/group
+        }
+        as_user() {
+            printf '%s\n' "$1" >"$home/job"
+            sh -c 'echo $$ >/sys/fs/cgroup/u1000/session/cgroup.procs &&
+                exec su -s /bin/sh u -c "cd $0/ws && HOME=$0 sh $0/job"' "$home"
+        }
+        r=$(as_user "$S run --json --mode $lm -- true" 2>"$base/err")
+        for k in memory:cgroup-memory processes:cgroup-pids; do
+            printf '%s' "$r" | grep -q '"containment":"cgroup"' &&
+                printf '%s' "$r" | grep -q "\"kind\":\"${k%%:*}\",\"value\":[0-9]*,\"by\":\"${k#*:}\",\"caveat\":null,\"default\":true" &&
+                ok "limits: as uid 1000, the ${k%%:*} default is held by its delegated group" ||
+                bad "limits: as uid 1000, the ${k%%:*} default: $r $(cat "$base/err")"
+        done
+        r=$(as_user "$S run --json --mode $lm --max-processes 16 -- sh -c '$fork' sh 40" 2>"$base/err")
+        printf '%s' "$r" | grep -q '"by":"cgroup-pids"' && printf '%s' "$r" | grep -q '"exceeded":"processes"' &&
+            ok "limits: as uid 1000, past 16 processes in its group, exceeded processes" ||
+            bad "limits: as uid 1000, past 16 processes: $r $(cat "$base/err")"
+    else
+        bad "limits: cannot delegate $cg to uid 1000"
+    fi
 else
     echo "KM skip limits in a cgroup with the controllers: EXPECT_CGROUP_LIMITS not set"
 fi
