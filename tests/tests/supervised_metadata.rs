@@ -69,6 +69,7 @@ fn calls(file: &str) -> Vec<Vec<String>> {
         v(&["chmod", "/proc/self/fd/0", "604"]),
         v(&["chmod", "/dev/stdin", "606"]),
         v(&["fd-metadata", "0", "660"]),
+        v(&["futimesat-fd", "0"]),
         v(&["chown-self", file]),
         v(&["touch", file]),
     ]

@@ -107,9 +107,12 @@ fn decode(nr: i64, a: [u64; 6]) -> Option<Call> {
         libc::SYS_utime => at(cwd, a[0], 0, Change::Times(a[1], TimesLayout::Utimbuf)),
         #[cfg(target_arch = "x86_64")]
         libc::SYS_utimes => at(cwd, a[0], 0, Change::Times(a[1], TimesLayout::Timeval)),
+        // A null path changes the descriptor's file, for futimesat as for utimensat
+        // (where no flags are allowed then).
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_futimesat if a[1] == 0 => on_fd(a[0], Change::Times(a[2], TimesLayout::Timeval)),
         #[cfg(target_arch = "x86_64")]
         libc::SYS_futimesat => at(a[0], a[1], 0, Change::Times(a[2], TimesLayout::Timeval)),
-        // A null path changes the descriptor's file (no flags allowed then).
         libc::SYS_utimensat if a[1] == 0 => on_fd(a[0], Change::Times(a[2], TimesLayout::Timespec)),
         libc::SYS_utimensat => at(a[0], a[1], a[3], Change::Times(a[2], TimesLayout::Timespec)),
         _ => return None,
@@ -538,6 +541,13 @@ mod tests {
         // utimensat with a null path is the descriptor's own file.
         let c = decode(libc::SYS_utimensat, [5, 0, 0, 0, 0, 0]).unwrap();
         assert_eq!((c.dirfd, c.path), (5, None));
+        #[cfg(target_arch = "x86_64")]
+        {
+            let c = decode(libc::SYS_futimesat, [6, 0, 0, 0, 0, 0]).unwrap();
+            assert_eq!((c.dirfd, c.path), (6, None));
+            let c = decode(libc::SYS_futimesat, [6, path, 0, 0, 0, 0]).unwrap();
+            assert_eq!((c.dirfd, c.path), (6, Some(path)));
+        }
         assert!(decode(libc::SYS_openat, [0; 6]).is_none());
     }
 
