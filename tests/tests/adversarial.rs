@@ -1255,3 +1255,37 @@ fn keep_fd_keeps_only_the_descriptors_it_names() {
         assert!(listed.contains(&fd), "{fd} missing unconfined: {all}");
     }
 }
+
+#[test]
+fn a_lease_and_a_filesystem_wide_key_removal_are_refused_by_the_filter() {
+    // A read lease on a file of the caller's (outside the roots, where the command may
+    // read) would stall whoever opens it for writing; the key removal acts on the whole
+    // filesystem. The filter refuses both with EPERM, in every confined mode, with and
+    // without the stage.
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let file = fx.outside.join("leased");
+        std::fs::write(&file, "x\n").unwrap();
+        let f = file.to_str().unwrap();
+        for mode in [RO, WS] {
+            let what = format!("{mode}, stage {}", fx.stage);
+            assert_eq!(
+                attack(&fx, mode, &[], &["setlease", f]),
+                "errno EPERM",
+                "{what}"
+            );
+            assert_eq!(
+                attack(&fx, mode, &[], &["remove-encryption-key", f]),
+                "errno EPERM",
+                "{what}"
+            );
+        }
+        // Controls: unconfined the lease is granted, and the key removal reaches the
+        // filesystem, which answers for itself (no encryption here: not EPERM).
+        assert_eq!(attack(&fx, DANGER, &[], &["setlease", f]), "ok");
+        let removal = attack(&fx, DANGER, &[], &["remove-encryption-key", f]);
+        assert!(
+            removal.starts_with("errno ") && removal != "errno EPERM",
+            "{removal}"
+        );
+    }
+}

@@ -296,15 +296,27 @@ pub(crate) const OTHER_METADATA: &[i64] = &[
 /// with a 4-byte size), `FS_IOC_FSSETXATTR`, and the two that set a flag for good on
 /// a file or empty directory its owner may only read: `FS_IOC_SET_ENCRYPTION_POLICY`
 /// (no file can be created in the directory without the key any more) and
-/// `FS_IOC_ENABLE_VERITY` (the file can no longer be written). Landlock governs no
-/// ioctl on a file that is not a device, and a read-only descriptor is all they need.
-pub(crate) const SETATTR_IOCTLS: [u32; 5] = [
+/// `FS_IOC_ENABLE_VERITY` (the file can no longer be written); `FS_IOC_SETVERSION`
+/// (and its 32-bit twin: the inode's generation, which NFS file handles carry) and
+/// btrfs's `BTRFS_IOC_SUBVOL_SETFLAGS` (a subvolume made read-only for good, by its
+/// owner). Landlock governs no ioctl on a file that is not a device, and a read-only
+/// descriptor is all they need.
+pub(crate) const SETATTR_IOCTLS: [u32; 8] = [
     0x4008_6602,
     0x4004_6602,
     0x401c_5820,
     0x800c_6613,
     0x4080_6685,
+    0x4008_7602,
+    0x4004_7602,
+    0x4008_941a,
 ];
+
+/// `FS_IOC_REMOVE_ENCRYPTION_KEY` and its `_ALL_USERS` form: they act on the whole
+/// filesystem the descriptor is on, whatever file it names, so a descriptor inside the
+/// workspace would lock the user's encrypted directories elsewhere. Refused in every
+/// confined mode.
+pub(crate) const FILESYSTEM_IOCTLS: [u32; 2] = [0xc040_6618, 0xc040_6619];
 
 /// Calls addressed by a pid that change another process (its limits, scheduling,
 /// memory placement) or read its state: allowed only on the caller itself (pid 0).
@@ -624,11 +636,12 @@ fn inet_socket_checks(policy: &Policy, netns: bool) -> Option<Vec<bpf::Insn<Labe
     })
 }
 
-/// The ioctl block: TIOCSTI, owner and process-group changes, the console's ioctl,
-/// and in read-only mode the attribute-setting ioctls.
+/// The ioctl block: TIOCSTI, the filesystem-wide key removal, owner and process-group
+/// changes, the console's ioctl, and in read-only mode the attribute-setting ioctls.
 fn ioctl_checks(policy: &Policy) -> Vec<bpf::Insn<Label>> {
     // The ioctl command is an unsigned int in the kernel.
     let mut ioctl = vec![load_arg(1), (JEQ_K, TIOCSTI, EPERM, To::Next)];
+    ioctl.extend(FILESYSTEM_IOCTLS.map(|cmd| (JEQ_K, cmd, EPERM, To::Next)));
     if policy.mode() == Mode::ReadOnly {
         ioctl.extend(SETATTR_IOCTLS.map(|cmd| (JEQ_K, cmd, EPERM, To::Next)));
     }

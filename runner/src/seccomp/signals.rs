@@ -258,12 +258,15 @@ fn to_targets(load: Insn<Label>, targets: Label) -> [Insn<Label>; 2] {
     [load, (JEQ_K, 0, check, check)]
 }
 
-/// `fcntl(fd, cmd, arg)`: `F_SETOWN_EX` refused, `F_SETOWN`'s argument (an `int`
-/// there) loaded and checked by [`targets`], every other command allowed.
+/// `fcntl(fd, cmd, arg)`: `F_SETOWN_EX` and `F_SETLEASE` refused, `F_SETOWN`'s
+/// argument (an `int` there) loaded and checked by [`targets`], every other command
+/// allowed. A lease on a file of the user's outside the roots (any file it owns) would
+/// stall every process outside that opens it for writing for the lease-break time.
 pub(super) fn fcntl() -> Code<Label> {
     let mut code = vec![
         load_arg(1),
         (JEQ_K, F_SETOWN_EX, EPERM, To::Next),
+        (JEQ_K, libc::F_SETLEASE as u32, EPERM, To::Next),
         (JEQ_K, libc::F_SETOWN as u32, To::Next, ALLOW),
     ];
     code.extend(to_targets(load_arg(2), Label::Targets));

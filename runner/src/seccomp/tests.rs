@@ -64,7 +64,10 @@ fn signal_rules(outside: &Outside) -> Result<Rules, RunnerError> {
     ] {
         rules.insert(nr, by_arg(0)?);
     }
-    let mut fcntl = vec![rule(vec![cond(1, Len::Dword, Op::Eq, 15)?])?];
+    let mut fcntl = vec![
+        rule(vec![cond(1, Len::Dword, Op::Eq, 15)?])?,
+        rule(vec![cond(1, Len::Dword, Op::Eq, 1024)?])?,
+    ];
     for &t in &targets {
         fcntl.push(rule(vec![
             cond(1, Len::Dword, Op::Eq, libc::F_SETOWN as u64)?,
@@ -141,6 +144,8 @@ fn privileged_rules() -> Result<Rules, RunnerError> {
             rule(vec![cond(1, Len::Dword, Op::Eq, TIOCLINUX)?])?,
             rule(vec![cond(1, Len::Dword, Op::Eq, FIOSETOWN)?])?,
             rule(vec![cond(1, Len::Dword, Op::Eq, SIOCSPGRP)?])?,
+            rule(vec![cond(1, Len::Dword, Op::Eq, 0xc040_6618)?])?,
+            rule(vec![cond(1, Len::Dword, Op::Eq, 0xc040_6619)?])?,
         ],
     );
     Ok(rules)
@@ -153,6 +158,8 @@ fn read_only_ioctl_rules() -> Result<Vec<SeccompRule>, RunnerError> {
         rule(vec![cond(1, Len::Dword, Op::Eq, TIOCLINUX)?])?,
         rule(vec![cond(1, Len::Dword, Op::Eq, FIOSETOWN)?])?,
         rule(vec![cond(1, Len::Dword, Op::Eq, SIOCSPGRP)?])?,
+        rule(vec![cond(1, Len::Dword, Op::Eq, 0xc040_6618)?])?,
+        rule(vec![cond(1, Len::Dword, Op::Eq, 0xc040_6619)?])?,
     ];
     for cmd in SETATTR_IOCTLS {
         rules.push(rule(vec![cond(1, Len::Dword, Op::Eq, cmd as u64)?])?);
@@ -955,6 +962,14 @@ mod table {
         ("ioctl FS_IOC32_SETFLAGS", 16, [3, 0x4004_6602, 0, 0], RO_P),
         ("ioctl FS_IOC_FSSETXATTR", 16, [3, 0x401c_5820, 0, 0], RO_P),
         ("ioctl FS_IOC_GETFLAGS", 16, [3, 0x8008_6601, 0, 0], ALL_A),
+        ("ioctl FS_IOC_SETVERSION", 16, [3, 0x4008_7602, 0, 0], RO_P),
+        ("ioctl FS_IOC32_SETVERSION", 16, [3, 0x4004_7602, 0, 0], RO_P),
+        ("ioctl FS_IOC_GETVERSION", 16, [3, 0x8008_7601, 0, 0], ALL_A),
+        ("ioctl BTRFS_IOC_SUBVOL_SETFLAGS", 16, [3, 0x4008_941a, 0, 0], RO_P),
+        ("ioctl BTRFS_IOC_SUBVOL_GETFLAGS", 16, [3, 0x8008_9419, 0, 0], ALL_A),
+        ("ioctl FS_IOC_REMOVE_ENCRYPTION_KEY", 16, [3, 0xc040_6618, 0, 0], ALL_P),
+        ("ioctl FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS", 16, [3, 0xc040_6619, 0, 0], ALL_P),
+        ("ioctl FS_IOC_ADD_ENCRYPTION_KEY", 16, [3, 0xc050_6617, 0, 0], ALL_A),
         // Extended attributes and ACLs: never written ("not supported").
         ("setxattr", 188, [0; 4], ALL_O),
         ("lsetxattr", 189, [0; 4], ALL_O),
@@ -1022,6 +1037,9 @@ mod table {
         ("fcntl F_SETOWN another", 72, [3, 8, 1234, 0], ALL_A),
         ("fcntl F_SETOWN_EX", 72, [3, 15, 0x7ffd_0000, 0], ALL_P),
         ("fcntl F_GETOWN", 72, [3, 9, 4321, 0], ALL_A),
+        ("fcntl F_SETLEASE", 72, [3, 1024, 0, 0], ALL_P),
+        ("fcntl F_SETLEASE high bits", 72, [3, 0x1_0000_0400, 1, 0], ALL_P),
+        ("fcntl F_GETLEASE", 72, [3, 1025, 0, 0], ALL_A),
         ("fcntl F_SETSIG", 72, [3, 10, 9, 0], ALL_A),
         ("fcntl F_SETFL", 72, [3, 4, 4321, 0], ALL_A),
         ("fcntl F_DUPFD 4321", 72, [3, 0, 4321, 0], ALL_A),

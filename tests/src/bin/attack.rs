@@ -540,6 +540,21 @@ fn futimesat_fd(fd: i32) -> ! {
     }
 }
 
+/// A read lease on `path` (opened for reading): while it is held, whoever opens the
+/// file for writing waits for the lease-break time.
+fn setlease(path: &str) -> ! {
+    let fd = must(open_flags(path, libc::O_RDONLY));
+    report(unsafe { libc::fcntl(fd as i32, libc::F_SETLEASE, libc::F_RDLCK) } as i64)
+}
+
+/// `FS_IOC_REMOVE_ENCRYPTION_KEY` through `path` (opened for reading) with an all-zero
+/// argument: a filesystem-wide call, whatever file the descriptor names.
+fn remove_encryption_key(path: &str) -> ! {
+    let fd = must(open_flags(path, libc::O_RDONLY));
+    let mut arg = [0u8; 64];
+    report(unsafe { libc::ioctl(fd as i32, 0xc040_6618, arg.as_mut_ptr()) } as i64)
+}
+
 /// Changes the owner to the caller's own uid and gid (allowed to any owner).
 fn chown_self(path: &str) -> ! {
     let p = c(path);
@@ -1001,6 +1016,8 @@ fn main() {
         "fchmod" => fchmod_path(arg(&args, 1), octal(&args, 2)),
         "fd-metadata" => fd_metadata(num(&args, 1), octal(&args, 2)),
         "futimesat-fd" => futimesat_fd(num(&args, 1)),
+        "setlease" => setlease(arg(&args, 1)),
+        "remove-encryption-key" => remove_encryption_key(arg(&args, 1)),
         "chown-self" => chown_self(arg(&args, 1)),
         "touch" => touch(arg(&args, 1)),
         "setxattr" => setxattr(arg(&args, 1), arg(&args, 2)),
