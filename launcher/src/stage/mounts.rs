@@ -459,9 +459,11 @@ fn mask_hidden(paths: &[PathBuf], keep: &[&Path]) -> Result<(), StageError> {
     let Some(source) = mask_source() else {
         return Ok(());
     };
-    // Kernels before 6.15 refuse to clone a mount that is attached nowhere: there the
-    // source is attached for the while on a directory apart from every hidden path.
-    let anchor = match clone_mask(&source, true) {
+    // The first target's copy tells whether the kernel clones a mount attached nowhere.
+    // Kernels before 6.15 refuse to: there the source is attached for the while on a
+    // directory apart from every hidden path.
+    let mut first = clone_mask(&source, targets[0].1);
+    let anchor = match first {
         Some(_) => None,
         None => match attach_source(&source, &targets) {
             Some(anchor) => Some(anchor),
@@ -469,7 +471,7 @@ fn mask_hidden(paths: &[PathBuf], keep: &[&Path]) -> Result<(), StageError> {
         },
     };
     for &(path, is_dir) in &targets {
-        if let Some(copy) = clone_mask(&source, is_dir) {
+        if let Some(copy) = first.take().or_else(|| clone_mask(&source, is_dir)) {
             move_onto(&copy, path);
         }
     }
