@@ -61,6 +61,8 @@ pub enum LauncherError {
     BadSignal(String),
     /// Our own stdout is gone.
     WriteOutput(io::Error),
+    /// `stockade serve` cannot go on (its input, or its own file replaced).
+    Serve(String),
     /// A result could not be serialised as JSON.
     Json(serde_json::Error),
     /// A combination the launcher's own logic rules out happened after all.
@@ -147,6 +149,7 @@ impl fmt::Display for LauncherError {
                 "--signal {s:?} is not a signal name (like SIGKILL or KILL) or number"
             ),
             LauncherError::WriteOutput(e) => write!(f, "cannot write to stdout: {e}"),
+            LauncherError::Serve(why) => write!(f, "serve: {why}"),
             LauncherError::Json(e) => write!(f, "cannot serialise the result as JSON: {e}"),
             LauncherError::Internal(what) => write!(f, "internal error: {what}"),
             LauncherError::Journal(what) => write!(f, "journal: {what}"),

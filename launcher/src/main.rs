@@ -5,7 +5,8 @@
 //!   them, or captured into one JSON document with `--json`);
 //! - `probe` shows the kernel facts and which guarantees each mode would get here;
 //! - `classify` prints the verdict on a settled process spawned from a ConfinedArgv;
-//! - `explain` execs the runner's `--explain` on a request file.
+//! - `explain` execs the runner's `--explain` on a request file;
+//! - `serve` answers `confine` requests read from stdin, for a provider that keeps it alive.
 //!
 //! Every failure of stockade itself, usage errors included, prints one `stockade: ` line
 //! and exits 125 (126/127 when a command run without the runner cannot be started).
@@ -31,7 +32,7 @@ mod supervise;
 
 use clap::Parser;
 use commands::cli::{Cli, Command};
-use commands::{classify, confine, explain, outcome, probe, run};
+use commands::{classify, confine, explain, outcome, probe, run, serve};
 use std::io::Write;
 use stockade_policy::exit;
 
@@ -153,6 +154,7 @@ fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Classify(args) => classify::run(args),
         Command::Explain(args) => explain::run(args),
         Command::Outcome(args) => outcome::run(args),
+        Command::Serve(_) => serve::run(),
     };
     match result {
         Ok(code) => exit_status(code),

@@ -1125,7 +1125,7 @@ impl PolicyRequest {
         let mut not_followed = Vec::new();
         // Every default name lies in the same few directories (a home, `~/.config`): each
         // is looked at once, not once per name through it (350 `statx` per `confine`).
-        let mut node = Nodes::default();
+        let mut node = Nodes::listing(asked.iter().filter(|(_, d)| *d).map(|(p, _)| p.as_path()));
         for (path, default) in asked {
             let canonical = if default {
                 let Some(walked) = hidden::walk(&path, |p: &Path| node.of(p)) else {
@@ -1253,16 +1253,76 @@ fn moved_stores(
 const SHARED_WRITABLE: &[&str] = &[SHARED_TMP, "/var/tmp", "/dev/shm"];
 
 /// [`node`], each path asked once within one resolution.
+/// In a directory where many names are asked (a home: forty stores, most of them
+/// absent), the directory is listed once and a name it does not hold is missing without
+/// an `lstat` of its own; a directory that cannot be listed is asked name by name.
 #[derive(Default)]
-struct Nodes(std::collections::HashMap<PathBuf, hidden::Node>);
+struct Nodes {
+    nodes: std::collections::HashMap<PathBuf, hidden::Node>,
+    /// Directories worth listing (see [`LISTED_FROM`]), and their names once listed
+    /// (`None`: not listable).
+    listed:
+        std::collections::HashMap<PathBuf, Option<std::collections::HashSet<std::ffi::OsString>>>,
+}
+
+/// From how many names asked in one directory it is listed rather than asked name by
+/// name: a listing is one `getdents` for a few dozen entries, an `lstat` one per name.
+const LISTED_FROM: usize = 4;
 
 impl Nodes {
-    fn of(&mut self, path: &Path) -> hidden::Node {
-        self.0
-            .entry(path.to_path_buf())
-            .or_insert_with(|| node(path))
-            .clone()
+    /// Lists, when first asked there, each directory holding at least [`LISTED_FROM`]
+    /// of `paths`.
+    fn listing<'a>(paths: impl Iterator<Item = &'a Path>) -> Nodes {
+        let mut counts: std::collections::HashMap<&Path, usize> = Default::default();
+        for parent in paths.filter_map(Path::parent) {
+            *counts.entry(parent).or_default() += 1;
+        }
+        Nodes {
+            nodes: Default::default(),
+            listed: counts
+                .into_iter()
+                .filter(|&(_, n)| n >= LISTED_FROM)
+                .map(|(dir, _)| (dir.to_path_buf(), None))
+                .collect(),
+        }
     }
+
+    fn of(&mut self, path: &Path) -> hidden::Node {
+        if let Some(known) = self.nodes.get(path) {
+            return known.clone();
+        }
+        let found = if self.absent(path) {
+            hidden::Node::Missing
+        } else {
+            node(path)
+        };
+        self.nodes.insert(path.to_path_buf(), found.clone());
+        found
+    }
+
+    /// Whether the listing of `path`'s directory shows it absent.
+    fn absent(&mut self, path: &Path) -> bool {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        if matches!(self.listed.get(dir), Some(None)) {
+            match names_in(dir) {
+                Some(names) => self.listed.insert(dir.to_path_buf(), Some(names)),
+                None => self.listed.remove(dir),
+            };
+        }
+        self.listed
+            .get(dir)
+            .and_then(Option::as_ref)
+            .is_some_and(|names| !names.contains(name))
+    }
+}
+
+/// The names in the directory at `dir`, or `None` when it cannot be listed whole.
+fn names_in(dir: &Path) -> Option<std::collections::HashSet<std::ffi::OsString>> {
+    std::fs::read_dir(dir)
+        .and_then(|entries| entries.map(|e| e.map(|e| e.file_name())).collect())
+        .ok()
 }
 
 /// What `path` is, not following it: for [`hidden::walk`]. A path that cannot be
@@ -1311,6 +1371,40 @@ fn canonical_dir(path: &Path) -> Result<PathBuf, DirError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listed_directory_answers_as_a_look_at_each_name_would() {
+        let dir = tempdir();
+        let d = dir.as_path();
+        std::fs::write(d.join("file"), b"x").unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        std::os::unix::fs::symlink("file", d.join("link")).unwrap();
+        let names = ["file", "sub", "link", "gone", "also-gone", "sub/inner"];
+        let paths: Vec<PathBuf> = names.iter().map(|n| d.join(n)).collect();
+        let mut nodes = Nodes::listing(paths.iter().map(PathBuf::as_path));
+        assert!(nodes.listed.contains_key(d), "{:?}", nodes.listed.keys());
+        for path in &paths {
+            assert_eq!(nodes.of(path), node(path), "{}", path.display());
+        }
+        // The directory was listed, and a name made since then is not looked at again:
+        // one resolution answers from one moment.
+        assert!(matches!(nodes.listed.get(d), Some(Some(_))));
+        // Fewer names than LISTED_FROM in a directory: no listing.
+        let few = Nodes::listing([d.join("a"), d.join("sub/b")].iter().map(PathBuf::as_path));
+        assert!(few.listed.is_empty());
+        // A directory that cannot be listed is asked name by name.
+        assert!(names_in(&d.join("file")).is_none());
+        let mut through_file = Nodes::listing(
+            ["a", "b", "c", "d"]
+                .iter()
+                .map(|n| d.join("file").join(n))
+                .collect::<Vec<_>>()
+                .iter()
+                .map(PathBuf::as_path),
+        );
+        assert_eq!(through_file.of(&d.join("file/a")), hidden::Node::Missing);
+        assert!(through_file.listed.is_empty());
+    }
 
     fn tempdir() -> PathBuf {
         let base = std::env::temp_dir().join(format!(

@@ -4,7 +4,8 @@
 //!
 //! Every set is cleared, then read back: the target is only started when the permitted,
 //! effective, inheritable and ambient sets are empty (and the bounding set too, when the
-//! runner could clear it). With no_new_privs set and the permitted set empty, `execve`
+//! runner could clear it). The ambient set is read back for the kept capabilities only:
+//! the kernel keeps it within permitted and inheritable, which are read back whole. With no_new_privs set and the permitted set empty, `execve`
 //! grants nothing back, not even to uid 0.
 //!
 //! Keeping a set K instead: every set is made exactly K and read back the same way. The
@@ -331,14 +332,26 @@ pub fn restrict(keep: u64) -> Result<(), RunnerError> {
     exactly("effective", after.effective, keep)?;
     exactly("permitted", after.permitted, keep)?;
     exactly("inheritable", after.inheritable, keep)?;
-    // No single call reads the ambient and bounding sets.
-    let ambient = read_back("ambient", |cap| {
-        prctl(
+    // No single call reads the ambient set. Only the kept capabilities need asking: the
+    // kernel holds the ambient set within permitted and inheritable (every `capset`
+    // masks it so), and both were just read back as exactly `keep`.
+    let mut ambient = 0u64;
+    for cap in (0..=MAX_CAP).filter(|cap| keep & (1 << cap) != 0) {
+        let set = prctl(
             libc::PR_CAP_AMBIENT,
             libc::PR_CAP_AMBIENT_IS_SET as u32,
             cap,
         )
-    })?;
+        .map_err(|source| {
+            RunnerError::Capabilities(CapsError::Read {
+                set: Some("ambient"),
+                source,
+            })
+        })?;
+        if set == 1 {
+            ambient |= 1 << cap;
+        }
+    }
     exactly("ambient", ambient, keep)?;
     if can_bound {
         let bounding = read_back("bounding", |cap| prctl(libc::PR_CAPBSET_READ, cap, 0))?;

@@ -267,3 +267,22 @@ fn the_runners_help_and_man_page_examples_run_as_written() {
         );
     }
 }
+
+#[test]
+fn the_serve_help_example_runs_as_written() {
+    let fx = Fixture::new();
+    let serve = help_examples(&fx, "serve");
+    assert!(serve.contains("stockade serve"), "{serve}");
+    let out = bash(&fx, &serve);
+    assert_code(&out, 0);
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The argv it answered lists the workspace when spawned.
+    std::fs::write(fx.ws.join("listed"), b"").unwrap();
+    let ran = spawn_argv(&answer["confined"]);
+    assert_code(&ran, 0);
+    assert!(
+        text(&ran.stdout).contains("listed"),
+        "{}",
+        text(&ran.stdout)
+    );
+}

@@ -447,7 +447,71 @@ await test('the provider declares its Config schema with the defaults', async ()
   assert.equal(config.confineTimeoutMs, 5000)
   assert.deepEqual(config.keepEnv, [])
   assert.equal(config.inheritEnv, 'filtered')
+  assert.equal(config.confineServer, true)
   assert.throws(() => StockadeSandboxProvider.Config({ inheritEnv: 'everything' }))
+})
+
+// Host pids of `STOCKADE serve` processes (the provider's kept confine server).
+const serverPids = () => readdirSync('/proc').filter((n) => /^\d+$/.test(n)).filter((pid) => {
+  try {
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+    return argv[0] === STOCKADE && argv[1] === 'serve'
+  } catch {
+    return false
+  }
+})
+const waitFor = async (what, ok) => {
+  for (let i = 0; i < 200 && !ok(); i++) await pause(10)
+  assert.ok(ok(), what)
+}
+
+await test('confine is answered by one kept stockade serve; one killed or outdated is replaced, never bypassed', async () => {
+  const before = new Set(serverPids())
+  const s = await harness()
+  const first = await s.run('echo served > served && cat served')
+  assert.equal(first.exitCode, 0, first.stderr.text)
+  assert.equal(first.stdout.text, 'served\n')
+  const mine = serverPids().filter((p) => !before.has(p))
+  assert.equal(mine.length, 1, `one server for the provider, found ${mine}`)
+  const again = await s.run('echo twice')
+  assert.equal(again.stdout.text, 'twice\n')
+  assert.deepEqual(serverPids().filter((p) => !before.has(p)), mine, 'the same server answered again')
+  // Killed between commands: the next command is confined by a new server.
+  process.kill(Number(mine[0]), 'SIGKILL')
+  await waitFor('the killed server is gone', () => !serverPids().includes(mine[0]))
+  const after = await s.run(`echo x > ${join(outside, 'after-kill')}; echo ran`)
+  assert.equal(after.stdout.text, 'ran\n')
+  assert.ok(!existsSync(join(outside, 'after-kill')), 'a command ran unconfined after the server died')
+  const second = serverPids().filter((p) => !before.has(p))
+  assert.equal(second.length, 1)
+  assert.notEqual(second[0], mine[0])
+  // The provider's environment changed: a server started with the new one answers.
+  process.env.STOCKADE_E2E_SERVER_MARK = 'changed'
+  try {
+    const r = await s.run('echo env')
+    assert.equal(r.stdout.text, 'env\n')
+    await waitFor('the outdated server is gone', () => !serverPids().includes(second[0]))
+    const third = serverPids().filter((p) => !before.has(p))
+    assert.equal(third.length, 1)
+    assert.notEqual(third[0], second[0])
+    // Asynchronous callers share it.
+    const policy = { mode: 'workspace-write', workspaceRoot: ws }
+    const c = await s.provider.confineAsync(['sh', '-c', 'echo async'], policy)
+    const p = spawnSync(c.argv[0], c.argv.slice(1), { cwd: ws, encoding: 'utf8' })
+    assert.equal(p.stdout, 'async\n', p.stderr)
+    await s.provider.settle(c, { exitCode: p.status, stderr: p.stderr })
+    assert.deepEqual(serverPids().filter((q) => !before.has(q)), third)
+  } finally {
+    delete process.env.STOCKADE_E2E_SERVER_MARK
+  }
+  await s.ctx.fiber.dispose()
+  await waitFor('dispose() ends the server', () => serverPids().every((p) => before.has(p)))
+  // Control: with confineServer false no server is started, and commands run the same.
+  const n = await harness({ confineServer: false })
+  const plain = await n.run('echo per-call')
+  assert.equal(plain.stdout.text, 'per-call\n')
+  assert.deepEqual(serverPids().filter((p) => !before.has(p)), [])
+  await n.ctx.fiber.dispose()
 })
 
 await h.ctx.fiber.dispose()

@@ -13,7 +13,7 @@ use stockade_policy::{Mode, Network, PolicyRequest};
 #[command(
     name = "stockade",
     version,
-    about = "Run commands confined by Landlock and seccomp: stockade confine | run | classify | probe | explain",
+    about = "Run commands confined by Landlock and seccomp: stockade confine | run | classify | probe | explain | serve",
     long_about = "Run commands confined by Landlock and seccomp.\n\n\
 `stockade run` runs a command confined and supervised and reports what happened; \
 `stockade confine` prepares a confined command for an executor that spawns it itself, and \
@@ -89,6 +89,15 @@ pub enum Command {
   stockade run --journal build-42 -- make
   stockade outcome build-42 | jq -r .state")]
     Outcome(OutcomeArgs),
+    /// Answer confine requests for a provider that keeps this process alive: one JSON
+    /// line per request on stdin (`{"cwd": DIR, "args": [CONFINE ARGS...]}`), one JSON
+    /// line per answer on stdout (`{"confined": CONFINEDARGV}` or `{"error": LINE,
+    /// "exitCode": N}`), until stdin ends. Each request is exactly `stockade confine
+    /// ARGS` run in DIR, without a process start per call (see
+    /// docs/provider-contract.md, section 10).
+    #[command(after_help = "Examples:
+  printf '{\"cwd\":\"%s\",\"args\":[\"--mode\",\"read-only\",\"--\",\"ls\"]}\\n' \"$PWD\" | stockade serve")]
+    Serve(ServeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -306,6 +315,10 @@ fn parse_journal_key(key: &str) -> Result<String, String> {
     stockade_policy::journal::check_key(key).map(|()| key.to_string())
 }
 
+/// `stockade serve` takes no arguments: everything a request needs is in its line.
+#[derive(Args, Debug)]
+pub struct ServeArgs {}
+
 #[derive(Args, Debug)]
 pub struct OutcomeArgs {
     /// The key the request was recorded under (`--journal KEY`).
@@ -487,7 +500,8 @@ impl Cli {
             Command::Classify(_)
             | Command::Probe(_)
             | Command::Explain(_)
-            | Command::Outcome(_) => {
+            | Command::Outcome(_)
+            | Command::Serve(_) => {
                 return Ok(());
             }
         };

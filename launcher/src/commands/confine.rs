@@ -798,6 +798,38 @@ fn inherit(args: &ConfineArgs) -> Inherit {
 
 /// `stockade confine`: prints the ConfinedArgv as one JSON line.
 pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
+    let prepared = prepared(args)?;
+    prepared.hand_over(|json| stdout::write(&format!("{json}\n")))?;
+    Ok(0)
+}
+
+/// A ConfinedArgv prepared and not yet handed over: its JSON line (without the newline)
+/// and the private directory holding its request.
+pub struct Prepared {
+    pub json: String,
+    private_dir: Option<PrivateDir>,
+}
+
+impl Prepared {
+    /// Hands the line over with `write`; when that fails the request goes: nobody will
+    /// ever spawn a request that was not handed over.
+    pub fn hand_over(
+        self,
+        write: impl FnOnce(&str) -> Result<(), LauncherError>,
+    ) -> Result<(), LauncherError> {
+        let written = write(&self.json);
+        if written.is_err()
+            && let Some(dir) = self.private_dir
+        {
+            dir.remove();
+        }
+        written
+    }
+}
+
+/// `stockade confine ARGS` up to what it prints: the request written (and recorded under
+/// `--journal KEY`) and the ConfinedArgv serialised. `serve` answers with the same line.
+pub fn prepared(args: &ConfineArgs) -> Result<Prepared, LauncherError> {
     let mut confinement = confine_inheriting(
         &args.policy.to_request(),
         &args.command.command,
@@ -810,17 +842,20 @@ pub fn run(args: &ConfineArgs) -> Result<i32, LauncherError> {
     )?;
     // `classify` records the verdict under the key (checked against the journal then).
     confinement.confined.journal = args.journal.journal.clone();
-    let written = record_request(args, &confinement)
-        .and_then(|()| serde_json::to_string(&confinement.confined).map_err(LauncherError::Json))
-        .and_then(|json| stdout::write(&format!("{json}\n")));
-    if let Err(e) = written {
-        // Nobody will ever spawn a request we could not hand over.
-        if let Some(dir) = confinement.private_dir {
-            dir.remove();
+    let json = record_request(args, &confinement)
+        .and_then(|()| serde_json::to_string(&confinement.confined).map_err(LauncherError::Json));
+    match json {
+        Ok(json) => Ok(Prepared {
+            json,
+            private_dir: confinement.private_dir,
+        }),
+        Err(e) => {
+            if let Some(dir) = confinement.private_dir {
+                dir.remove();
+            }
+            Err(e)
         }
-        return Err(e);
     }
-    Ok(0)
 }
 
 /// With `--journal KEY`: records the request under KEY before the ConfinedArgv is

@@ -1,5 +1,5 @@
 //! The `stockade` commands: each command's entry point (`confine`, `run`, `classify`,
-//! `probe`, `explain`) and the resolution of its arguments (`cli` and the value parsers
+//! `probe`, `explain`, `serve`) and the resolution of its arguments (`cli` and the value parsers
 //! `env`, `duration`, `size`), and the line a usage error prints (`usage`). These run
 //! in the launcher process the caller started.
 
@@ -16,5 +16,6 @@ pub(crate) mod outcome;
 pub(crate) mod probe;
 pub(crate) mod protected_changes;
 pub(crate) mod run;
+pub(crate) mod serve;
 pub(crate) mod size;
 pub(crate) mod usage;

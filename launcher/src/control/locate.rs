@@ -48,6 +48,21 @@ pub fn launcher() -> std::io::Result<PathBuf> {
     .map_err(|(kind, msg)| std::io::Error::new(kind, msg))
 }
 
+/// Whether the file at [`launcher`]'s path is still the one this process runs from. A
+/// process that lives long (`stockade serve`) asks before each answer: once an upgrade
+/// or anything else replaced the file, the argv it hands out would start another binary
+/// as the stage, so it stops and its provider starts the new one.
+pub fn launcher_unchanged() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(path) = launcher() else {
+        return false;
+    };
+    match (std::fs::metadata("/proc/self/exe"), std::fs::metadata(path)) {
+        (Ok(running), Ok(there)) => (running.dev(), running.ino()) == (there.dev(), there.ino()),
+        _ => false,
+    }
+}
+
 /// The absolute, canonical path of the runner to put in ConfinedArgv: `$STOCKADE_RUNNER`,
 /// else next to this launcher (a `cargo build` tree), else in the libexec directory of
 /// this launcher's own prefix (an install tree moved as a whole: `PREFIX/bin/stockade`

@@ -46,98 +46,13 @@ pub fn invoker() -> Invoker {
         control_bases: crate::control::private_dir::base_candidates(),
         other_control_bases: crate::control::private_dir::other_users_bases(),
         capabilities: crate::control::capabilities::permitted(),
-        raw_devices: readable_raw_devices(Path::new("/dev")),
+        raw_devices: crate::control::devices::readable_raw_devices(),
         store_variables: stockade_policy::credentials::variables()
             .into_iter()
             .filter_map(|name| Some((name.into(), std::env::var_os(name)?)))
             .collect(),
         ..Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
     }
-}
-
-/// How deep beneath `/dev` block devices are looked for: their nodes sit directly in it
-/// (`/dev/sda`, `/dev/dm-0`, `/dev/loop0`) and, on some systems, one or two levels down
-/// (`/dev/mapper/NAME`); the trees of names (`/dev/disk/by-uuid/...`) are links to them.
-const DEVICE_DEPTH: usize = 3;
-
-/// The character device that makes a userfaultfd with an ioctl (Linux 6.1), where the
-/// seccomp filter refuses the system call.
-const USERFAULTFD_DEVICE: &str = "/dev/userfaultfd";
-
-/// The drivers (as `/proc/devices` names them) of character devices that read past the
-/// sandbox: SCSI generic and block SCSI generic (`SG_IO` sends a disk read commands on a
-/// descriptor opened for reading), NVMe passthrough (the same), memory technology
-/// devices (a flash chip's raw bytes, by plain `read`), the virtual consoles' screen
-/// contents, input events and raw HID reports (every key typed on the machine).
-const RAW_CHAR_DRIVERS: &[&str] = &[
-    "sg",
-    "bsg",
-    "nvme",
-    "nvme-generic",
-    "mtd",
-    "vcs",
-    "input",
-    "hidraw",
-];
-
-/// The major numbers `/proc/devices` gives the character drivers in `names`.
-fn char_majors(devices: &str, names: &[&str]) -> Vec<u64> {
-    devices
-        .lines()
-        .skip_while(|l| l.trim() != "Character devices:")
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        .filter_map(|l| {
-            let (major, name) = l.trim().split_once(' ')?;
-            names
-                .contains(&name.trim())
-                .then(|| major.parse().ok())
-                .flatten()
-        })
-        .collect()
-}
-
-/// The devices beneath `dir` (links not followed) that reach past the sandbox and that
-/// this user can read, as `access(R_OK)` answers for the real uid and groups: every
-/// block device (root owns their nodes and reads them without any capability; a command
-/// reading one reads the raw bytes of a filesystem, past every hidden path and every
-/// file mode on it), the character devices of [`RAW_CHAR_DRIVERS`], and
-/// `/dev/userfaultfd` (root only, by its mode). They are hidden by default; an ordinary
-/// user outside the `disk` group has none of the disks.
-fn readable_raw_devices(dir: &Path) -> Vec<PathBuf> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let readable = |path: &Path| nix::unistd::access(path, nix::unistd::AccessFlags::R_OK).is_ok();
-    let raw_majors = char_majors(
-        &std::fs::read_to_string("/proc/devices").unwrap_or_default(),
-        RAW_CHAR_DRIVERS,
-    );
-    let raw_char = |path: &Path| {
-        path == Path::new(USERFAULTFD_DEVICE)
-            || std::fs::symlink_metadata(path)
-                .is_ok_and(|m| raw_majors.contains(&nix::sys::stat::major(m.rdev())))
-    };
-    let mut found = Vec::new();
-    let mut dirs = vec![(dir.to_path_buf(), 1)];
-    while let Some((dir, depth)) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            let path = entry.path();
-            if kind.is_dir() && depth < DEVICE_DEPTH {
-                dirs.push((path, depth + 1));
-            } else if (kind.is_block_device() || (kind.is_char_device() && raw_char(&path)))
-                && readable(&path)
-            {
-                found.push(path);
-            }
-        }
-    }
-    found.sort();
-    found
 }
 
 /// Refuses when `binary` (canonical; `what` names it) could be replaced by a confined
@@ -353,19 +268,6 @@ fn has_access_acl(path: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_raw_drivers_majors_are_read_from_proc_devices() {
-        let devices = "Character devices:\n  1 mem\n  7 vcs\n 13 input\n248 bsg\n\nBlock devices:\n  7 loop\n259 blkext\n";
-        assert_eq!(
-            super::char_majors(devices, super::RAW_CHAR_DRIVERS),
-            [7, 13, 248]
-        );
-        assert_eq!(
-            super::char_majors("", super::RAW_CHAR_DRIVERS),
-            Vec::<u64>::new()
-        );
-    }
-
     use super::*;
     use std::os::unix::fs::PermissionsExt;
     use stockade_policy::{Mode, PolicyRequest};

@@ -165,15 +165,18 @@ pub const WEBHOOKS: [&str; 8] = [
 ];
 
 /// Whether `text` holds a webhook URL from [`WEBHOOKS`] with something after the prefix.
+///
+/// Scanned byte by byte rather than searched for each hook: every command's environment
+/// passes through here, in the launcher and again in the runner, and building a
+/// substring searcher per hook and per variable was a measurable share of both.
 fn webhook(text: &str) -> bool {
-    let lower = text.to_ascii_lowercase();
-    WEBHOOKS.iter().any(|hook| {
-        lower.match_indices(hook).any(|(at, _)| {
-            let after = &lower[at + hook.len()..];
-            after
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphanumeric())
+    let bytes = text.as_bytes();
+    (0..bytes.len()).any(|at| {
+        WEBHOOKS.iter().any(|hook| {
+            let end = at + hook.len();
+            bytes.len() > end
+                && bytes[at..end].eq_ignore_ascii_case(hook.as_bytes())
+                && bytes[end].is_ascii_alphanumeric()
         })
     })
 }
@@ -219,25 +222,113 @@ pub const TOKEN_PREFIXES: [(&str, Body, usize, bool); 22] = [
     ("hf_", Body::Alnum, 30, false),
 ];
 
-/// Whether `text` holds a token with one of [`TOKEN_PREFIXES`].
+/// Whether `text` holds a token with one of [`TOKEN_PREFIXES`]: at each position that
+/// starts a word, each prefix is compared in place (a scan, not a substring search per
+/// prefix; see [`webhook`]). Bytes, not characters: a token and its body are ASCII, and
+/// the byte before a word's start is a letter or digit exactly when the character is.
 fn vendor_token(text: &str) -> bool {
-    TOKEN_PREFIXES.iter().any(|&(prefix, body, least, digit)| {
-        text.match_indices(prefix).any(|(at, _)| {
-            let starts_a_word = text[..at]
-                .chars()
-                .next_back()
-                .is_none_or(|c| !c.is_ascii_alphanumeric());
-            let body_chars: Vec<char> = text[at + prefix.len()..]
-                .chars()
+    let bytes = text.as_bytes();
+    let starts_a_word = |at: usize| at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
+    (0..bytes.len()).filter(|&at| starts_a_word(at)).any(|at| {
+        TOKEN_PREFIXES.iter().any(|&(prefix, body, least, digit)| {
+            if !bytes[at..].starts_with(prefix.as_bytes()) {
+                return false;
+            }
+            let body_bytes: Vec<u8> = bytes[at + prefix.len()..]
+                .iter()
+                .copied()
                 .take_while(|&c| match body {
                     Body::Upper => c.is_ascii_uppercase() || c.is_ascii_digit(),
                     Body::Alnum => c.is_ascii_alphanumeric(),
-                    Body::Word => c.is_ascii_alphanumeric() || c == '_' || c == '-',
+                    Body::Word => c.is_ascii_alphanumeric() || c == b'_' || c == b'-',
                 })
                 .collect();
-            starts_a_word
-                && body_chars.len() >= least
-                && (!digit || body_chars.iter().any(char::is_ascii_digit))
+            body_bytes.len() >= least && (!digit || body_bytes.iter().any(u8::is_ascii_digit))
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The searches as first written (a substring search per prefix and per hook), kept
+    /// as the reference the scans must agree with.
+    fn webhook_by_search(text: &str) -> bool {
+        let lower = text.to_ascii_lowercase();
+        WEBHOOKS.iter().any(|hook| {
+            lower.match_indices(hook).any(|(at, _)| {
+                lower[at + hook.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphanumeric())
+            })
+        })
+    }
+
+    fn vendor_token_by_search(text: &str) -> bool {
+        TOKEN_PREFIXES.iter().any(|&(prefix, body, least, digit)| {
+            text.match_indices(prefix).any(|(at, _)| {
+                let starts_a_word = text[..at]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| !c.is_ascii_alphanumeric());
+                let body_chars: Vec<char> = text[at + prefix.len()..]
+                    .chars()
+                    .take_while(|&c| match body {
+                        Body::Upper => c.is_ascii_uppercase() || c.is_ascii_digit(),
+                        Body::Alnum => c.is_ascii_alphanumeric(),
+                        Body::Word => c.is_ascii_alphanumeric() || c == '_' || c == '-',
+                    })
+                    .collect();
+                starts_a_word
+                    && body_chars.len() >= least
+                    && (!digit || body_chars.iter().any(char::is_ascii_digit))
+            })
+        })
+    }
+
+    #[test]
+    fn the_scans_answer_as_the_substring_searches_did() {
+        let token = "0123456789abcdefghijABCDEFGHIJ0123456789abcdefghij0123";
+        let mut corpus: Vec<String> = vec![
+            String::new(),
+            "/usr/local/bin:/usr/bin:/bin".into(),
+            "ghp_fix".into(),
+            "sk_SK.UTF-8".into(),
+            "sk-learn-is-a-long-word-without-digits".into(),
+            "AKIAAKIAAKIAAKIAAKIAAKIA".into(),
+            "xAKIAIOSFODNN7EXAMPLE".into(),
+            "é AKIAIOSFODNN7EXAMPLE".into(),
+            "éAKIAIOSFODNN7EXAMPLE".into(),
+            "HTTPS://HOOKS.SLACK.COM/SERVICES/T0/B0/X".into(),
+            "hooks.slack.com/services/".into(),
+            "hooks.slack.com/services/-".into(),
+            "https://discord.com/api/webhooks/é".into(),
+            "x.webhook.office.com/webhookb2/a".into(),
+            "api.telegram.org/botA".into(),
+        ];
+        for &(prefix, ..) in &TOKEN_PREFIXES {
+            for cut in [0, 10, 19, 20, 30, 35, 36, 40, 50, token.len()] {
+                let body = &token[..cut.min(token.len())];
+                corpus.push(format!("{prefix}{body}"));
+                corpus.push(format!("x{prefix}{body}"));
+                corpus.push(format!("a=1,{prefix}{body};é"));
+                corpus.push(format!("{prefix}{}", body.to_ascii_uppercase()));
+            }
+        }
+        for hook in WEBHOOKS {
+            for after in ["", "a", "-", "é", "T0/B0"] {
+                corpus.push(format!("https://{hook}{after}"));
+                corpus.push(format!("https://{}{after}", hook.to_ascii_uppercase()));
+            }
+        }
+        for text in &corpus {
+            assert_eq!(vendor_token(text), vendor_token_by_search(text), "{text:?}");
+            assert_eq!(webhook(text), webhook_by_search(text), "{text:?}");
+        }
+        // The corpus holds both answers of each.
+        assert!(corpus.iter().any(|t| vendor_token(t)) && corpus.iter().any(|t| !vendor_token(t)));
+        assert!(corpus.iter().any(|t| webhook(t)) && corpus.iter().any(|t| !webhook(t)));
+    }
 }

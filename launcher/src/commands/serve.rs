@@ -1,0 +1,173 @@
+//! `stockade serve`: `stockade confine` for a provider that keeps one process alive
+//! instead of starting one per command (a process start is most of what `confine`
+//! costs, and a synchronous caller waits for all of it).
+//!
+//! The channel is the process's own stdin and stdout, pipes only its parent holds: no
+//! socket to find, no peer to authenticate, nothing a confined command can reach (it
+//! inherits neither end, and Landlock keeps it from this process's `/proc` entries).
+//! Requests are answered one at a time, in order, each exactly as `stockade confine
+//! ARGS` started in the request's directory would answer it, with this process's
+//! environment (a provider whose environment changed starts a new one). Nothing from
+//! one request is kept for the next but which nodes in `/dev` are raw devices, checked
+//! again on each request against `/dev`'s directories (`control::devices`), and what a
+//! `confine` process would find on disk too.
+//!
+//! A request is one line of JSON, `{"cwd": DIR, "args": [ARG...]}` (the arguments after
+//! `stockade confine`); the answer one line, `{"confined": CONFINEDARGV}` or `{"error":
+//! "stockade: ...", "exitCode": N}` (what `confine` would have printed on stderr and
+//! exited with). A line that is not such a request is answered with an error too; one
+//! longer than [`MAX_REQUEST`] ends the process (its tail could not be told from the
+//! next request). stdin's end ends the process with 0.
+
+use crate::commands::cli::{Cli, Command};
+use crate::commands::{confine, usage};
+use crate::control::locate;
+use crate::error::LauncherError;
+use clap::Parser;
+use serde::Deserialize;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use stockade_policy::exit;
+
+/// The longest request line: a command's arguments and environment are limited to a
+/// few MiB by the kernel (`ARG_MAX`), and the request carries the arguments only.
+pub const MAX_REQUEST: u64 = 8 << 20;
+
+/// One request line.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Request {
+    /// Where `stockade confine` would have been started (absolute).
+    cwd: PathBuf,
+    /// The arguments after `stockade confine`.
+    args: Vec<String>,
+}
+
+/// Why the loop stopped without stdin's end.
+enum Stop {
+    Failed(LauncherError),
+    /// The request could not be read to its end (too long, or not readable).
+    Unreadable(String),
+    /// This launcher's file was replaced: answers would start another binary.
+    Replaced,
+}
+
+pub fn run() -> Result<i32, LauncherError> {
+    // The one thing kept between requests, checked again on each (see the module).
+    crate::control::devices::remember_between_calls();
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let mut output = std::io::stdout().lock();
+    loop {
+        let stop = match next_line(&mut input) {
+            Ok(None) => return Ok(0),
+            Ok(Some(line)) if !locate::launcher_unchanged() => {
+                drop(line);
+                Stop::Replaced
+            }
+            Ok(Some(line)) => match answer(&line, &mut output) {
+                Ok(()) => continue,
+                Err(e) => Stop::Failed(e),
+            },
+            Err(why) => Stop::Unreadable(why),
+        };
+        return match stop {
+            Stop::Failed(e) => Err(e),
+            Stop::Unreadable(why) => Err(LauncherError::Serve(why)),
+            Stop::Replaced => Err(LauncherError::Serve(
+                "this launcher's file was replaced while it served (an upgrade?); start stockade serve again".into(),
+            )),
+        };
+    }
+}
+
+/// The next request line without its newline; `None` at the end of stdin.
+fn next_line(input: &mut impl BufRead) -> Result<Option<Vec<u8>>, String> {
+    let mut line = Vec::new();
+    let read = std::io::Read::take(&mut *input, MAX_REQUEST + 1)
+        .read_until(b'\n', &mut line)
+        .map_err(|e| format!("cannot read a request from stdin: {e}"))?;
+    if read == 0 {
+        return Ok(None);
+    }
+    if line.last() != Some(&b'\n') {
+        return Err(if read as u64 > MAX_REQUEST {
+            format!("a request line is longer than {MAX_REQUEST} bytes")
+        } else {
+            "stdin ended in the middle of a request line".into()
+        });
+    }
+    line.pop();
+    Ok(Some(line))
+}
+
+/// Answers one request line on `output`; only a failure to write the answer is an error.
+fn answer(line: &[u8], output: &mut impl Write) -> Result<(), LauncherError> {
+    let refusal = match prepare(line) {
+        Ok(prepared) => {
+            let written =
+                prepared.hand_over(|json| write_line(output, &format!("{{\"confined\":{json}}}")));
+            leave_directory();
+            return written;
+        }
+        Err((line, code)) => serde_json::json!({ "error": line, "exitCode": code }).to_string(),
+    };
+    leave_directory();
+    write_line(output, &refusal)
+}
+
+/// Back to `/`, so that between requests this process holds no workspace (one being
+/// removed, a filesystem being unmounted).
+fn leave_directory() {
+    let _ = std::env::set_current_dir("/");
+}
+
+/// The request's ConfinedArgv, prepared as `stockade confine` would; or the one line and
+/// the exit code `confine` would have failed with.
+fn prepare(line: &[u8]) -> Result<confine::Prepared, (String, i32)> {
+    let failed = |message: String| (format!("stockade: {message}"), exit::RUNNER_FAILURE);
+    let request: Request = serde_json::from_slice(line).map_err(|e| {
+        failed(format!(
+            "not a serve request ({e}): one JSON object a line, {{\"cwd\": DIR, \"args\": [CONFINE ARGS...]}}"
+        ))
+    })?;
+    if !request.cwd.is_absolute() {
+        return Err(failed(format!(
+            "the request's cwd {} is not an absolute path",
+            request.cwd.display()
+        )));
+    }
+    std::env::set_current_dir(&request.cwd)
+        .map_err(|e| failed(format!("cannot enter {}: {e}", request.cwd.display())))?;
+    let words = ["stockade", "confine"].map(String::from);
+    let cli = Cli::try_parse_from(words.into_iter().chain(request.args)).map_err(|e| {
+        use clap::error::ErrorKind;
+        match e.kind() {
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => failed(
+                "--help and --version are not confine requests (stockade confine --help)".into(),
+            ),
+            _ => (usage::usage_error_line(&e), exit::RUNNER_FAILURE),
+        }
+    })?;
+    cli.check().map_err(failed)?;
+    let Command::Confine(args) = &cli.command else {
+        return Err(failed("not a confine request".into()));
+    };
+    confine::prepared(args).map_err(|e| {
+        let code = e.exit_code();
+        let code = if (0..=255).contains(&code) {
+            code
+        } else {
+            exit::RUNNER_FAILURE
+        };
+        (format!("stockade: {e}"), code)
+    })
+}
+
+fn write_line(output: &mut impl Write, text: &str) -> Result<(), LauncherError> {
+    output
+        .write_all(text.as_bytes())
+        .and_then(|()| output.write_all(b"\n"))
+        .and_then(|()| output.flush())
+        .map_err(LauncherError::WriteOutput)
+}
