@@ -305,31 +305,46 @@ pub fn available_remembered(pids: bool, net: bool, base: &std::path::Path) -> Re
 /// makes a fresh /proc refused). `None` where one of them cannot be read (nothing is
 /// then remembered).
 fn trial_key(flags: libc::c_int, uid: u32) -> Option<String> {
-    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
-    let ns = |name: &str| std::fs::read_link(format!("/proc/self/ns/{name}")).ok();
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let filters: Vec<&str> = status
-        .lines()
-        .filter(|l| {
-            ["Seccomp", "NoNewPrivs", "CapEff"]
-                .iter()
-                .any(|k| l.starts_with(k))
-        })
-        .collect();
+    let this_process = this_process()?;
     let proc_mounts = proc_mounts()?;
-    let label = std::fs::read_to_string("/proc/self/attr/current").unwrap_or_default();
-    Some(format!(
-        "2 {flags:x} {uid} {} {} {} {proc_mounts} {} {}\n",
-        boot.trim(),
-        ns("user")?.display(),
-        ns("mnt")?.display(),
-        filters
-            .join(" ")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" "),
-        label.trim_end_matches(['\0', '\n'])
-    ))
+    Some(format!("3 {flags:x} {uid} {this_process} {proc_mounts}\n"))
+}
+
+/// What the key takes from this process itself (the boot, its user and mount
+/// namespaces, its seccomp, no_new_privs and effective capabilities, its LSM label),
+/// read once: none of it changes while the launcher runs (it never enters another
+/// namespace, installs a filter or changes its own capabilities), and a process that
+/// answers many requests (`stockade serve`) would read five files of `/proc` for each.
+/// The mounts on `/proc` can change under it: [`proc_mounts`] is read every time.
+fn this_process() -> Option<String> {
+    static THIS: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    THIS.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let ns = |name: &str| std::fs::read_link(format!("/proc/self/ns/{name}")).ok();
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let filters: Vec<&str> = status
+            .lines()
+            .filter(|l| {
+                ["Seccomp", "NoNewPrivs", "CapEff"]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .collect();
+        let label = std::fs::read_to_string("/proc/self/attr/current").unwrap_or_default();
+        Some(format!(
+            "{} {} {} {} {}",
+            boot.trim(),
+            ns("user")?.display(),
+            ns("mnt")?.display(),
+            filters
+                .join(" ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+            label.trim_end_matches(['\0', '\n'])
+        ))
+    })
+    .clone()
 }
 
 /// The ids of the mounts on and below `/proc`, in a digest: any mount made or removed
