@@ -176,8 +176,12 @@ fn walk(top: &Path, proc_devices: String) -> Listing {
     };
     let mut dirs = vec![(top.to_path_buf(), 1)];
     while let Some((dir, depth)) = dirs.pop() {
-        // Stamped before it is listed: a change while listing moves its times on.
-        listing.dirs.push((dir.clone(), Stamp::of(&dir)));
+        // Stamped before it is listed (a change while listing moves its times on), and
+        // only where the listing may be remembered: a process that confines once has
+        // no use for the stamps.
+        if REMEMBER.load(Ordering::Relaxed) {
+            listing.dirs.push((dir.clone(), Stamp::of(&dir)));
+        }
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
@@ -252,6 +256,8 @@ mod tests {
 
     #[test]
     fn a_listing_is_true_until_a_directory_or_the_drivers_change() {
+        // Stamps are only taken where listings are remembered.
+        remember_between_calls();
         let top = tempfile::tempdir().unwrap();
         let sub = top.path().join("mapper");
         std::fs::create_dir(&sub).unwrap();
