@@ -41,8 +41,9 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-/// System credential files, hidden by default when the invoking user is root (anyone
-/// else cannot read them anyway).
+/// System credential files, hidden by default when the invoking user is root, or from
+/// another who can read them (`Invoker::readable_root_secrets`; anyone else cannot read
+/// them anyway).
 pub const ROOT_SECRETS: &[&str] = &[
     "/etc/shadow",
     "/etc/shadow-",
@@ -62,6 +63,8 @@ pub fn defaults(invoker: &Invoker) -> Vec<PathBuf> {
     out.extend(crate::credentials::in_homes(&invoker.homes));
     if invoker.uid == 0 {
         out.extend(ROOT_SECRETS.iter().map(PathBuf::from));
+    } else {
+        out.extend(invoker.readable_root_secrets.iter().cloned());
     }
     out.extend(invoker.raw_devices.iter().cloned());
     out
@@ -691,6 +694,7 @@ mod tests {
             raw_devices: vec!["/dev/sda".into()],
             store_variables: Vec::new(),
             other_control_bases: Vec::new(),
+            readable_root_secrets: Vec::new(),
         };
         let d = defaults(&inv);
         assert!(d.contains(&PathBuf::from("/dev/sda")));
@@ -699,6 +703,13 @@ mod tests {
         assert!(d.contains(&PathBuf::from("/home/u/.cargo/credentials.toml")));
         assert!(!d.contains(&PathBuf::from("/etc/shadow")));
         assert!(!d.iter().any(|p| p.starts_with("/run")));
+        // One who can read a system secret (the `shadow` group) has it hidden too.
+        let shadow = Invoker {
+            readable_root_secrets: vec!["/etc/gshadow".into()],
+            ..inv.clone()
+        };
+        assert!(defaults(&shadow).contains(&PathBuf::from("/etc/gshadow")));
+        assert!(!defaults(&shadow).contains(&PathBuf::from("/etc/shadow")));
         let root = Invoker { uid: 0, ..inv };
         assert!(defaults(&root).contains(&PathBuf::from("/etc/shadow")));
         assert!(defaults(&root).contains(&PathBuf::from("/root/.ssh")));

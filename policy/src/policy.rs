@@ -1428,6 +1428,7 @@ mod tests {
             raw_devices: Vec::new(),
             store_variables: Vec::new(),
             other_control_bases: Vec::new(),
+            readable_root_secrets: Vec::new(),
         }
     }
 

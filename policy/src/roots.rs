@@ -59,6 +59,10 @@ pub struct Invoker {
     /// command that keeps a capability reading past file modes (`CAP_DAC_OVERRIDE`,
     /// `CAP_DAC_READ_SEARCH`), for which their 0700 modes mean nothing.
     pub other_control_bases: Vec<PathBuf>,
+    /// The system's credential files ([`crate::hidden::ROOT_SECRETS`]) that an invoker
+    /// other than root can read (a member of the `shadow` group), found by the launcher:
+    /// hidden by default as they are from root.
+    pub readable_root_secrets: Vec<PathBuf>,
 }
 
 impl Invoker {
@@ -88,6 +92,7 @@ impl Invoker {
             raw_devices: Vec::new(),
             store_variables: Vec::new(),
             other_control_bases: Vec::new(),
+            readable_root_secrets: Vec::new(),
         }
     }
 }
@@ -480,6 +485,7 @@ mod tests {
             raw_devices: Vec::new(),
             store_variables: Vec::new(),
             other_control_bases: Vec::new(),
+            readable_root_secrets: Vec::new(),
         };
         let err =
             check_implicit_tmpdir(&tmp.join("agent-tmp"), &invoker, std::slice::from_ref(&tmp))
@@ -515,6 +521,7 @@ mod tests {
             raw_devices: Vec::new(),
             store_variables: Vec::new(),
             other_control_bases: Vec::new(),
+            readable_root_secrets: Vec::new(),
         };
         for bad in [
             Path::new("/"),

@@ -1451,3 +1451,71 @@ fn raw_character_devices_are_hidden_by_default_from_root() {
         }
     }
 }
+
+#[test]
+fn the_system_secrets_are_hidden_from_an_ordinary_user_who_can_read_them() {
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root to start a user in the shadow group): the_system_secrets");
+        return;
+    }
+    let shadow = Path::new("/etc/shadow");
+    let gid = std::fs::metadata(shadow).map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        (m.gid(), m.mode())
+    });
+    let Ok((gid, mode)) = gid else {
+        eprintln!("SKIPPED (no /etc/shadow): the_system_secrets");
+        return;
+    };
+    if gid == 0 || mode & 0o040 == 0 {
+        eprintln!("SKIPPED (/etc/shadow is readable by no group but root's): the_system_secrets");
+        return;
+    }
+    let fx = Fixture::new();
+    if let Some(why) = unreachable_by(
+        65534,
+        &[&stockade_bin(), &runner_bin(), fx.root.parent().unwrap()],
+    ) {
+        eprintln!("SKIPPED ({why}): the_system_secrets");
+        return;
+    }
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&fx.root)
+        .output()
+        .unwrap();
+    assert!(chown.status.success(), "{}", text(&chown.stderr));
+    let script = probe_reads(&[shadow.to_path_buf(), PathBuf::from("/etc/hostname")]);
+    // uid 65534, in the group that reads /etc/shadow (as a daemon's account may be) or not.
+    let run = |groups: &str, extra: &[&str]| {
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534"]);
+        match groups {
+            "" => cmd.arg("--clear-groups"),
+            g => cmd.arg(format!("--groups={g}")),
+        };
+        cmd.arg(stockade_bin())
+            .args(["run", "--no-stage", "--mode", "read-only"])
+            .args(extra)
+            .args(["--", "sh", "-c", &script]);
+        fx.environment(&mut cmd).env("HOME", &fx.root);
+        cmd.output().unwrap()
+    };
+    let member = run(&gid.to_string(), &[]);
+    assert_eq!(
+        verdicts(&member),
+        ["DENIED /etc/shadow", "READ /etc/hostname"],
+        "{}",
+        text(&member.stderr)
+    );
+    // Control: the same member with the default hidden paths off reads it.
+    let open = run(&gid.to_string(), &["--no-default-hide"]);
+    assert_eq!(verdicts(&open), ["READ /etc/shadow", "READ /etc/hostname"]);
+    // Not a member: Unix refuses it, with or without stockade (not hidden: no rule is
+    // spent on it).
+    let other = run("", &[]);
+    assert_eq!(
+        verdicts(&other),
+        ["DENIED /etc/shadow", "READ /etc/hostname"]
+    );
+}

@@ -586,6 +586,8 @@ let child = null
 let buffer = ''
 let waiting = []
 const lose = (why) => {
+  // Its pid may be another process's soon: nothing is to be sent to it any more.
+  Atomics.store(flag, 1, 0)
   const orphans = waiting
   waiting = []
   child = null

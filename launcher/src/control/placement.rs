@@ -47,12 +47,27 @@ pub fn invoker() -> Invoker {
         other_control_bases: crate::control::private_dir::other_users_bases(),
         capabilities: crate::control::capabilities::permitted(),
         raw_devices: crate::control::devices::readable_raw_devices(),
+        readable_root_secrets: readable_root_secrets(uid),
         store_variables: stockade_policy::credentials::variables()
             .into_iter()
             .filter_map(|name| Some((name.into(), std::env::var_os(name)?)))
             .collect(),
         ..Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
     }
+}
+
+/// The system's credential files an invoker other than root can read, as `access(R_OK)`
+/// answers for the real uid and groups (a member of the `shadow` group reads
+/// `/etc/shadow`); none for root, from whom all of them are hidden anyway.
+fn readable_root_secrets(uid: u32) -> Vec<PathBuf> {
+    if uid == 0 {
+        return Vec::new();
+    }
+    stockade_policy::hidden::ROOT_SECRETS
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| nix::unistd::access(p.as_path(), nix::unistd::AccessFlags::R_OK).is_ok())
+        .collect()
 }
 
 /// Refuses when `binary` (canonical; `what` names it) could be replaced by a confined
