@@ -134,6 +134,12 @@ impl Capability {
 
     /// Whether all it gives is changing metadata (owner, mode, times, removal from
     /// sticky directories): nothing in read-only mode, where no such call is allowed.
+    /// Whether holding it reads past file modes (`CAP_DAC_OVERRIDE`,
+    /// `CAP_DAC_READ_SEARCH`): other users' 0700 directories mean nothing to it.
+    pub fn reads_past_modes(self) -> bool {
+        matches!(self, Capability::DacOverride | Capability::DacReadSearch)
+    }
+
     pub fn changes_metadata_only(self) -> bool {
         matches!(self, Capability::Chown | Capability::Fowner)
     }

@@ -1165,13 +1165,10 @@ impl PolicyRequest {
         }
         // Other users' bases are kept from others by their 0700 modes, which a kept DAC
         // capability reads past.
-        let reads_past_modes = policy.keep_capabilities.iter().any(|c| {
-            matches!(
-                c,
-                crate::capability::Capability::DacOverride
-                    | crate::capability::Capability::DacReadSearch
-            )
-        });
+        let reads_past_modes = policy
+            .keep_capabilities
+            .iter()
+            .any(|c| c.reads_past_modes());
         let others: &[PathBuf] = if reads_past_modes {
             &invoker.other_control_bases
         } else {

@@ -226,7 +226,7 @@ fn prepare(
     }
 
     let tmpdir = stockade_policy::environment::lookup(&env, "TMPDIR").map(Path::new);
-    let invoker = invoker_with_command_movers(&env);
+    let invoker = invoker_with_command_movers(&env, policy);
     let resolved = resolve(policy, &cwd, tmpdir, &invoker)?;
     let allow_dns = resolved.allow_dns();
     let proxy_port = resolved.domains().map(|d| d.proxy_port());
@@ -369,8 +369,12 @@ fn unconfined(
 
 /// The invoking user, with the variables that move credential stores taken from the
 /// command's own environment too (`--env GNUPGHOME=...`): those stores are hidden as well.
-fn invoker_with_command_movers(env: &[(OsString, OsString)]) -> Invoker {
-    let mut invoker = placement::invoker();
+fn invoker_with_command_movers(env: &[(OsString, OsString)], policy: &PolicyRequest) -> Invoker {
+    let reads_past_modes = policy
+        .keep_capabilities
+        .iter()
+        .any(|c| c.reads_past_modes());
+    let mut invoker = placement::invoker(reads_past_modes);
     let movers = stockade_policy::credentials::variables();
     let command_movers = env.iter().filter(|(n, _)| movers.iter().any(|m| n == m));
     invoker.store_variables.extend(command_movers.cloned());

@@ -237,7 +237,7 @@ fn default_hidden() -> Vec<String> {
         .resolve(
             std::path::Path::new("/"),
             None,
-            &crate::control::placement::invoker(),
+            &crate::control::placement::invoker(false),
         )
         .map(|p| {
             p.hidden()

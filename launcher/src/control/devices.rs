@@ -122,7 +122,7 @@ impl Listing {
 /// `/dev/userfaultfd` (root only, by its mode). An ordinary user outside the `disk`
 /// group has none of the disks.
 pub fn readable_raw_devices() -> Vec<PathBuf> {
-    let proc_devices = std::fs::read_to_string("/proc/devices").unwrap_or_default();
+    let proc_devices = read_proc("/proc/devices").unwrap_or_default();
     let raw = remembered(&proc_devices).unwrap_or_else(|| {
         let walk_began = SystemTime::now();
         let listing = walk(Path::new(DEVICE_TREE), proc_devices);
@@ -132,6 +132,16 @@ pub fn readable_raw_devices() -> Vec<PathBuf> {
     });
     let readable = |path: &Path| nix::unistd::access(path, nix::unistd::AccessFlags::R_OK).is_ok();
     raw.into_iter().filter(|p| readable(p)).collect()
+}
+
+/// A file of `/proc`, read whole. `/proc` files give no size, so `read_to_string` would
+/// begin with a 32-byte read and double it read after read; one buffer of a few pages
+/// takes them in a read or two.
+pub fn read_proc(path: &str) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::with_capacity(16 << 10);
+    std::fs::File::open(path)?.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// The raw nodes remembered, when remembering is on and the listing is still true.

@@ -35,16 +35,21 @@ use stockade_policy::Policy;
 use stockade_policy::grants;
 use stockade_policy::roots::{self, Invoker};
 
-/// The invoking user: the real uid, its home from `/etc/passwd`, and `$HOME`.
-pub fn invoker() -> Invoker {
-    let uid = nix::unistd::getuid().as_raw();
-    let passwd_home = std::fs::read_to_string("/etc/passwd")
-        .ok()
-        .and_then(|text| roots::home_from_passwd(&text, uid));
-    let env_home = std::env::var_os("HOME").map(PathBuf::from);
+/// The invoking user: the real uid, its home from `/etc/passwd`, and `$HOME`, with what
+/// is hidden for it by default. Other users' control bases are looked for only when
+/// `reads_past_modes` (the command keeps a capability that reads past their 0700
+/// modes): no one else needs them, and finding them is a look into every home.
+pub fn invoker(reads_past_modes: bool) -> Invoker {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let identity = identity_from(&passwd);
+    let uid = identity.uid;
     Invoker {
         control_bases: crate::control::private_dir::base_candidates(),
-        other_control_bases: crate::control::private_dir::other_users_bases(),
+        other_control_bases: if reads_past_modes {
+            crate::control::private_dir::other_users_bases(&passwd)
+        } else {
+            Vec::new()
+        },
         capabilities: crate::control::capabilities::permitted(),
         raw_devices: crate::control::devices::readable_raw_devices(),
         readable_root_secrets: readable_root_secrets(uid),
@@ -52,8 +57,21 @@ pub fn invoker() -> Invoker {
             .into_iter()
             .filter_map(|name| Some((name.into(), std::env::var_os(name)?)))
             .collect(),
-        ..Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
+        ..identity
     }
+}
+
+/// Who invokes, and no more: the real uid, its homes and its runtime directory (for
+/// judging a `$TMPDIR`), without looking for what is hidden from it.
+pub fn identity() -> Invoker {
+    identity_from(&std::fs::read_to_string("/etc/passwd").unwrap_or_default())
+}
+
+fn identity_from(passwd: &str) -> Invoker {
+    let uid = nix::unistd::getuid().as_raw();
+    let passwd_home = roots::home_from_passwd(passwd, uid);
+    let env_home = std::env::var_os("HOME").map(PathBuf::from);
+    Invoker::new(uid, passwd_home.as_deref(), env_home.as_deref())
 }
 
 /// The system's credential files an invoker other than root can read, as `access(R_OK)`
@@ -145,7 +163,9 @@ pub fn check_loader_env(
 fn has_interpreter(path: &Path) -> bool {
     use std::io::Read;
     const PT_INTERP: u32 = 3;
-    let mut head = vec![0u8; 64 * 1024];
+    // The program headers follow the ELF header (64 bytes) in every linker's output: the
+    // first page holds them. Headers beyond it count as an interpreter (the check runs).
+    let mut head = vec![0u8; 4096];
     let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)) else {
         return true;
     };
@@ -320,7 +340,7 @@ mod tests {
     #[test]
     fn binaries_a_confined_command_could_replace_are_refused() {
         let dir = scratch("rules");
-        let me = invoker();
+        let me = invoker(false);
         let policy = |mode| {
             PolicyRequest {
                 workspace: Some(dir.join("ws")),

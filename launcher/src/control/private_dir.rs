@@ -142,7 +142,7 @@ pub fn base_candidates() -> Vec<PathBuf> {
 /// capability (see `stockade_policy::roots::Invoker`). Two directory listings and one
 /// `lstat` per account. A base another user put elsewhere (`STOCKADE_CONTROL_DIR`)
 /// cannot be found.
-pub fn other_users_bases() -> Vec<PathBuf> {
+pub fn other_users_bases(passwd: &str) -> Vec<PathBuf> {
     let own = nix::unistd::geteuid().as_raw();
     let other = |uid: &str| uid.parse::<u32>().is_ok_and(|u| u != own);
     let is_dir = |p: &Path| p.symlink_metadata().is_ok_and(|m| m.is_dir());
@@ -165,7 +165,6 @@ pub fn other_users_bases() -> Vec<PathBuf> {
                 .map(|n| Path::new("/run").join(n)),
         )
         .collect();
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     out.extend(passwd.lines().filter_map(|line| {
         let fields: Vec<&str> = line.split(':').collect();
         let home = fields.get(5).filter(|h| h.starts_with('/'))?;
@@ -283,7 +282,7 @@ fn shared_temp_dirs() -> Vec<PathBuf> {
         .filter(|p| p.is_absolute())
         && let Ok(granted) = stockade_policy::roots::check_implicit_tmpdir(
             &tmpdir,
-            &crate::control::placement::invoker(),
+            &crate::control::placement::identity(),
             &[],
         )
     {
