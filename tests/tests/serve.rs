@@ -47,8 +47,7 @@ impl Server {
     }
 
     fn ask(&mut self, cwd: &std::path::Path, args: &[&str]) -> Value {
-        let request = json!({ "cwd": cwd, "args": args }).to_string();
-        self.ask_line(request.as_bytes()).expect("an answer")
+        self.ask_line(&request(cwd, args)).expect("an answer")
     }
 
     /// Ends stdin and collects how the server ended.
@@ -61,6 +60,11 @@ impl Server {
         out.stdout = rest;
         out
     }
+}
+
+/// One request line: `stockade confine ARGS` in `cwd`.
+fn request(cwd: &std::path::Path, args: &[&str]) -> Vec<u8> {
+    json!({ "cwd": cwd, "args": args }).to_string().into_bytes()
 }
 
 fn confined(answer: &Value) -> &Value {
@@ -100,57 +104,30 @@ fn each_answer_confines_as_confine_would_and_a_refusal_keeps_the_server_going() 
     assert!(elsewhere.join("made-here").exists());
 
     // Refusals: what confine refuses, with its line and code; the server goes on.
-    let bad = server.ask(
-        &fx.ws,
-        &["--mode", "read-only", "--writable", "/x", "--", "true"],
-    );
-    assert_eq!(bad["exitCode"], 125, "{bad}");
-    assert!(
-        bad["error"]
-            .as_str()
-            .unwrap()
-            .starts_with("stockade: --writable has no effect"),
-        "{bad}"
-    );
-    let bad = server.ask(&fx.ws, &["--bogus", "--", "true"]);
-    assert!(bad["error"].as_str().unwrap().contains("--bogus"), "{bad}");
-    let bad = server.ask(&fx.root.join("missing"), &["--", "true"]);
-    assert!(
-        bad["error"].as_str().unwrap().contains("cannot enter"),
-        "{bad}"
-    );
-    let bad = server.ask(std::path::Path::new("relative"), &["--", "true"]);
-    assert!(
-        bad["error"]
-            .as_str()
-            .unwrap()
-            .contains("not an absolute path"),
-        "{bad}"
-    );
-    let bad = server.ask_line(b"{\"cwd\": \"/\"}").unwrap();
-    assert!(
-        bad["error"]
-            .as_str()
-            .unwrap()
-            .contains("not a serve request"),
-        "{bad}"
-    );
-    let bad = server.ask_line(b"ls /").unwrap();
-    assert!(
-        bad["error"]
-            .as_str()
-            .unwrap()
-            .contains("not a serve request"),
-        "{bad}"
-    );
-    let bad = server.ask(&fx.ws, &["--help"]);
-    assert!(
-        bad["error"]
-            .as_str()
-            .unwrap()
-            .contains("not confine requests"),
-        "{bad}"
-    );
+    let missing = fx.root.join("missing");
+    let refusals: [(Vec<u8>, &str); 7] = [
+        (
+            request(
+                &fx.ws,
+                &["--mode", "read-only", "--writable", "/x", "--", "true"],
+            ),
+            "stockade: --writable has no effect",
+        ),
+        (request(&fx.ws, &["--bogus", "--", "true"]), "--bogus"),
+        (request(&missing, &["--", "true"]), "cannot enter"),
+        (
+            request(std::path::Path::new("relative"), &["--", "true"]),
+            "not an absolute path",
+        ),
+        (b"{\"cwd\": \"/\"}".to_vec(), "not a serve request"),
+        (b"ls /".to_vec(), "not a serve request"),
+        (request(&fx.ws, &["--help"]), "not confine requests"),
+    ];
+    for (line, says) in refusals {
+        let bad = server.ask_line(&line).unwrap();
+        assert_eq!(bad["exitCode"], 125, "{bad}");
+        assert!(bad["error"].as_str().unwrap().contains(says), "{bad}");
+    }
     // Nothing was prepared for a refusal; the answered requests are all that is there.
     assert_eq!(
         fx.leftover_requests().len(),
@@ -191,15 +168,9 @@ fn a_request_line_too_long_or_cut_short_ends_the_server_with_one_line() {
     assert_code(&end, 0);
 
     // Cut short: stdin ends inside a line.
-    let mut cmd = fx.stockade(["serve"]);
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"{\"cwd\":").unwrap();
-    let end = child.wait_with_output().unwrap();
+    let mut server = Server::start(fx.stockade(["serve"]));
+    server.input.write_all(b"{\"cwd\":").unwrap();
+    let end = server.finish();
     assert_code(&end, 125);
     assert!(end.stdout.is_empty());
     assert_eq!(
