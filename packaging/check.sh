@@ -173,6 +173,11 @@ bash -c '
 if [ -e /run/stockade-0 ]; then
     say "/run/stockade-0 exists already: not checking that the purge removes it"
     made_run_dir=no
+elif [ -d /run/user/0 ]; then
+    # Root's base is /run/user/0/stockade where that runtime directory exists (a login
+    # session made it), and /run/stockade-0 only where it does not.
+    say "/run/user/0 exists: root's control base is there, not /run/stockade-0; not checking the purge of /run/stockade-0"
+    made_run_dir=no
 else
     (cd "$work" && env -u XDG_RUNTIME_DIR -u STOCKADE_CONTROL_DIR -u STOCKADE_RUNNER \
         stockade confine --mode read-only -- true >/dev/null) \
