@@ -43,15 +43,6 @@ struct Request {
     args: Vec<String>,
 }
 
-/// Why the loop stopped without stdin's end.
-enum Stop {
-    Failed(LauncherError),
-    /// The request could not be read to its end (too long, or not readable).
-    Unreadable(String),
-    /// This launcher's file was replaced: answers would start another binary.
-    Replaced,
-}
-
 pub fn run() -> Result<i32, LauncherError> {
     // The one thing kept between requests, checked again on each (see the module).
     crate::control::devices::remember_between_calls();
@@ -59,25 +50,15 @@ pub fn run() -> Result<i32, LauncherError> {
     let mut input = stdin.lock();
     let mut output = std::io::stdout().lock();
     loop {
-        let stop = match next_line(&mut input) {
-            Ok(None) => return Ok(0),
-            Ok(Some(line)) if !locate::launcher_unchanged() => {
-                drop(line);
-                Stop::Replaced
-            }
-            Ok(Some(line)) => match answer(&line, &mut output) {
-                Ok(()) => continue,
-                Err(e) => Stop::Failed(e),
-            },
-            Err(why) => Stop::Unreadable(why),
+        let Some(line) = next_line(&mut input).map_err(LauncherError::Serve)? else {
+            return Ok(0);
         };
-        return match stop {
-            Stop::Failed(e) => Err(e),
-            Stop::Unreadable(why) => Err(LauncherError::Serve(why)),
-            Stop::Replaced => Err(LauncherError::Serve(
+        if !locate::launcher_unchanged() {
+            return Err(LauncherError::Serve(
                 "this launcher's file was replaced while it served (an upgrade?); start stockade serve again".into(),
-            )),
-        };
+            ));
+        }
+        answer(&line, &mut output)?;
     }
 }
 
@@ -103,17 +84,18 @@ fn next_line(input: &mut impl BufRead) -> Result<Option<Vec<u8>>, String> {
 
 /// Answers one request line on `output`; only a failure to write the answer is an error.
 fn answer(line: &[u8], output: &mut impl Write) -> Result<(), LauncherError> {
-    let refusal = match prepare(line) {
-        Ok(prepared) => {
-            let written =
-                prepared.hand_over(|json| write_line(output, &format!("{{\"confined\":{json}}}")));
-            leave_directory();
-            return written;
-        }
-        Err((line, code)) => serde_json::json!({ "error": line, "exitCode": code }).to_string(),
-    };
+    let prepared = prepare(line);
+    // Back to `/` once prepared (whatever came of it), before anything is written.
     leave_directory();
-    write_line(output, &refusal)
+    match prepared {
+        Ok(prepared) => {
+            prepared.hand_over(|json| write_line(output, &format!("{{\"confined\":{json}}}")))
+        }
+        Err((line, code)) => {
+            let refusal = serde_json::json!({ "error": line, "exitCode": code });
+            write_line(output, &refusal.to_string())
+        }
+    }
 }
 
 /// Back to `/`, so that between requests this process holds no workspace (one being

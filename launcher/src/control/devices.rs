@@ -181,8 +181,8 @@ fn walk(top: &Path, proc_devices: String) -> Listing {
     };
     let mut listing = Listing {
         dirs: Vec::new(),
-        proc_devices: String::new(),
         raw: Vec::new(),
+        proc_devices,
     };
     let mut dirs = vec![(top.to_path_buf(), 1)];
     while let Some((dir, depth)) = dirs.pop() {
@@ -210,7 +210,6 @@ fn walk(top: &Path, proc_devices: String) -> Listing {
         }
     }
     listing.raw.sort();
-    listing.proc_devices = proc_devices;
     listing
 }
 
