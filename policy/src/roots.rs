@@ -55,9 +55,10 @@ pub struct Invoker {
     /// ([`crate::credentials::variables`]), as (name, value): where the stores they name
     /// are hidden.
     pub store_variables: Vec<(OsString, OsString)>,
-    /// Every other user's control bases that exist (found by the launcher): hidden from a
-    /// command that keeps a capability reading past file modes (`CAP_DAC_OVERRIDE`,
-    /// `CAP_DAC_READ_SEARCH`), for which their 0700 modes mean nothing.
+    /// Every other user's control bases that exist: hidden from a command that keeps a
+    /// capability reading past file modes (`CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH`), for
+    /// which their 0700 modes mean nothing. The launcher looks for them only for such a
+    /// command (empty otherwise: nothing else reads them).
     pub other_control_bases: Vec<PathBuf>,
     /// The system's credential files ([`crate::hidden::ROOT_SECRETS`]) that an invoker
     /// other than root can read (a member of the `shadow` group), found by the launcher:
