@@ -50,6 +50,9 @@ pub struct Scope {
     pub writable_files: Vec<PathBuf>,
     #[serde(with = "crate::raw")]
     pub hidden: Vec<PathBuf>,
+    /// Whether only the standard devices may be read ([`crate::devices`]).
+    #[serde(default)]
+    pub devices_hidden: bool,
     /// The invoking user's homes: a directory that is one (or holds one) is a broad
     /// root, which `--writable` grants only beside `--allow-broad-root`.
     #[serde(with = "crate::raw", default)]
@@ -110,6 +113,7 @@ impl Scope {
             writable: of(Access::Full),
             writable_files: of(Access::ReadWriteFile),
             hidden: policy.hidden().to_vec(),
+            devices_hidden: policy.hides_devices(),
             homes: Vec::new(),
             // Without the stage nothing holds their contents: a write there is not
             // refused; the supervisor still holds their metadata.
@@ -549,6 +553,10 @@ fn socket(scope: &Scope) -> DenialRecord {
     }
 }
 
+/// The standard devices as a rule names them.
+const STANDARD_DEVICES_IN_WORDS: &str =
+    "null, zero, full, random, urandom, tty, ptmx, pts, shm and mqueue";
+
 /// Whether the policy refuses `access` to `path`: the kind, the rule in words and the
 /// narrowest grant.
 pub fn refused(
@@ -565,6 +573,22 @@ pub fn refused(
                 "--no-default-hide (or leaving out --hide {})",
                 h.display()
             )),
+        ));
+    }
+    // Reading only: writing a device but `/dev/null` is refused by the write rule below,
+    // which no hiding option changes.
+    if let Some(entry) = (scope.devices_hidden && access == Access::Read)
+        .then(|| crate::devices::beyond_standard(path))
+        .flatten()
+    {
+        return Some((
+            Kind::HiddenPath,
+            format!(
+                "{mode} mode: /dev/{} is not a standard device (only {} may be read)",
+                entry.to_string_lossy(),
+                STANDARD_DEVICES_IN_WORDS
+            ),
+            Some("--no-default-hide".to_string()),
         ));
     }
     if let Some(pid) = other_process(path) {
@@ -957,6 +981,7 @@ mod tests {
             },
             writable_files: vec!["/dev/null".into()],
             hidden: vec!["/root/.ssh".into()],
+            devices_hidden: true,
             homes: vec!["/home/u".into()],
             protected: vec!["/ws/.envrc".into(), "/ws/.git/config".into()],
             protect_explicit: false,
@@ -1201,8 +1226,24 @@ mod tests {
             one(&s, line, &Table(vec![("/opt", Access::Metadata)])),
             None
         );
-        let r = one(&s, "bash: /dev/sda: Permission denied", &root).unwrap();
+        let r = one(
+            &s,
+            "sh: 1: cannot create /dev/sda: Permission denied",
+            &root,
+        )
+        .unwrap();
         assert_eq!(r.kind, Kind::Device);
+        // A redirection either way: reading it is refused first (hidden), by the
+        // allow-list of devices.
+        let r = one(&s, "bash: /dev/sda: Permission denied", &root).unwrap();
+        assert_eq!(r.kind, Kind::HiddenPath);
+        // Read: hidden by the allow-list of devices, which --no-default-hide lifts.
+        let r = one(&s, "cat: /dev/ttyS0: Permission denied", &root).unwrap();
+        assert_eq!(
+            (r.kind, r.grant.as_deref()),
+            (Kind::HiddenPath, Some("--no-default-hide"))
+        );
+        assert_eq!(one(&s, "cat: /dev/urandom: Permission denied", &root), None);
         let r = one(&s, "cat: /proc/1/environ: Permission denied", &root).unwrap();
         assert_eq!(r.kind, Kind::Process);
         assert_eq!(one(&s, "bash: /ws/x: Permission denied", &root), None);

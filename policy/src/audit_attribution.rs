@@ -197,6 +197,7 @@ mod tests {
             writable: vec!["/work".into(), "/tmp".into()],
             writable_files: vec!["/dev/null".into()],
             hidden: vec![PathBuf::from("/root/.ssh")],
+            devices_hidden: true,
             homes: vec!["/home/u".into()],
             protected: Vec::new(),
             protect_explicit: false,

@@ -35,6 +35,7 @@
 //! does not follow hides nothing and is reported. `--hide` paths are the caller's own
 //! words and are followed as before.
 
+use crate::devices::DEVICE_TREE;
 use crate::grants::{Access, Grant, Opened};
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::ffi::OsString;
@@ -56,7 +57,8 @@ pub use crate::roots::Invoker;
 
 /// The default hidden paths for `invoker` (the control bases excluded), existing or not:
 /// every credential store's default locations ([`crate::credentials::STORES`]) beneath
-/// its homes, root's system files, the raw devices. Stores the environment moved
+/// its homes, root's system files (the devices beyond the standard ones are hidden by
+/// the runner's carve-out itself: [`crate::devices`]). Stores the environment moved
 /// elsewhere: [`crate::credentials::moved`].
 pub fn defaults(invoker: &Invoker) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -66,7 +68,6 @@ pub fn defaults(invoker: &Invoker) -> Vec<PathBuf> {
     } else {
         out.extend(invoker.readable_root_secrets.iter().cloned());
     }
-    out.extend(invoker.raw_devices.iter().cloned());
     out
 }
 
@@ -348,17 +349,21 @@ pub struct Entry {
     pub kind: EntryKind,
 }
 
-/// The Landlock rules for `grants` once `hidden` (absolute, canonical) is carved out.
+/// The Landlock rules for `grants` once `hidden` (absolute, canonical) is carved out,
+/// and, with `devices`, every entry of `/dev` but the standard ones
+/// ([`crate::devices`]): `/dev` is then carved like the parent of a hidden path, and of
+/// its entries only the standard ones get a rule.
 ///
 /// `list` names the entries of an ancestor directory; an ancestor it cannot list (gone,
 /// replaced by a link, unreadable) grants nothing beneath it: less access, never more.
 /// Grants no hidden path lies beneath are returned unchanged, in their order; file grants
 /// (`/dev/null`) are never carved.
-pub fn carve<L>(grants: &[Grant], hidden: &[PathBuf], mut list: L) -> Vec<Grant>
+pub fn carve<L>(grants: &[Grant], hidden: &[PathBuf], devices: bool, mut list: L) -> Vec<Grant>
 where
     L: FnMut(&Path) -> Option<Vec<Entry>>,
 {
     let hidden = outermost(hidden);
+    let device_tree = Path::new(DEVICE_TREE);
     let mut out = Vec::new();
     for grant in grants {
         let Some(carved) = carved_access(grant.access) else {
@@ -369,13 +374,20 @@ where
             .iter()
             .filter(|h| h.starts_with(&grant.path) && **h != grant.path)
             .collect();
-        if below.is_empty() {
+        let devices_below = devices && device_tree.starts_with(&grant.path);
+        if below.is_empty() && !devices_below {
             out.push(grant.clone());
             continue;
         }
-        // Every directory from the grant's root down to each hidden path's parent.
+        // Every directory from the grant's root down to each hidden path's parent (and
+        // `/dev`, whose entries are judged by name below).
         let mut ancestors = BTreeSet::new();
-        for h in &below {
+        let device_child = device_tree.join("standard");
+        let parents_of = below
+            .iter()
+            .map(|h| h.as_path())
+            .chain(devices_below.then_some(device_child.as_path()));
+        for h in parents_of {
             let mut p = h.parent();
             while let Some(a) = p {
                 if !a.starts_with(&grant.path) {
@@ -434,6 +446,12 @@ where
                     EntryKind::Other => false,
                 };
                 if e.name == "." || e.name == ".." {
+                    continue;
+                }
+                if devices_below
+                    && a.as_path() == device_tree
+                    && !crate::devices::is_standard(&e.name)
+                {
                     continue;
                 }
                 let child = a.join(&e.name);
@@ -530,7 +548,7 @@ mod tests {
     fn run(grants: &[Grant], hidden: &[&str]) -> Vec<(String, Access, Opened)> {
         let tree = home_fs();
         let hidden: Vec<PathBuf> = hidden.iter().map(PathBuf::from).collect();
-        carve(grants, &hidden, |p| tree.get(p).cloned())
+        carve(grants, &hidden, false, |p| tree.get(p).cloned())
             .into_iter()
             .map(|g| (g.path.display().to_string(), g.access, g.opened))
             .collect()
@@ -542,7 +560,7 @@ mod tests {
 
     #[test]
     fn nothing_hidden_changes_nothing() {
-        assert_eq!(carve(&read_all(), &[], |_| None), read_all());
+        assert_eq!(carve(&read_all(), &[], false, |_| None), read_all());
     }
 
     #[test]
@@ -592,7 +610,7 @@ mod tests {
             ),
         ]);
         let hidden = vec![PathBuf::from("/dev/loop0")];
-        let r: Vec<PathBuf> = carve(&read_all(), &hidden, |p| tree.get(p).cloned())
+        let r: Vec<PathBuf> = carve(&read_all(), &hidden, false, |p| tree.get(p).cloned())
             .into_iter()
             .map(|g| g.path)
             .collect();
@@ -603,6 +621,69 @@ mod tests {
         for not in ["/dev/loop0", "/dev/loop9"] {
             assert!(!r.contains(&PathBuf::from(not)), "{not}: {r:?}");
         }
+    }
+
+    #[test]
+    fn with_devices_hidden_only_the_standard_entries_of_dev_get_a_rule() {
+        let o = EntryKind::Other;
+        let tree = fs(&[
+            ("/", &[("dev", D), ("etc", D)]),
+            (
+                "/dev",
+                &[
+                    ("null", o),
+                    ("urandom", o),
+                    ("pts", D),
+                    ("shm", D),
+                    ("tty", o),
+                    ("tty1", o),
+                    ("ttyS0", o),
+                    ("kmsg", o),
+                    ("input", D),
+                ],
+            ),
+        ]);
+        let carved = |devices: bool, hidden: &[PathBuf]| -> Vec<(PathBuf, Access)> {
+            carve(&read_all(), hidden, devices, |p| tree.get(p).cloned())
+                .into_iter()
+                .map(|g| (g.path, g.access))
+                .collect()
+        };
+        let r = carved(true, &[]);
+        let read = |p: &str| r.contains(&(PathBuf::from(p), Access::ReadExecute));
+        for granted in [
+            "/dev/null",
+            "/dev/urandom",
+            "/dev/pts",
+            "/dev/shm",
+            "/dev/tty",
+            "/etc",
+        ] {
+            assert!(read(granted), "{granted}: {r:?}");
+        }
+        for not in [
+            "/dev/tty1",
+            "/dev/ttyS0",
+            "/dev/kmsg",
+            "/dev/input",
+            "/dev",
+            "/",
+        ] {
+            assert!(!read(not), "{not}: {r:?}");
+        }
+        // `/dev` and `/` stay listable, as ancestors.
+        assert!(
+            r.contains(&(PathBuf::from("/dev"), Access::ListOnly)),
+            "{r:?}"
+        );
+        // A standard entry the caller hides stays hidden.
+        let r = carved(true, &[PathBuf::from("/dev/shm")]);
+        assert!(!r.iter().any(|(p, _)| p == Path::new("/dev/shm")), "{r:?}");
+        // Without the allow-list (`--no-default-hide`), `/` is granted whole.
+        assert_eq!(
+            carved(false, &[]),
+            vec![(PathBuf::from("/"), Access::ReadExecute)]
+        );
     }
 
     #[test]
@@ -618,7 +699,7 @@ mod tests {
     #[test]
     fn an_ancestor_that_cannot_be_listed_grants_nothing_beneath_it() {
         let hidden = vec![PathBuf::from("/gone/x")];
-        let r = carve(&read_all(), &hidden, |p| {
+        let r = carve(&read_all(), &hidden, false, |p| {
             (p == Path::new("/")).then(|| {
                 vec![Entry {
                     name: "etc".into(),
@@ -673,7 +754,7 @@ mod tests {
             opened: Opened::Root,
         };
         grants.push(ws.clone());
-        let r = carve(&grants, &["/home/u/.ssh".into()], |p| {
+        let r = carve(&grants, &["/home/u/.ssh".into()], false, |p| {
             home_fs().get(p).cloned()
         });
         assert!(r.contains(&ws));
@@ -691,13 +772,11 @@ mod tests {
             runtime_dir: None,
             control_bases: vec!["/run/user/1/stockade".into()],
             capabilities: 0,
-            raw_devices: vec!["/dev/sda".into()],
             store_variables: Vec::new(),
             other_control_bases: Vec::new(),
             readable_root_secrets: Vec::new(),
         };
         let d = defaults(&inv);
-        assert!(d.contains(&PathBuf::from("/dev/sda")));
         assert!(d.contains(&PathBuf::from("/home/u/.ssh")));
         assert!(d.contains(&PathBuf::from("/forged/.aws")));
         assert!(d.contains(&PathBuf::from("/home/u/.cargo/credentials.toml")));

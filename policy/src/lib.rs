@@ -31,6 +31,8 @@
 //! - [`status`]: the runner's out-of-band status record.
 //! - [`descriptors`]: inherited descriptors through which metadata outside the writable
 //!   roots can change, as the status record names them.
+//! - [`devices`]: the standard device files a confined command may read; every other
+//!   entry of `/dev` is hidden with the default set.
 //! - [`classify`]: how a settled process is classified (runner failure, denial, ...).
 //! - [`denial`]: the streaming denial-signature scanner `classify` and `stockade run` use.
 //! - [`environment`]: which of the caller's environment variables reach a command.
@@ -64,6 +66,7 @@ pub mod credentials;
 pub mod denial;
 pub mod denial_record;
 pub mod descriptors;
+pub mod devices;
 pub mod digest;
 pub mod domains;
 pub mod environment;

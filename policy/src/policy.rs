@@ -266,6 +266,11 @@ impl Policy {
         self.hidden = hidden::outermost(&self.hidden);
         not_hidden
     }
+    /// Whether reading `/dev` is limited to the standard devices ([`crate::devices`]):
+    /// with the default hidden set, in the confined modes.
+    pub fn hides_devices(&self) -> bool {
+        self.default_hide
+    }
     /// The protected paths that existed at resolution time.
     pub fn protected(&self) -> &[Protected] {
         &self.protected
@@ -1422,7 +1427,6 @@ mod tests {
             runtime_dir: None,
             control_bases: Vec::new(),
             capabilities: 0,
-            raw_devices: Vec::new(),
             store_variables: Vec::new(),
             other_control_bases: Vec::new(),
             readable_root_secrets: Vec::new(),

@@ -43,14 +43,6 @@ pub struct Invoker {
     /// capability N): only those can be kept with `--keep-capability`. None for an
     /// ordinary user.
     pub capabilities: u64,
-    /// The devices that reach past the sandbox which the invoking user can open (all of
-    /// them for root: it owns their nodes), found by the launcher: the block devices,
-    /// each the bytes of a whole filesystem, every hidden path and every other user's
-    /// private file on it included, and `/dev/userfaultfd`, which makes the userfaultfd
-    /// the seccomp filter refuses as a system call (only Landlock's device-ioctl rule,
-    /// ABI 5, refuses its ioctl). Landlock lets a command open a device node like any
-    /// file beneath `/`: hidden by default.
-    pub raw_devices: Vec<PathBuf>,
     /// The invoking process's variables that move credential stores
     /// ([`crate::credentials::variables`]), as (name, value): where the stores they name
     /// are hidden.
@@ -90,7 +82,6 @@ impl Invoker {
             runtime_dir,
             control_bases: Vec::new(),
             capabilities: 0,
-            raw_devices: Vec::new(),
             store_variables: Vec::new(),
             other_control_bases: Vec::new(),
             readable_root_secrets: Vec::new(),
@@ -483,7 +474,6 @@ mod tests {
             runtime_dir: None,
             control_bases: Vec::new(),
             capabilities: 0,
-            raw_devices: Vec::new(),
             store_variables: Vec::new(),
             other_control_bases: Vec::new(),
             readable_root_secrets: Vec::new(),
@@ -519,7 +509,6 @@ mod tests {
             runtime_dir: None,
             control_bases: Vec::new(),
             capabilities: 0,
-            raw_devices: Vec::new(),
             store_variables: Vec::new(),
             other_control_bases: Vec::new(),
             readable_root_secrets: Vec::new(),

@@ -292,7 +292,7 @@ pub const MASK_MODE: u32 = 0o000;
 /// path beneath it is never taken as covered by the runner, which carves `/dev` entry by
 /// entry instead (and gives no block device there a rule). The stage does not mask those
 /// paths either: the mount would cost start-up and decide nothing.
-pub const DEVICE_TREE: &str = "/dev";
+pub use crate::devices::DEVICE_TREE;
 
 /// Whether the hidden path `hidden` may be covered by an empty mount: not when it holds
 /// (or is) one of `keep`, paths the runner or the command must still reach (the private

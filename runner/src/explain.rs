@@ -228,8 +228,16 @@ fn explain_env(w: &mut String, request: &LaunchRequest) {
 /// The hidden paths and how each is hidden.
 fn explain_hidden(w: &mut String, request: &LaunchRequest, asks: &Asks) {
     let _ = writeln!(w, "hidden (never readable):");
-    if request.policy.hidden().is_empty() {
+    if request.policy.hidden().is_empty() && !request.policy.hides_devices() {
         let _ = writeln!(w, "  none");
+    }
+    if request.policy.hides_devices() {
+        let _ = writeln!(
+            w,
+            "  {}/* but {}  (by Landlock carve-out: only the standard devices may be read)",
+            stockade_policy::devices::DEVICE_TREE,
+            stockade_policy::devices::STANDARD.join(", ")
+        );
     }
     // A command keeping a read capability gets the carve-out everywhere (mask.rs).
     let staged = request.policy.stage()

@@ -159,7 +159,12 @@ pub fn carved_grants(policy: &Policy, tree: &mut Tree, covered: &[PathBuf]) -> V
         .filter(|h| !covered.contains(h))
         .cloned()
         .collect();
-    hidden::carve(&grants::grants(policy), &carve, |p| tree.list(p))
+    hidden::carve(
+        &grants::grants(policy),
+        &carve,
+        policy.hides_devices(),
+        |p| tree.list(p),
+    )
 }
 
 /// Opens a granted path as an `O_PATH` descriptor, checking that directory grants name

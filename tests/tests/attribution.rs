@@ -483,3 +483,88 @@ fn a_shared_memory_name_is_named_in_dev_shm_and_its_grant_allows_it() {
     assert_eq!(v["stdout"]["text"], "made\n", "{v}");
     assert_eq!(v["denials"], serde_json::json!([]), "{v}");
 }
+
+/// A device beyond the standard ones (`stockade_policy::devices`): a node made for the
+/// test in `/dev`, with `/dev/null`'s numbers (harmless to open) and mode 0666, so that
+/// Unix lets everyone read it and the refusal can only be the policy's. Refused to root
+/// and to an ordinary user, with and without the stage, and named as a hidden path with
+/// `--no-default-hide`; the standard devices stay readable (the workload beside the
+/// attack). Control: with `--no-default-hide` the same command reads it.
+#[test]
+fn a_device_beyond_the_standard_ones_is_refused_named_and_no_default_hide_allows_it() {
+    const NAME: &str =
+        "a_device_beyond_the_standard_ones_is_refused_named_and_no_default_hide_allows_it";
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root to make a device node): {NAME}");
+        return;
+    }
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let node = std::path::PathBuf::from(format!("/dev/stockade-attr-{}", std::process::id()));
+    let made = Command::new("mknod")
+        .args(["-m", "0666"])
+        .arg(&node)
+        .args(["c", "1", "3"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let _remove = Remove(node.clone());
+    // Without the stage and with it (`Fixture::new` adds `--no-stage`).
+    let fixtures = [Fixture::new(), Fixture::staged()];
+    let mut nobody = true;
+    for fx in &fixtures {
+        std::fs::create_dir(fx.root.join("home")).unwrap();
+        if let Some(why) = unreachable_by(
+            NOBODY,
+            &[&stockade_bin(), &runner_bin(), fx.root.parent().unwrap()],
+        ) {
+            eprintln!("{NAME}: as root only ({why})");
+            nobody = false;
+        }
+    }
+    let script = format!(
+        "head -c1 /dev/urandom >/dev/null && head -c1 /dev/zero >/dev/null && echo standard && cat {} && echo opened",
+        node.display()
+    );
+    let run = |as_user: bool, stage: bool, extra: &[&str]| {
+        let fx = &fixtures[usize::from(stage)];
+        let mut args = vec!["run", "--json", "--mode", "read-only"];
+        args.extend(extra);
+        args.extend(["--", "sh", "-c", &script]);
+        let out = match as_user {
+            true => as_nobody(fx, stage, &args),
+            false => fx
+                .stockade(args)
+                .env("HOME", fx.root.join("home"))
+                .output()
+                .unwrap(),
+        };
+        json_of(&out)
+    };
+    // Root first: the fixtures then go to the ordinary user (root's control directory
+    // would no longer be private in them).
+    for as_user in [false, true].into_iter().filter(|u| !u || nobody) {
+        if as_user {
+            fixtures.iter().for_each(|fx| chown_tree(&fx.root));
+        }
+        for stage in [false, true] {
+            let who = format!("user {as_user}, stage {stage}");
+            let v = run(as_user, stage, &[]);
+            assert_eq!(v["stdout"]["text"], "standard\n", "{who}: {v}");
+            assert_eq!(v["sandbox"]["denied"], true, "{who}: {v}");
+            let r = the_record(&v);
+            assert_eq!(r["kind"], "hidden-path", "{who}: {v}");
+            assert_eq!(r["path"], node.to_str().unwrap(), "{who}: {v}");
+            assert_eq!(r["grant"], "--no-default-hide", "{who}: {v}");
+            // Control: the grant the record names lets the same command read it.
+            let v = run(as_user, stage, &["--no-default-hide"]);
+            assert_eq!(v["exitCode"], 0, "{who}: {v}");
+            assert_eq!(v["stdout"]["text"], "standard\nopened\n", "{who}: {v}");
+            assert_eq!(v["denials"], serde_json::json!([]), "{who}: {v}");
+        }
+    }
+}

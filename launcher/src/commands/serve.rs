@@ -8,9 +8,8 @@
 //! Requests are answered one at a time, in order, each exactly as `stockade confine
 //! ARGS` started in the request's directory would answer it, with this process's
 //! environment (a provider whose environment changed starts a new one). Nothing from
-//! one request is kept for the next but which nodes in `/dev` are raw devices, checked
-//! again on each request against `/dev`'s directories (`control::devices`), and what a
-//! `confine` process would find on disk too.
+//! one request is kept for the next but what a `confine` process would find on disk
+//! too.
 //!
 //! A request is one line of JSON, `{"cwd": DIR, "args": [ARG...]}` (the arguments after
 //! `stockade confine`); the answer one line, `{"confined": CONFINEDARGV}` or `{"error":
@@ -44,8 +43,6 @@ struct Request {
 }
 
 pub fn run() -> Result<i32, LauncherError> {
-    // The one thing kept between requests, checked again on each (see the module).
-    crate::control::devices::remember_between_calls();
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let mut output = std::io::stdout().lock();

@@ -1,11 +1,10 @@
 //! The control directory and what the launcher checks before handing it to the runner:
 //! the private directory the request lives in (`private_dir`), where it may be placed
 //! (`placement`), the binaries it names (`locate`, `binding`) and the capabilities the
-//! launcher holds (`capabilities`), and the raw devices hidden by default (`devices`).
+//! launcher holds (`capabilities`).
 
 pub(crate) mod binding;
 pub(crate) mod capabilities;
-pub(crate) mod devices;
 pub(crate) mod error;
 pub(crate) mod locate;
 pub(crate) mod placement;

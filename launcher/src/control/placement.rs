@@ -51,7 +51,6 @@ pub fn invoker(reads_past_modes: bool) -> Invoker {
             Vec::new()
         },
         capabilities: crate::control::capabilities::permitted(),
-        raw_devices: crate::control::devices::readable_raw_devices(),
         readable_root_secrets: readable_root_secrets(uid),
         store_variables: stockade_policy::credentials::variables()
             .into_iter()

@@ -351,7 +351,7 @@ fn this_process() -> Option<String> {
 /// there changes it.
 fn proc_mounts() -> Option<String> {
     use std::hash::{Hash, Hasher};
-    let info = crate::control::devices::read_proc("/proc/self/mountinfo").ok()?;
+    let info = read_proc("/proc/self/mountinfo").ok()?;
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     let mut count = 0;
     for line in info.lines() {
@@ -409,4 +409,14 @@ fn remember(base: &std::path::Path, stamp: &std::path::Path, key: &str) {
     if written.is_err() || std::fs::rename(&temp, stamp).is_err() {
         let _ = std::fs::remove_file(&temp);
     }
+}
+
+/// A file of `/proc`, read whole. `/proc` files give no size, so `read_to_string` would
+/// begin with a 32-byte read and double it read after read; one buffer of a few pages
+/// takes them in a read or two.
+fn read_proc(path: &str) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::with_capacity(16 << 10);
+    std::fs::File::open(path)?.read_to_string(&mut text)?;
+    Ok(text)
 }

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 /// The only device every confined mode may write.
 const DEV_NULL: &str = "/dev/null";
-/// Where device nodes appear while a command runs: a hidden path there is never covered
-/// by a mount, only carved out (README, hidden paths).
-const DEVICE_TREE: &str = "/dev";
+// Where device nodes appear while a command runs: a hidden path there is never covered
+// by a mount, only carved out (README, hidden paths).
+use crate::devices::DEVICE_TREE;
 /// The shared temporary directory, writable in workspace-write.
 const SHARED_TMP: &str = "/tmp";
 
@@ -45,6 +45,9 @@ pub(super) struct Layout {
     /// The writable roots, in the order the stage binds them back.
     roots: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
+    /// Whether every entry of `/dev` but the standard ones is hidden (carved out, never
+    /// masked: see [`crate::devices`]).
+    devices: bool,
     /// Hidden paths the stage covers with a mask (none without the stage, nor for a
     /// command that reads past file modes, which would find them empty).
     masked: Vec<PathBuf>,
@@ -93,6 +96,7 @@ impl Layout {
             mode,
             roots,
             hidden,
+            devices: mode.is_confined() && policy.hides_devices(),
             masked,
             covered,
             protected,
@@ -187,7 +191,12 @@ impl Layout {
     }
 
     pub(super) fn hidden(&self, p: &Path) -> bool {
-        self.hidden.iter().any(|h| p.starts_with(h))
+        self.hidden.iter().any(|h| p.starts_with(h)) || self.device_hidden(p)
+    }
+
+    /// Whether `p` is a device the allow-list hides (or lies beneath one).
+    fn device_hidden(&self, p: &Path) -> bool {
+        self.devices && crate::devices::beyond_standard(p).is_some()
     }
 
     /// Whether `p` is itself a path the stage covers with a mask.
@@ -207,6 +216,7 @@ impl Layout {
         self.hidden
             .iter()
             .any(|h| !self.covered.contains(h) && h.starts_with(p) && h != p)
+            || (self.devices && Path::new(DEVICE_TREE).starts_with(p))
     }
 
     /// Whether `p` is hidden by the carve-out (by its place, where a mask would hide
@@ -215,6 +225,7 @@ impl Layout {
         self.hidden
             .iter()
             .any(|h| !self.covered.contains(h) && p.starts_with(h))
+            || self.device_hidden(p)
     }
 
     /// Whether the object at `p` may be read where it is, as far as the carve-out goes:

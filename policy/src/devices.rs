@@ -1,0 +1,92 @@
+//! Which device files a confined command may read: the standard set every program
+//! expects (`/dev/null`, `/dev/zero`, `/dev/urandom`, the terminal, `/dev/pts`,
+//! `/dev/shm`, ...), and nothing else beneath `/dev` while the default hidden set applies.
+//!
+//! Why an allow-list and not a list of dangerous devices: reading a device reaches past
+//! the sandbox in ways no list keeps up with. A disk's raw bytes hold every hidden file
+//! on it; a virtual console (`/dev/tty1`) or a serial console (`/dev/ttyS0`) hands its
+//! reader the keys typed at it, a password at a login prompt among them; the consoles'
+//! screen contents, input events, raw HID reports, SCSI and NVMe passthrough, a flash
+//! chip, the kernel log. Every one of those a root command could open for reading when
+//! the rule was "everything but the raw devices". A device that is not on this list is
+//! refused whatever it is, including one that appears while the command runs (a loop
+//! device attached by someone else): Landlock rules attach to the entries that exist
+//! when they are made, and only the standard entries get one.
+//!
+//! It is also what keeps `/dev` cheap: the carve-out (see [`crate::hidden`]) gives a
+//! rule to the few standard entries instead of to every node beside the hidden ones
+//! (a hundred on a small VM, several hundred on a desktop).
+//!
+//! Writing stays as it was: only `/dev/null` among them, and the command's own
+//! terminals, `/dev/shm` and queues where the namespace stage made them private.
+//! `--no-default-hide` gives back reading every device the invoking user can read.
+
+use std::ffi::OsStr;
+use std::path::{Component, Path};
+
+/// Where device files live.
+pub const DEVICE_TREE: &str = "/dev";
+
+/// The entries of `/dev` a confined command may read (and list, for directories). The
+/// links among them (`fd`, `stdin`, `stdout`, `stderr`) get no rule of their own: what
+/// they lead to decides (see [`crate::hidden`]); they are listed so that a refusal
+/// through one is not named as a device's.
+pub const STANDARD: &[&str] = &[
+    "fd", "full", "mqueue", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout",
+    "tty", "urandom", "zero",
+];
+
+/// Whether the `/dev` entry `name` is one of the standard devices.
+pub fn is_standard(name: &OsStr) -> bool {
+    STANDARD.iter().any(|s| OsStr::new(s) == name)
+}
+
+/// The entry of `/dev` that `path` (absolute, lexically clean) is or lies beneath, when
+/// it is not a standard one: what the allow-list refuses. `None` for `/dev` itself, a
+/// standard entry (and anything beneath one) and every path outside `/dev`.
+pub fn beyond_standard(path: &Path) -> Option<&OsStr> {
+    let rest = path.strip_prefix(DEVICE_TREE).ok()?;
+    match rest.components().next() {
+        Some(Component::Normal(name)) if !is_standard(name) => Some(name),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_standard_devices_and_what_lies_beneath_them_are_not_beyond() {
+        for p in [
+            "/dev",
+            "/dev/null",
+            "/dev/urandom",
+            "/dev/pts/3",
+            "/dev/shm/x/y",
+            "/dev/stdout",
+            "/etc/passwd",
+            "/device/sda",
+        ] {
+            assert_eq!(beyond_standard(Path::new(p)), None, "{p}");
+        }
+    }
+
+    #[test]
+    fn consoles_disks_and_the_rest_are_beyond() {
+        for (p, entry) in [
+            ("/dev/tty1", "tty1"),
+            ("/dev/ttyS0", "ttyS0"),
+            ("/dev/sda", "sda"),
+            ("/dev/input/event0", "input"),
+            ("/dev/kmsg", "kmsg"),
+            ("/dev/nulls", "nulls"),
+        ] {
+            assert_eq!(
+                beyond_standard(Path::new(p)),
+                Some(OsStr::new(entry)),
+                "{p}"
+            );
+        }
+    }
+}
