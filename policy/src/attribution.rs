@@ -555,7 +555,7 @@ fn socket(scope: &Scope) -> DenialRecord {
 
 /// The standard devices as a rule names them.
 const STANDARD_DEVICES_IN_WORDS: &str =
-    "null, zero, full, random, urandom, tty, ptmx, pts, shm and mqueue";
+    "null, zero, full, random, urandom, tty, ptmx, shm and mqueue";
 
 /// Whether the policy refuses `access` to `path`: the kind, the rule in words and the
 /// narrowest grant.
@@ -729,9 +729,15 @@ fn named_path(line: &str, words: &str) -> Option<PathBuf> {
     looks_like_path(field).then(|| PathBuf::from(field))
 }
 
+/// Verbs that say neither reading nor writing: dash's `cannot open X` (a `<` redirection,
+/// but other programs open for writing with the same words), stripped from the path
+/// only; both accesses are then tried.
+const OPEN_VERBS: [&str; 1] = ["cannot open"];
+
 fn strip_verb(field: &str) -> &str {
     let lower = field.to_lowercase();
-    for verb in WRITE_VERBS.iter().chain(READ_VERBS.iter()) {
+    let verbs = WRITE_VERBS.iter().chain(READ_VERBS.iter());
+    for verb in verbs.chain(OPEN_VERBS.iter()) {
         if let Some(rest) = lower.strip_prefix(verb) {
             let rest = &field[field.len() - rest.len()..];
             // `cannot create directory x`, `cannot create regular file x`.
@@ -1238,6 +1244,13 @@ mod tests {
         let r = one(&s, "bash: /dev/sda: Permission denied", &root).unwrap();
         assert_eq!(r.kind, Kind::HiddenPath);
         // Read: hidden by the allow-list of devices, which --no-default-hide lifts.
+        let r = one(
+            &s,
+            "sh: 1: cannot open /dev/ttyS0: Permission denied",
+            &root,
+        )
+        .unwrap();
+        assert_eq!(r.path.as_deref(), Some("/dev/ttyS0"));
         let r = one(&s, "cat: /dev/ttyS0: Permission denied", &root).unwrap();
         assert_eq!(
             (r.kind, r.grant.as_deref()),

@@ -1,5 +1,5 @@
 //! Which device files a confined command may read: the standard set every program
-//! expects (`/dev/null`, `/dev/zero`, `/dev/urandom`, the terminal, `/dev/pts`,
+//! expects (`/dev/null`, `/dev/zero`, `/dev/urandom`, its own terminal as `/dev/tty`,
 //! `/dev/shm`, ...), and nothing else beneath `/dev` while the default hidden set applies.
 //!
 //! Why an allow-list and not a list of dangerous devices: reading a device reaches past
@@ -17,6 +17,13 @@
 //! rule to the few standard entries instead of to every node beside the hidden ones
 //! (a hundred on a small VM, several hundred on a desktop).
 //!
+//! `/dev/pts` is not among them: the machine's pseudo-terminals are the invoking user's
+//! other terminals (and, for root, everyone's), and reading one takes the keys typed
+//! there, a password given to `sudo` in another window among them. Under the namespace
+//! stage `/dev/pts` is a devpts instance of the command's own, which the runner grants
+//! apart; without the stage a command reaches its own terminal as `/dev/tty` or through
+//! the descriptors it inherits.
+//!
 //! Writing stays as it was: only `/dev/null` among them, and the command's own
 //! terminals, `/dev/shm` and queues where the namespace stage made them private.
 //! `--no-default-hide` gives back reading every device the invoking user can read.
@@ -32,8 +39,8 @@ pub const DEVICE_TREE: &str = "/dev";
 /// they lead to decides (see [`crate::hidden`]); they are listed so that a refusal
 /// through one is not named as a device's.
 pub const STANDARD: &[&str] = &[
-    "fd", "full", "mqueue", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout",
-    "tty", "urandom", "zero",
+    "fd", "full", "mqueue", "null", "ptmx", "random", "shm", "stderr", "stdin", "stdout", "tty",
+    "urandom", "zero",
 ];
 
 /// Whether the `/dev` entry `name` is one of the standard devices.
@@ -62,7 +69,6 @@ mod tests {
             "/dev",
             "/dev/null",
             "/dev/urandom",
-            "/dev/pts/3",
             "/dev/shm/x/y",
             "/dev/stdout",
             "/etc/passwd",
@@ -77,6 +83,7 @@ mod tests {
         for (p, entry) in [
             ("/dev/tty1", "tty1"),
             ("/dev/ttyS0", "ttyS0"),
+            ("/dev/pts/3", "pts"),
             ("/dev/sda", "sda"),
             ("/dev/input/event0", "input"),
             ("/dev/kmsg", "kmsg"),

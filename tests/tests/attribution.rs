@@ -568,3 +568,108 @@ fn a_device_beyond_the_standard_ones_is_refused_named_and_no_default_hide_allows
         }
     }
 }
+
+/// Another terminal of the invoking user (a pseudo-terminal it owns, open in this test
+/// as it would be in another window): without the stage its `/dev/pts/N` is the machine's
+/// and reading it would take the keys typed there, so it is refused and named with
+/// `--no-default-hide` (control: with it, the same open succeeds); under the stage
+/// `/dev/pts` is the command's own devpts instance, where the node does not exist, and a
+/// terminal of its own still works (`script`). As root and as an ordinary user (the
+/// terminal then given to that user, as its login would).
+#[test]
+fn another_terminal_of_the_user_cannot_be_read() {
+    const NAME: &str = "another_terminal_of_the_user_cannot_be_read";
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root to give a terminal to another user): {NAME}");
+        return;
+    }
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the integers passed; the name, the
+    // terminal settings and the window size may be null.
+    let made = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(made, 0, "openpty");
+    // SAFETY: both were just returned by openpty, to this test alone.
+    let (_master, _slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::fs::File::from_raw_fd(slave),
+        )
+    };
+    let terminal = std::fs::read_link(format!("/proc/self/fd/{slave}")).unwrap();
+    let terminal = terminal.to_str().unwrap().to_string();
+    assert!(terminal.starts_with("/dev/pts/"), "{terminal}");
+    let fixtures = [Fixture::new(), Fixture::staged()];
+    let mut nobody = true;
+    for fx in &fixtures {
+        std::fs::create_dir(fx.root.join("home")).unwrap();
+        if let Some(why) = unreachable_by(
+            NOBODY,
+            &[&stockade_bin(), &runner_bin(), fx.root.parent().unwrap()],
+        ) {
+            eprintln!("{NAME}: as root only ({why})");
+            nobody = false;
+        }
+    }
+    let script = format!("exec 3< {terminal} && echo opened");
+    let run = |as_user: bool, stage: bool, extra: &[&str], script: &str| {
+        let fx = &fixtures[usize::from(stage)];
+        let mut args = vec!["run", "--json"];
+        args.extend(extra);
+        args.extend(["--", "sh", "-c", script]);
+        let out = match as_user {
+            true => as_nobody(fx, stage, &args),
+            false => fx
+                .stockade(args)
+                .env("HOME", fx.root.join("home"))
+                .output()
+                .unwrap(),
+        };
+        json_of(&out)
+    };
+    for as_user in [false, true].into_iter().filter(|u| !u || nobody) {
+        if as_user {
+            fixtures.iter().for_each(|fx| chown_tree(&fx.root));
+            let given = Command::new("chown")
+                .arg(format!("{NOBODY}"))
+                .arg(&terminal)
+                .output()
+                .unwrap();
+            assert!(given.status.success(), "{}", text(&given.stderr));
+        }
+        let who = format!("user {as_user}");
+        let v = run(as_user, false, &[], &script);
+        assert_eq!(v["stdout"]["text"], "", "{who}: {v}");
+        let r = the_record(&v);
+        assert_eq!(r["kind"], "hidden-path", "{who}: {v}");
+        assert_eq!(r["path"], terminal.as_str(), "{who}: {v}");
+        assert_eq!(r["grant"], "--no-default-hide", "{who}: {v}");
+        // Control: the grant the record names opens it.
+        let v = run(as_user, false, &["--no-default-hide"], &script);
+        assert_eq!(v["stdout"]["text"], "opened\n", "{who}: {v}");
+        // Under the stage the machine's terminals are out of sight, its own work.
+        let v = run(as_user, true, &[], &script);
+        assert_eq!(v["stdout"]["text"], "", "{who}: {v}");
+        let v = run(
+            as_user,
+            true,
+            &[],
+            "script -qc 'echo in-a-terminal' /dev/null",
+        );
+        assert_eq!(v["exitCode"], 0, "{who}: {v}");
+        assert!(
+            v["stdout"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("in-a-terminal")),
+            "{who}: {v}"
+        );
+    }
+}
