@@ -382,20 +382,13 @@ where
         // Every directory from the grant's root down to each hidden path's parent (and
         // `/dev`, whose entries are judged by name below).
         let mut ancestors = BTreeSet::new();
-        let device_child = device_tree.join("standard");
-        let parents_of = below
+        let lowest = below
             .iter()
-            .map(|h| h.as_path())
-            .chain(devices_below.then_some(device_child.as_path()));
-        for h in parents_of {
-            let mut p = h.parent();
-            while let Some(a) = p {
-                if !a.starts_with(&grant.path) {
-                    break;
-                }
-                ancestors.insert(a.to_path_buf());
-                p = a.parent();
-            }
+            .filter_map(|h| h.parent())
+            .chain(devices_below.then_some(device_tree));
+        for dir in lowest {
+            let within = dir.ancestors().take_while(|a| a.starts_with(&grant.path));
+            ancestors.extend(within.map(Path::to_path_buf));
         }
         // Entries that get no rule of their own beside: the ancestors (carved above)
         // and the hidden paths themselves.

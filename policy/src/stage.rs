@@ -289,9 +289,10 @@ pub const MASK_MODE: u32 = 0o000;
 
 /// Where the kernel adds device nodes while a command runs (the stage shares the
 /// machine's `/dev`): a mask covers only what exists when the stage starts, so a hidden
-/// path beneath it is never taken as covered by the runner, which carves `/dev` entry by
-/// entry instead (and gives no block device there a rule). The stage does not mask those
-/// paths either: the mount would cost start-up and decide nothing.
+/// path beneath it is never taken as covered by the runner, which carves `/dev` instead
+/// (a rule for each standard device, [`crate::devices`], and none for anything else).
+/// The stage does not mask those paths either: the mount would cost start-up and decide
+/// nothing.
 pub use crate::devices::DEVICE_TREE;
 
 /// Whether the hidden path `hidden` may be covered by an empty mount: not when it holds

@@ -43,8 +43,9 @@
 //! while the command runs (a loop device attached, a snapshot or a disk made by someone
 //! else): covered by no mask, and under a grant of all of `/`, it would be read raw, every
 //! hidden path on its filesystem with it. So a hidden path beneath `/dev` never counts as
-//! covered: the carve-out gives a rule to each entry there at the start (as without the
-//! stage), and a node added later lies under none.
+//! covered: the carve-out gives a rule only to the standard devices there
+//! (`stockade_policy::devices`, as without the stage), and a node added later lies under
+//! none.
 
 use crate::carve::Tree;
 use std::ffi::CString;
