@@ -165,8 +165,9 @@ pub struct PolicyArgs {
     /// A path no confined command may read, in every confined mode (repeatable).
     #[arg(long = "hide", value_name = "PATH")]
     pub hide: Vec<PathBuf>,
-    /// Do not hide the default credential stores (~/.ssh, ~/.aws, ...); stockade's own
-    /// control directories stay hidden.
+    /// Do not hide the default credential stores (~/.ssh, ~/.aws, ...), the system's
+    /// secrets and the devices beyond the standard ones (/dev/null, /dev/urandom, ...);
+    /// stockade's own control directories stay hidden.
     #[arg(long = "no-default-hide")]
     pub no_default_hide: bool,
     /// Bind PATH (inside a writable root) read-only, so the command cannot change,
