@@ -484,6 +484,62 @@ fn a_shared_memory_name_is_named_in_dev_shm_and_its_grant_allows_it() {
     assert_eq!(v["denials"], serde_json::json!([]), "{v}");
 }
 
+/// One fixture without the stage and one with it, run as root and then as the
+/// ordinary user `NOBODY` (where the checkout is within its reach).
+struct RootThenUser {
+    fixtures: [Fixture; 2],
+    user: bool,
+}
+
+impl RootThenUser {
+    fn new(name: &str) -> RootThenUser {
+        // `Fixture::new` adds `--no-stage`.
+        let fixtures = [Fixture::new(), Fixture::staged()];
+        let mut user = true;
+        for fx in &fixtures {
+            std::fs::create_dir(fx.root.join("home")).unwrap();
+            if let Some(why) = unreachable_by(
+                NOBODY,
+                &[&stockade_bin(), &runner_bin(), fx.root.parent().unwrap()],
+            ) {
+                eprintln!("{name}: as root only ({why})");
+                user = false;
+            }
+        }
+        RootThenUser { fixtures, user }
+    }
+
+    /// Who runs, in order: root (`false`), then the user (`true`), to whom the fixtures
+    /// are handed before (root's control directory would no longer be private in them).
+    fn each_user(&self) -> impl Iterator<Item = bool> + '_ {
+        [false, true]
+            .into_iter()
+            .filter(|u| !u || self.user)
+            .inspect(|&as_user| {
+                if as_user {
+                    self.fixtures.iter().for_each(|fx| chown_tree(&fx.root));
+                }
+            })
+    }
+
+    /// `stockade run --json ARGS` (the command at their end) as root or as the user,
+    /// without or with the stage.
+    fn run(&self, as_user: bool, stage: bool, args: &[&str]) -> serde_json::Value {
+        let fx = &self.fixtures[usize::from(stage)];
+        let mut all = vec!["run", "--json"];
+        all.extend(args);
+        let out = match as_user {
+            true => as_nobody(fx, stage, &all),
+            false => fx
+                .stockade(all)
+                .env("HOME", fx.root.join("home"))
+                .output()
+                .unwrap(),
+        };
+        json_of(&out)
+    }
+}
+
 /// A device beyond the standard ones (`stockade_policy::devices`): a node made for the
 /// test in `/dev`, with `/dev/null`'s numbers (harmless to open) and mode 0666, so that
 /// Unix lets everyone read it and the refusal can only be the policy's. Refused to root
@@ -513,44 +569,18 @@ fn a_device_beyond_the_standard_ones_is_refused_named_and_no_default_hide_allows
         .unwrap();
     assert!(made.status.success(), "{}", text(&made.stderr));
     let _remove = Remove(node.clone());
-    // Without the stage and with it (`Fixture::new` adds `--no-stage`).
-    let fixtures = [Fixture::new(), Fixture::staged()];
-    let mut nobody = true;
-    for fx in &fixtures {
-        std::fs::create_dir(fx.root.join("home")).unwrap();
-        if let Some(why) = unreachable_by(
-            NOBODY,
-            &[&stockade_bin(), &runner_bin(), fx.root.parent().unwrap()],
-        ) {
-            eprintln!("{NAME}: as root only ({why})");
-            nobody = false;
-        }
-    }
+    let runs = RootThenUser::new(NAME);
     let script = format!(
         "head -c1 /dev/urandom >/dev/null && head -c1 /dev/zero >/dev/null && echo standard && cat {} && echo opened",
         node.display()
     );
     let run = |as_user: bool, stage: bool, extra: &[&str]| {
-        let fx = &fixtures[usize::from(stage)];
-        let mut args = vec!["run", "--json", "--mode", "read-only"];
+        let mut args = vec!["--mode", "read-only"];
         args.extend(extra);
         args.extend(["--", "sh", "-c", &script]);
-        let out = match as_user {
-            true => as_nobody(fx, stage, &args),
-            false => fx
-                .stockade(args)
-                .env("HOME", fx.root.join("home"))
-                .output()
-                .unwrap(),
-        };
-        json_of(&out)
+        runs.run(as_user, stage, &args)
     };
-    // Root first: the fixtures then go to the ordinary user (root's control directory
-    // would no longer be private in them).
-    for as_user in [false, true].into_iter().filter(|u| !u || nobody) {
-        if as_user {
-            fixtures.iter().for_each(|fx| chown_tree(&fx.root));
-        }
+    for as_user in runs.each_user() {
         for stage in [false, true] {
             let who = format!("user {as_user}, stage {stage}");
             let v = run(as_user, stage, &[]);
@@ -583,61 +613,20 @@ fn another_terminal_of_the_user_cannot_be_read() {
         eprintln!("SKIPPED (needs root to give a terminal to another user): {NAME}");
         return;
     }
-    use std::os::fd::FromRawFd;
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty writes two descriptors into the integers passed; the name, the
-    // terminal settings and the window size may be null.
-    let made = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(made, 0, "openpty");
-    // SAFETY: both were just returned by openpty, to this test alone.
-    let (_master, _slave) = unsafe {
-        (
-            std::fs::File::from_raw_fd(master),
-            std::fs::File::from_raw_fd(slave),
-        )
-    };
-    let terminal = std::fs::read_link(format!("/proc/self/fd/{slave}")).unwrap();
+    use std::os::fd::AsRawFd;
+    let (_master, slave) = pty();
+    let terminal = std::fs::read_link(format!("/proc/self/fd/{}", slave.as_raw_fd())).unwrap();
     let terminal = terminal.to_str().unwrap().to_string();
     assert!(terminal.starts_with("/dev/pts/"), "{terminal}");
-    let fixtures = [Fixture::new(), Fixture::staged()];
-    let mut nobody = true;
-    for fx in &fixtures {
-        std::fs::create_dir(fx.root.join("home")).unwrap();
-        if let Some(why) = unreachable_by(
-            NOBODY,
-            &[&stockade_bin(), &runner_bin(), fx.root.parent().unwrap()],
-        ) {
-            eprintln!("{NAME}: as root only ({why})");
-            nobody = false;
-        }
-    }
+    let runs = RootThenUser::new(NAME);
     let script = format!("exec 3< {terminal} && echo opened");
     let run = |as_user: bool, stage: bool, extra: &[&str], script: &str| {
-        let fx = &fixtures[usize::from(stage)];
-        let mut args = vec!["run", "--json"];
-        args.extend(extra);
+        let mut args = extra.to_vec();
         args.extend(["--", "sh", "-c", script]);
-        let out = match as_user {
-            true => as_nobody(fx, stage, &args),
-            false => fx
-                .stockade(args)
-                .env("HOME", fx.root.join("home"))
-                .output()
-                .unwrap(),
-        };
-        json_of(&out)
+        runs.run(as_user, stage, &args)
     };
-    for as_user in [false, true].into_iter().filter(|u| !u || nobody) {
+    for as_user in runs.each_user() {
         if as_user {
-            fixtures.iter().for_each(|fx| chown_tree(&fx.root));
             let given = Command::new("chown")
                 .arg(format!("{NOBODY}"))
                 .arg(&terminal)

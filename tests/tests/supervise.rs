@@ -414,31 +414,6 @@ fn bad_durations_are_refused_and_run_nothing() {
     }
 }
 
-/// A new pty: its master side, and its slave side.
-fn pty() -> (std::fs::File, std::os::fd::OwnedFd) {
-    use std::os::fd::FromRawFd;
-    let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty writes two descriptors into the integers we pass; the name,
-    // termios and window size pointers are null, which it accepts.
-    let rc = unsafe {
-        libc::openpty(
-            &mut master,
-            &mut slave,
-            std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
-        )
-    };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: both descriptors were just created by openpty and are owned only here.
-    unsafe {
-        (
-            std::fs::File::from_raw_fd(master),
-            std::os::fd::OwnedFd::from_raw_fd(slave),
-        )
-    }
-}
-
 /// Makes `cmd`'s stdin (a terminal) its controlling terminal, in a session of its own,
 /// with `cmd` leading the foreground process group, as a login shell would set it up.
 fn controlling(cmd: &mut Command) {

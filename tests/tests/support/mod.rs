@@ -887,3 +887,28 @@ pub fn copy_binary(from: &Path, dir: &Path, name: &str) -> PathBuf {
     assert!(st.success(), "cp {} {}", from.display(), to.display());
     to
 }
+
+/// A new pty: its master side, and its slave side.
+pub fn pty() -> (std::fs::File, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors into the integers we pass; the name,
+    // termios and window size pointers are null, which it accepts.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just created by openpty and are owned only here.
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    }
+}
