@@ -566,13 +566,43 @@ pub fn tagged_processes(tag: &str) -> Vec<(i32, String)> {
         if state == "Z" || state == "X" || state.is_empty() {
             continue;
         }
-        let environ = std::fs::read(dir.join("environ")).unwrap_or_default();
-        let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+        let (environ, cmdline) = identity(&dir, &stat);
         if contains(&environ) || contains(&cmdline) {
             found.push((pid, text(&cmdline).replace('\0', " ")));
         }
     }
     found
+}
+
+/// A process's environment and command line. In the middle of `execve` both read empty
+/// for a moment (the new memory is in place before its arguments are), so a user process
+/// (not a kernel thread, whose are always empty) that shows neither is read again: a
+/// kept process caught while `setsid` became `sleep` was otherwise missed.
+fn identity(dir: &Path, stat: &str) -> (Vec<u8>, Vec<u8>) {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let flags = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok())
+        .unwrap_or(PF_KTHREAD);
+    let read = || {
+        (
+            std::fs::read(dir.join("environ")).unwrap_or_default(),
+            std::fs::read(dir.join("cmdline")).unwrap_or_default(),
+        )
+    };
+    let mut seen = read();
+    for _ in 0..200 {
+        if flags & PF_KTHREAD != 0 || !seen.0.is_empty() || !seen.1.is_empty() {
+            break;
+        }
+        if !dir.join("stat").exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        seen = read();
+    }
+    seen
 }
 
 /// Kills processes a test deliberately left running.
