@@ -176,7 +176,9 @@ fn is_mask(path: &Path, tree: &mut Tree) -> bool {
         mode: u32::from(stx.stx_mode),
         nlink: stx.stx_nlink,
         size: stx.stx_size,
-        tmpfs: fs.f_type == libc::TMPFS_MAGIC,
+        // The field's type differs between C libraries (glibc: signed, musl: unsigned).
+        #[allow(clippy::unnecessary_cast)]
+        tmpfs: fs.f_type as i64 == libc::TMPFS_MAGIC as i64,
         read_only: vfs.f_flag & libc::ST_RDONLY != 0,
     })
 }

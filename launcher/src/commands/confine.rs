@@ -568,11 +568,8 @@ fn start(
         failure_tag::FLAG.to_string(),
         tag.to_string(),
     ];
-    // Only names provably absent are watched: one the invoker cannot look up may exist.
-    let (unprotected, unknown_protected): (Vec<_>, Vec<_>) = if staged {
-        stage::unprotected_names(&request.policy, &|p| p.symlink_metadata().is_ok())
-            .into_iter()
-            .partition(|p| stage::absent(&p.symlink_metadata()))
+    let (unprotected, unknown_protected) = if staged {
+        missing_protected(&request.policy)
     } else {
         refuse_hidden_in_writable_root(&request.policy)?;
         Default::default()
@@ -613,6 +610,23 @@ fn start(
         unknown_protected,
         shared,
     })
+}
+
+/// The default protected names missing from the roots, each looked up once: those
+/// provably absent (watched: one that appears is reported), and those the invoker cannot
+/// look up (which may exist: reported as unknown, never as absent).
+fn missing_protected(policy: &Policy) -> (Vec<std::path::PathBuf>, Vec<std::path::PathBuf>) {
+    let mut absent = Vec::new();
+    let mut unknown = Vec::new();
+    for name in stage::unprotected_names(policy, &|_| false) {
+        let lookup = name.symlink_metadata();
+        if stage::absent(&lookup) {
+            absent.push(name);
+        } else if lookup.is_err() {
+            unknown.push(name);
+        }
+    }
+    (absent, unknown)
 }
 
 /// The protected paths no read-only bind holds (the stage is not there): the defaults

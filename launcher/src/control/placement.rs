@@ -231,10 +231,18 @@ fn exposure(
             ));
         }
     }
-    // A path that does not exist is as safe as its nearest existing ancestor.
-    for p in path.ancestors().filter(|p| p.symlink_metadata().is_ok()) {
-        let meta =
-            std::fs::metadata(p).map_err(|e| format!("{} cannot be examined: {e}", p.display()))?;
+    for p in path.ancestors() {
+        // A path that does not exist is as safe as its nearest existing ancestor.
+        let Ok(own) = p.symlink_metadata() else {
+            continue;
+        };
+        // A link's own mode says nothing: what it leads to is what could be swapped (the
+        // path is canonical when it exists, so only a missing one's ancestors are links).
+        let meta = if own.file_type().is_symlink() {
+            std::fs::metadata(p).map_err(|e| format!("{} cannot be examined: {e}", p.display()))?
+        } else {
+            own
+        };
         // Sticky or not: a directory anyone can write is no place for trusted code.
         if meta.mode() & 0o002 != 0 {
             return Err(format!("{} is writable by every user", p.display()));

@@ -830,8 +830,12 @@ impl Call<'_> {
     /// rights over that process (its own memory, for one): only the caller's own, and
     /// those of no process, are opened for it.
     fn not_anothers_proc(&self, target: &OwnedFd) -> Result<(), i32> {
-        let on_proc =
-            nix::sys::statfs::fstatfs(target).is_ok_and(|fs| fs.filesystem_type().0 == PROC_MAGIC);
+        let on_proc = nix::sys::statfs::fstatfs(target).is_ok_and(|fs| {
+            // Signed with glibc, unsigned with musl.
+            #[allow(clippy::unnecessary_cast)]
+            let magic = fs.filesystem_type().0 as i64;
+            magic == PROC_MAGIC
+        });
         if !on_proc {
             return Ok(());
         }

@@ -569,7 +569,9 @@ fn blocks(
             (JEQ_K, 0, ALLOW, EPERM),
         ]
     };
-    block(SetpriorityOfSelf, &of_self(libc::PRIO_PROCESS));
+    // `PRIO_PROCESS` is signed with glibc, unsigned with musl; its value is 0.
+    #[allow(clippy::unnecessary_cast)]
+    block(SetpriorityOfSelf, &of_self(libc::PRIO_PROCESS as u32));
     block(IoprioOfSelf, &of_self(IOPRIO_WHO_PROCESS));
     if deny {
         for arg in [2, 3] {
