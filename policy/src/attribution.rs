@@ -40,6 +40,11 @@ pub struct Scope {
     /// The command's working directory: relative paths in error lines start there.
     #[serde(with = "crate::raw")]
     pub cwd: PathBuf,
+    /// The directories the command's shell script changes into (`cd DIR`), in order: a
+    /// relative path in a line may start in one of them instead
+    /// ([`crate::script_directories`]). Set by the launcher beside [`Scope::of`].
+    #[serde(with = "crate::raw", default)]
+    pub script_dirs: Vec<PathBuf>,
     #[serde(with = "crate::raw")]
     pub workspace: PathBuf,
     /// Directories everything may be written beneath.
@@ -109,6 +114,7 @@ impl Scope {
         Scope {
             mode: policy.mode(),
             cwd: cwd.to_path_buf(),
+            script_dirs: Vec::new(),
             workspace: policy.workspace().to_path_buf(),
             writable: of(Access::Full),
             writable_files: of(Access::ReadWriteFile),
@@ -364,7 +370,6 @@ fn file_refusal(
         }
         return pathless(scope, before, line, words);
     };
-    let path = unix.resolve(&absolute(&scope.cwd, &shared_memory(before, path)));
     let hint = if METADATA_VERBS.iter().any(|v| lower.contains(v)) {
         Some(Access::Metadata)
     } else if words != "permission denied" || WRITE_VERBS.iter().any(|v| lower.contains(v)) {
@@ -380,28 +385,52 @@ fn file_refusal(
         Some(Access::Metadata) => &[Access::Metadata],
         None => &[Access::Read, Access::Write],
     };
-    accesses.iter().find_map(|&access| {
-        let (kind, rule, grant) = refused(scope, &path, access)?;
-        // Without the stage a read-only mount or a busy mount point is the host's, but
-        // on a protected path the supervisor's.
-        if !scope.staged && FILE_REFUSALS[1..].contains(&words) && kind != Kind::ProtectedPath {
-            return None;
-        }
-        // Refused anyway without stockade: not a denial.
-        if !unix.allows(&path, access) {
-            return None;
-        }
-        Some(DenialRecord {
-            kind,
-            path: Some(path.display().to_string()),
-            host: None,
-            port: None,
-            rule,
-            grant,
-            alternative: None,
-            line: None,
-            evidence: Source::PolicyCheck,
-        })
+    let path = shared_memory(before, path);
+    // A relative path starts where the command started or, when its script changed
+    // directory, in one of those: the first where the policy refused it and Unix would
+    // not have (from the start, a path the policy allows was not refused there).
+    let starts = if path.is_absolute() {
+        &[][..]
+    } else {
+        &scope.script_dirs[..]
+    };
+    std::iter::once(&scope.cwd).chain(starts).find_map(|start| {
+        let path = unix.resolve(&absolute(start, &path));
+        accesses
+            .iter()
+            .find_map(|&access| refusal_at(scope, &path, access, words, unix))
+    })
+}
+
+/// The record of `access` to `path` refused with `words`, when the policy refused it and
+/// Unix permissions would have allowed it.
+fn refusal_at(
+    scope: &Scope,
+    path: &Path,
+    access: Access,
+    words: &str,
+    unix: &dyn UnixCheck,
+) -> Option<DenialRecord> {
+    let (kind, rule, grant) = refused(scope, path, access)?;
+    // Without the stage a read-only mount or a busy mount point is the host's, but on a
+    // protected path the supervisor's.
+    if !scope.staged && FILE_REFUSALS[1..].contains(&words) && kind != Kind::ProtectedPath {
+        return None;
+    }
+    // Refused anyway without stockade: not a denial.
+    if !unix.allows(path, access) {
+        return None;
+    }
+    Some(DenialRecord {
+        kind,
+        path: Some(path.display().to_string()),
+        host: None,
+        port: None,
+        rule,
+        grant,
+        alternative: None,
+        line: None,
+        evidence: Source::PolicyCheck,
     })
 }
 
@@ -979,6 +1008,7 @@ mod tests {
         Scope {
             mode,
             cwd: "/ws".into(),
+            script_dirs: Vec::new(),
             workspace: "/ws".into(),
             writable: if mode == Mode::WorkspaceWrite {
                 vec!["/ws".into(), "/tmp".into()]
@@ -1208,6 +1238,29 @@ mod tests {
             one(&s, "cat: /etc/shadow: Permission denied", &Table(vec![])),
             None
         );
+    }
+
+    #[test]
+    fn a_relative_path_after_the_script_changed_directory_starts_there() {
+        let mut s = scope(Mode::WorkspaceWrite);
+        let root = Table(vec![]);
+        let line = "touch: cannot touch 'rel': Read-only file system";
+        // From the start `/ws/rel` is writable: without the script's directories, nothing.
+        assert_eq!(one(&s, line, &root), None);
+        s.script_dirs = vec!["/ws/sub".into(), "/etc".into()];
+        let r = one(&s, line, &root).unwrap();
+        assert_eq!(
+            (r.kind, r.path.as_deref(), r.grant.as_deref()),
+            (Kind::FileWrite, Some("/etc/rel"), Some("--writable /etc"))
+        );
+        // Where Unix refuses it anyway (an ordinary user in `/etc`), still nothing.
+        s.script_dirs = vec!["/etc".into()];
+        let user = Table(vec![("/etc", Access::Write)]);
+        assert_eq!(one(&s, line, &user), None);
+        // An absolute path is what it says, whatever the script did.
+        s.script_dirs = vec!["/etc".into()];
+        let line = "touch: cannot touch '/ws/x': Read-only file system";
+        assert_eq!(one(&s, line, &root), None);
     }
 
     #[test]

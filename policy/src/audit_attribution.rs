@@ -193,6 +193,7 @@ mod tests {
         Scope {
             mode: Mode::WorkspaceWrite,
             cwd: "/work".into(),
+            script_dirs: Vec::new(),
             workspace: "/work".into(),
             writable: vec!["/work".into(), "/tmp".into()],
             writable_files: vec!["/dev/null".into()],

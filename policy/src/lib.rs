@@ -89,6 +89,7 @@ pub mod raw;
 pub mod receipt;
 pub mod request;
 pub mod roots;
+pub mod script_directories;
 pub mod session;
 pub mod stage;
 pub mod stage_report;

@@ -205,6 +205,40 @@ fn a_write_outside_the_roots_is_named_with_writable_and_the_grant_allows_it() {
 }
 
 #[test]
+fn a_relative_write_after_the_script_s_cd_is_named_where_it_went_and_the_grant_allows_it() {
+    // Without the stage Landlock refuses it (`Permission denied`), with it the stage's
+    // read-only mount (`Read-only file system`): either way the line says only `rel`.
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let home = fx.root.join("home");
+        let script = format!("cd {} && touch rel", fx.outside.display());
+        let v = run_json_in(&fx, &home, &[], &script);
+        assert_eq!(v["sandbox"]["denied"], true, "{v}");
+        let r = the_record(&v);
+        assert_eq!(r["kind"], "file-write", "{v}");
+        // The audit record (root with audit on) names the directory refused, the line
+        // the file: both beneath the directory the grant names.
+        let path = r["path"].as_str().unwrap();
+        assert!(Path::new(path).starts_with(&fx.outside), "{v}");
+        let grant = format!("--writable {}", fx.outside.display());
+        assert_eq!(r["grant"], grant.as_str(), "{v}");
+        // The same line where the script went into a directory the policy allows is the
+        // command's own failure (a made-up line: nothing refused it).
+        let forged = "mkdir -p sub && cd sub && echo \"touch: cannot touch 'rel': Permission denied\" >&2; exit 1";
+        assert_not_denied(&run_json_in(&fx, &home, &[], forged), forged);
+        // Control: the grant the record names allows it.
+        let v = run_json_in(
+            &fx,
+            &home,
+            &["--writable", fx.outside.to_str().unwrap()],
+            &script,
+        );
+        assert_eq!(v["exitCode"], 0, "{v}");
+        assert_eq!(v["denials"], serde_json::json!([]), "{v}");
+        assert!(fx.outside.join("rel").exists());
+        std::fs::remove_file(fx.outside.join("rel")).unwrap();
+    }
+}
+#[test]
 fn a_hidden_path_is_named_and_no_default_hide_allows_it() {
     let fx = Fixture::new();
     let home = fx.root.join("home");

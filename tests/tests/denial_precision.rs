@@ -3,24 +3,22 @@
 //! `sandbox.denied` of `stockade run --json` is right. Precision is the share of
 //! `denied: true` that were stockade's refusals, recall the share of stockade's refusals
 //! that said `denied: true`, without the namespace stage and with it. Both are printed
-//! (`cargo test --test denial_precision -- --nocapture`); precision must be 100%, recall
-//! too but for the cases the error-line fallback is known to miss (none without the
-//! stage as root with Landlock's audit records read: the second test)
-//! (bench/denial-precision.md records a run).
+//! (`cargo test --test denial_precision -- --nocapture`); both must be 100%, but for
+//! `kill 1` as root where Landlock's audit records cannot be read (only they name it: the
+//! second test reads them) (bench/denial-precision.md records a run).
 
 mod support;
 use support::*;
 
-/// A case: the flags before `--`, the bash script, whether stockade refuses it, and
-/// whether the fallback is known to miss it.
+/// A case: the flags before `--`, the bash script, and whether stockade refuses it.
 struct Case {
     flags: Vec<String>,
     script: String,
     refused: bool,
-    known_miss: bool,
-    /// Refused by stockade when run as root only (Unix refuses an ordinary user first),
-    /// and then named only from Landlock's audit records.
+    /// Refused by stockade when run as root only (Unix refuses an ordinary user first).
     root_refused: bool,
+    /// Named only by Landlock's audit records (its line says what Unix says too).
+    audit_only: bool,
 }
 
 fn case(flags: &[&str], script: &str, refused: bool) -> Case {
@@ -28,26 +26,26 @@ fn case(flags: &[&str], script: &str, refused: bool) -> Case {
         flags: flags.iter().map(|f| f.to_string()).collect(),
         script: script.to_string(),
         refused,
-        known_miss: false,
         root_refused: false,
+        audit_only: false,
     }
 }
 
 /// A signal to pid 1: Unix refuses an ordinary user (`EPERM` before any sandbox is
 /// asked); root it allows, and then Landlock's signal scope refuses it, which only its
 /// audit record says (the line's `Operation not permitted` is Unix's word too).
+fn signal_refused_as_root(script: &str) -> Case {
+    Case {
+        audit_only: true,
+        ..refused_as_root(script)
+    }
+}
+
+/// Refused by Unix for an ordinary user, by stockade for root.
 fn refused_as_root(script: &str) -> Case {
     Case {
         root_refused: true,
         ..case(&[], script, false)
-    }
-}
-
-/// A refusal the error-line fallback cannot name (see the module's comment).
-fn missed(script: &str) -> Case {
-    Case {
-        known_miss: true,
-        ..case(&[], script, true)
     }
 }
 
@@ -69,7 +67,8 @@ fn refusing(fx: &Fixture, home: &str, staged: bool) -> Vec<Case> {
         case(&[], &format!("truncate -s 0 {out}/existing"), true),
         case(&[], &format!("echo x | tee {out}/t"), true),
         case(&[], &format!("python3 -c \"open('{out}/p', 'w')\""), true),
-        missed(&format!("cd {out} && touch rel")),
+        // The line names `rel` only: the script's `cd` says where it was.
+        case(&[], &format!("cd {out} && touch rel"), true),
         case(&[], &format!("echo ok; touch {out}/late"), true),
         case(&ro, "touch ro-a", true),
         case(&ro, "echo x > ro-b", true),
@@ -144,7 +143,7 @@ fn not_refusing(fx: &Fixture, staged: bool) -> Vec<Case> {
         case(&[], "echo x > /dev/null", false),
         case(&[], "ls /nonexistent-stockade", false),
         case(&[], "cat missing-file", false),
-        refused_as_root("kill -TERM 1"),
+        signal_refused_as_root("kill -TERM 1"),
         case(&[], "touch owned && chown 12345 owned", false),
         case(&[], "echo 'Permission denied' >&2; exit 1", false),
         case(
@@ -173,9 +172,15 @@ fn not_refusing(fx: &Fixture, staged: bool) -> Vec<Case> {
         case(&[], "ls /root >/dev/null 2>&1; true", false),
         case(&["--mode", "read-only"], "cat /etc/hostname", false),
         case(&["--mode", "read-only"], "ls -la", false),
-        case(&["--mode", "read-only"], "false", false),
+        // A relative write after `cd`: Unix refuses an ordinary user in `/etc` anyway.
+        refused_as_root("cd /etc && touch stockade-precision-rel"),
         case(&["--network", "allow"], "echo x > inside2", false),
-        case(&["--network", "allow"], "exit 4", false),
+        // A line naming a relative path the policy allows where the script went.
+        case(
+            &[],
+            "mkdir -p sub && cd sub && echo \"touch: cannot touch 'rel': Read-only file system\" >&2; exit 1",
+            false,
+        ),
         case(
             &[],
             "echo 'curl: (6) Could not resolve host:' >&2; exit 6",
@@ -192,7 +197,7 @@ fn not_refusing(fx: &Fixture, staged: bool) -> Vec<Case> {
 }
 
 #[test]
-fn precision_of_denied_is_100_percent_and_recall_misses_only_the_known_case() {
+fn precision_and_recall_of_denied_are_100_percent_but_kill_1_as_root_without_audit() {
     // Audit as the machine has it (held, so the test below does not change it meanwhile).
     let (audit, _lock) = stockade_tests::audit::held().unwrap();
     println!("audit enabled on this machine: {audit:?}");
@@ -206,8 +211,8 @@ fn precision_of_denied_is_100_percent_and_recall_misses_only_the_known_case() {
 }
 
 #[test]
-fn as_root_with_landlock_s_audit_records_recall_is_100_percent_without_the_stage() {
-    let name = "as_root_with_landlock_s_audit_records_recall_is_100_percent_without_the_stage";
+fn as_root_with_landlock_s_audit_records_precision_and_recall_are_100_percent() {
+    let name = "as_root_with_landlock_s_audit_records_precision_and_recall_are_100_percent";
     if !stockade_tests::is_root() {
         eprintln!(
             "SKIPPED (needs root: CAP_AUDIT_READ, and turning audit on for the test): {name}"
@@ -226,7 +231,7 @@ fn as_root_with_landlock_s_audit_records_recall_is_100_percent_without_the_stage
     }
     let _on = stockade_tests::audit::on().unwrap();
     // With the stage, its read-only mounts refuse before Landlock is asked: no record
-    // names the relative write there, and the known miss stays.
+    // names the relative write there; its line and the script's `cd` do.
     let wrong: Vec<String> = [Fixture::new(), Fixture::staged()]
         .into_iter()
         .flat_map(|fx| measure(fx, true))
@@ -235,8 +240,7 @@ fn as_root_with_landlock_s_audit_records_recall_is_100_percent_without_the_stage
 }
 
 /// Runs the 60 cases in `fx`, prints precision and recall: the cases judged wrong. With
-/// `audit` (root, audit on), every run must have read its audit records, and without
-/// the stage the known miss must be caught too.
+/// `audit` (root, audit on), every run must have read its audit records.
 fn measure(fx: Fixture, audit: bool) -> Vec<String> {
     let home = fx.root.join("home");
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
@@ -286,11 +290,10 @@ fn measure(fx: Fixture, audit: bool) -> Vec<String> {
             (false, true) => fp += 1,
             (true, false) => fn_ += 1,
         }
-        // The records read name every refusal but the relative write under the stage
-        // (its read-only mount refuses before Landlock is asked): `kill 1` as root is
-        // named with the stage too (Landlock's scope refuses the stage's init, the
-        // runner's parent, and records it).
-        let excused = (c.known_miss && (!audit || staged)) || (as_root && !audit);
+        // `kill 1` as root is named only by the records read, with the stage too
+        // (Landlock's scope refuses the stage's init, the runner's parent, and records
+        // it).
+        let excused = as_root && c.audit_only && !audit;
         if audit && v["attribution"]["evidence"] != "audit" {
             wrong.push(format!(
                 "{}: evidence not audit: {}",

@@ -31,6 +31,7 @@ use stockade_policy::inherit::{EnvFilter, Inherit, InheritEnv};
 use stockade_policy::proxy_env::proxy_env;
 use stockade_policy::receipt::{self, BindingReport};
 use stockade_policy::roots::Invoker;
+use stockade_policy::script_directories;
 use stockade_policy::session::RunnerSession;
 use stockade_policy::stage::{self, PidMode};
 use stockade_policy::stage_report::{self, DirMeta};
@@ -556,6 +557,13 @@ fn start(
     // Without the stage the supervisor holds the protected paths where the launcher
     // found it can (the runner fails rather than start without it).
     scope.protect_held = protect_held(request, staged);
+    // Where its shell script goes with `cd`: a relative path in a line may start there.
+    let home = request
+        .env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| Path::new(v));
+    scope.script_dirs = script_directories::of(&request.argv, &request.cwd, home);
     dir.write_scope(&scope)?;
     let request_path = utf8(request_path.as_os_str(), "the request path")?;
     let status_path = utf8(status_path.as_os_str(), "the status path")?;
