@@ -58,6 +58,9 @@ pub struct Scope {
     /// Whether only the standard devices may be read ([`crate::devices`]).
     #[serde(default)]
     pub devices_hidden: bool,
+    /// The devices the command may read and write besides (`--allow-device`).
+    #[serde(with = "crate::raw", default)]
+    pub devices_allowed: Vec<PathBuf>,
     /// The invoking user's homes: a directory that is one (or holds one) is a broad
     /// root, which `--writable` grants only beside `--allow-broad-root`.
     #[serde(with = "crate::raw", default)]
@@ -120,6 +123,7 @@ impl Scope {
             writable_files: of(Access::ReadWriteFile),
             hidden: policy.hidden().to_vec(),
             devices_hidden: policy.hides_devices(),
+            devices_allowed: policy.allowed_devices().to_vec(),
             homes: Vec::new(),
             // Without the stage nothing holds their contents: a write there is not
             // refused; the supervisor still holds their metadata.
@@ -604,6 +608,10 @@ pub fn refused(
             )),
         ));
     }
+    // Allowed by name: read and written as `/dev/null` is.
+    if scope.devices_allowed.iter().any(|d| d == path) {
+        return None;
+    }
     // Reading only: writing a device but `/dev/null` is refused by the write rule below,
     // which no hiding option changes.
     if let Some(entry) = (scope.devices_hidden && access == Access::Read)
@@ -617,7 +625,8 @@ pub fn refused(
                 entry.to_string_lossy(),
                 STANDARD_DEVICES_IN_WORDS
             ),
-            Some("--no-default-hide".to_string()),
+            // A directory of devices (`/dev/input`) is given back only with the rest.
+            Some(device_grant(path).unwrap_or_else(|| "--no-default-hide".to_string())),
         ));
     }
     if let Some(pid) = other_process(path) {
@@ -675,6 +684,10 @@ pub fn refused(
             "modes, owners and times change only beneath the writable roots".to_string(),
         )
     } else if path.starts_with("/dev") {
+        if let Some(grant) = device_grant(path) {
+            let rule = format!("{mode} mode: only /dev/null is a writable device");
+            return Some((Kind::Device, rule, Some(grant)));
+        }
         (
             Kind::Device,
             "only /dev/null is a writable device".to_string(),
@@ -688,6 +701,16 @@ pub fn refused(
         )
     };
     Some((kind, format!("{mode} mode: {rule}"), Some(grant)))
+}
+
+/// The grant of one device file, `--allow-device PATH`, when `path` is one beneath
+/// `/dev` (a directory of devices, or a file created in `/dev`, has none).
+fn device_grant(path: &Path) -> Option<String> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = std::fs::metadata(path).ok()?.file_type();
+    let beneath_dev = path.starts_with(crate::devices::DEVICE_TREE);
+    (beneath_dev && (kind.is_char_device() || kind.is_block_device()))
+        .then(|| format!("--allow-device {}", path.display()))
 }
 
 /// The directory `--writable` would name for `path`: itself when it is a directory, else
@@ -1018,6 +1041,7 @@ mod tests {
             writable_files: vec!["/dev/null".into()],
             hidden: vec!["/root/.ssh".into()],
             devices_hidden: true,
+            devices_allowed: Vec::new(),
             homes: vec!["/home/u".into()],
             protected: vec!["/ws/.envrc".into(), "/ws/.git/config".into()],
             protect_explicit: false,
@@ -1240,6 +1264,16 @@ mod tests {
         );
     }
 
+    /// A character device of this machine beyond the standard ones, if it has one.
+    fn a_device_beyond_the_standard_ones() -> Option<PathBuf> {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::read_dir("/dev").ok()?.flatten().find_map(|e| {
+            let is_char = e.file_type().ok()?.is_char_device();
+            let path = e.path();
+            (is_char && crate::devices::beyond_standard(&path).is_some()).then_some(path)
+        })
+    }
+
     #[test]
     fn a_relative_path_after_the_script_changed_directory_starts_there() {
         let mut s = scope(Mode::WorkspaceWrite);
@@ -1304,11 +1338,36 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.path.as_deref(), Some("/dev/ttyS0"));
-        let r = one(&s, "cat: /dev/ttyS0: Permission denied", &root).unwrap();
+        // A device file is granted by name; what is not one (gone, or a directory of
+        // them) only with the rest of the hidden set.
+        let r = one(&s, "cat: /dev/stockade-none: Permission denied", &root).unwrap();
         assert_eq!(
             (r.kind, r.grant.as_deref()),
             (Kind::HiddenPath, Some("--no-default-hide"))
         );
+        if let Some(device) = a_device_beyond_the_standard_ones() {
+            let line = format!("cat: {}: Permission denied", device.display());
+            let r = one(&s, &line, &root).unwrap();
+            let grant = format!("--allow-device {}", device.display());
+            assert_eq!(
+                (r.kind, r.grant.as_deref()),
+                (Kind::HiddenPath, Some(&*grant))
+            );
+            let line = format!("bash: {}: Permission denied", device.display());
+            assert_eq!(
+                one(&s, &line, &root).unwrap().grant.as_deref(),
+                Some(&*grant)
+            );
+            // Allowed, neither reading nor writing it is refused.
+            let mut allowed = s.clone();
+            allowed.devices_allowed = vec![device.clone()];
+            assert_eq!(one(&allowed, &line, &root), None);
+            let line = format!(
+                "sh: 1: cannot create {}: Permission denied",
+                device.display()
+            );
+            assert_eq!(one(&allowed, &line, &root), None);
+        }
         assert_eq!(one(&s, "cat: /dev/urandom: Permission denied", &root), None);
         let r = one(&s, "cat: /proc/1/environ: Permission denied", &root).unwrap();
         assert_eq!(r.kind, Kind::Process);

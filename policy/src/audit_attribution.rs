@@ -199,6 +199,7 @@ mod tests {
             writable_files: vec!["/dev/null".into()],
             hidden: vec![PathBuf::from("/root/.ssh")],
             devices_hidden: true,
+            devices_allowed: Vec::new(),
             homes: vec!["/home/u".into()],
             protected: Vec::new(),
             protect_explicit: false,

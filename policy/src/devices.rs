@@ -26,10 +26,12 @@
 //!
 //! Writing stays as it was: only `/dev/null` among them, and the command's own
 //! terminals, `/dev/shm` and queues where the namespace stage made them private.
+//! `--allow-device PATH` gives back one device file, read and written ([`resolve`]);
 //! `--no-default-hide` gives back reading every device the invoking user can read.
 
 use std::ffi::OsStr;
-use std::path::{Component, Path};
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
 
 /// Where device files live.
 pub const DEVICE_TREE: &str = "/dev";
@@ -57,6 +59,86 @@ pub fn beyond_standard(path: &Path) -> Option<&OsStr> {
         Some(Component::Normal(name)) if !is_standard(name) => Some(name),
         _ => None,
     }
+}
+
+/// Why an `--allow-device` path cannot be granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceError {
+    /// It names no device file beneath `/dev` (`why` says what it is).
+    NotADevice { path: PathBuf, why: String },
+    /// It names a device inside a hidden path.
+    Hidden { device: PathBuf, hidden: PathBuf },
+}
+
+impl fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceError::NotADevice { path, why } => write!(
+                f,
+                "--allow-device {}: {why}; name a character or block device beneath /dev (such as /dev/kvm)",
+                path.display()
+            ),
+            DeviceError::Hidden { device, hidden } => write!(
+                f,
+                "--allow-device {}: it lies in the hidden path {}; leave out the --hide that names it",
+                device.display(),
+                hidden.display()
+            ),
+        }
+    }
+}
+
+/// The `--allow-device` paths `asked` (relative ones from `cwd`), each canonical (a link
+/// is followed: `/dev/stdin` leads through `/proc` to whatever the caller's stdin is)
+/// and a character or block device beneath `/dev`; sorted and unique. Anything else is an
+/// error naming it: read and write access to a file or a directory is what `--writable`
+/// grants, with its own checks.
+pub fn resolve(asked: &[PathBuf], cwd: &Path) -> Result<Vec<PathBuf>, DeviceError> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut devices = Vec::with_capacity(asked.len());
+    for asked in asked {
+        let path = cwd.join(asked);
+        let not_a_device = |why: String| DeviceError::NotADevice {
+            path: path.clone(),
+            why,
+        };
+        let canonical = path
+            .canonicalize()
+            .map_err(|e| not_a_device(format!("cannot be resolved: {e}")))?;
+        let beneath_dev = canonical
+            .strip_prefix(DEVICE_TREE)
+            .is_ok_and(|rest| !rest.as_os_str().is_empty());
+        if !beneath_dev {
+            return Err(not_a_device(format!(
+                "it is {}, not beneath /dev",
+                canonical.display()
+            )));
+        }
+        let kind = std::fs::metadata(&canonical)
+            .map_err(|e| not_a_device(format!("cannot be examined: {e}")))?
+            .file_type();
+        if !(kind.is_char_device() || kind.is_block_device()) {
+            return Err(not_a_device("it is not a device file".into()));
+        }
+        devices.push(canonical);
+    }
+    devices.sort();
+    devices.dedup();
+    Ok(devices)
+}
+
+/// Refuses a device that lies in a hidden path: hiding wins, and a grant that silently
+/// did nothing would surprise.
+pub fn none_hidden(devices: &[PathBuf], hidden: &[PathBuf]) -> Result<(), DeviceError> {
+    for device in devices {
+        if let Some(h) = hidden.iter().find(|h| device.starts_with(h)) {
+            return Err(DeviceError::Hidden {
+                device: device.clone(),
+                hidden: h.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -95,5 +177,34 @@ mod tests {
                 "{p}"
             );
         }
+    }
+
+    #[test]
+    fn an_allowed_device_is_a_device_file_beneath_dev_and_nothing_else() {
+        let dev = |p: &str| PathBuf::from(p);
+        let got = resolve(
+            &[dev("null"), dev("/dev/zero"), dev("/dev/null")],
+            Path::new("/dev"),
+        );
+        assert_eq!(got.unwrap(), [dev("/dev/null"), dev("/dev/zero")]);
+        for (p, why) in [
+            ("/etc/hostname", "it is /etc/hostname, not beneath /dev"),
+            ("/dev", "it is /dev, not beneath /dev"),
+            ("/dev/stockade-none", "cannot be resolved"),
+        ] {
+            match resolve(&[dev(p)], Path::new("/")) {
+                Err(DeviceError::NotADevice { path, why: w }) => {
+                    assert_eq!(path, dev(p));
+                    assert!(w.starts_with(why), "{p}: {w}");
+                }
+                other => panic!("{p}: {other:?}"),
+            }
+        }
+        let hidden = none_hidden(&[dev("/dev/kvm")], &[dev("/dev")]);
+        assert!(matches!(hidden, Err(DeviceError::Hidden { .. })));
+        assert_eq!(
+            none_hidden(&[dev("/dev/kvm")], &[dev("/root/.ssh")]),
+            Ok(())
+        );
     }
 }

@@ -53,6 +53,8 @@ pub enum Reason {
     ReadEverywhere,
     /// `/dev/null`.
     DevNull,
+    /// A device the caller allowed (`--allow-device`).
+    Device,
     /// The workspace root.
     Workspace,
     /// The shared `/tmp`.
@@ -68,6 +70,7 @@ impl Reason {
         match self {
             Reason::ReadEverywhere => "read everywhere",
             Reason::DevNull => "/dev/null",
+            Reason::Device => "allowed device (--allow-device)",
             Reason::Workspace => "workspace root",
             Reason::SharedTmp => "shared /tmp",
             Reason::TmpDir => "$TMPDIR",
@@ -110,6 +113,10 @@ pub fn grants(policy: &Policy) -> Vec<Grant> {
     }
     out.push(Grant::new("/", Access::ReadExecute, Reason::ReadEverywhere));
     out.push(Grant::new(DEV_NULL, Access::ReadWriteFile, Reason::DevNull));
+    // Read and written as `/dev/null` is, in either confined mode: asked for by name.
+    for device in &policy.devices {
+        out.push(Grant::new(device, Access::ReadWriteFile, Reason::Device));
+    }
     if policy.mode == Mode::WorkspaceWrite {
         out.push(Grant::new(
             &policy.workspace,

@@ -95,6 +95,9 @@ pub struct PolicyRequest {
     pub allow_broad_root: bool,
     /// `--hide PATH`: extra paths no confined command may read.
     pub hide: Vec<PathBuf>,
+    /// `--allow-device PATH`: device files beneath `/dev` the command may read and write
+    /// (see [`crate::devices`]), beyond the standard ones.
+    pub allow_devices: Vec<PathBuf>,
     /// Whether the default hidden set applies (`--no-default-hide` clears it). The
     /// control directories are hidden either way.
     pub default_hide: bool,
@@ -173,6 +176,10 @@ pub struct Policy {
     /// text names the path): nothing is hidden for them. Reported in ConfinedArgv's
     /// `notGranted` (see [`crate::hidden::judge_default`]).
     pub(crate) hidden_not_followed: Vec<String>,
+    /// Device files the command may read and write (`--allow-device`): canonical, each a
+    /// character or block device beneath `/dev` at resolution time; sorted, unique.
+    #[serde(with = "crate::raw")]
+    pub(crate) devices: Vec<PathBuf>,
     /// Whether the default hidden set applies: then the runner also hides the credential
     /// stores its spawn-time environment moves, when it inherits that environment
     /// ([`Policy::hide_stores_moved_by`]).
@@ -265,6 +272,11 @@ impl Policy {
         self.hidden.extend(stores);
         self.hidden = hidden::outermost(&self.hidden);
         not_hidden
+    }
+    /// The device files the command may read and write beyond the standard ones
+    /// (`--allow-device`).
+    pub fn allowed_devices(&self) -> &[PathBuf] {
+        &self.devices
     }
     /// Whether reading `/dev` is limited to the standard devices ([`crate::devices`]):
     /// with the default hidden set, in the confined modes.
@@ -388,6 +400,7 @@ impl Policy {
             tmpdir_refused: None,
             hidden: Vec::new(),
             hidden_not_followed: Vec::new(),
+            devices: Vec::new(),
             default_hide: false,
             protected: Vec::new(),
             protect_links: Vec::new(),
@@ -510,6 +523,8 @@ pub enum PolicyError {
     NeedsStage { flag: &'static str },
     /// `--protect PATH` names nothing.
     ProtectMissing { path: PathBuf },
+    /// `--allow-device PATH` names no device file beneath `/dev`, or one that is hidden.
+    Device(crate::devices::DeviceError),
     /// `--tmp private` with a writable root beneath `/tmp`, which the private tmpfs hides.
     RootUnderPrivateTmp { path: PathBuf },
     /// `--keep-capability` names capabilities the invoker does not hold (an ordinary
@@ -564,6 +579,7 @@ impl fmt::Display for PolicyError {
                 "--protect {}: no such file or directory; protect a path that exists (stockade does not create it)",
                 path.display()
             ),
+            PolicyError::Device(e) => e.fmt(f),
             PolicyError::RootUnderPrivateTmp { path } => write!(
                 f,
                 "--tmp private would hide the writable root {}, which lies beneath /tmp; use --tmp shared or a root elsewhere",
@@ -710,6 +726,7 @@ impl PolicyRequest {
             keep_fds: Vec::new(),
             allow_broad_root: false,
             hide: Vec::new(),
+            allow_devices: Vec::new(),
             default_hide: true,
             protect: Vec::new(),
             default_protect: true,
@@ -785,6 +802,11 @@ impl PolicyRequest {
             tmpdir_refused,
             hidden: Vec::new(),
             hidden_not_followed: Vec::new(),
+            devices: if confined {
+                crate::devices::resolve(&self.allow_devices, cwd).map_err(PolicyError::Device)?
+            } else {
+                Vec::new()
+            },
             default_hide: self.mode.is_confined() && self.default_hide,
             // Without the stage the runner's supervisor holds them, where it can.
             protected: if confined { protected } else { Vec::new() },
@@ -805,6 +827,8 @@ impl PolicyRequest {
         if self.mode.is_confined() {
             (policy.hidden, policy.hidden_not_followed) =
                 self.resolve_hidden(cwd, &policy, invoker)?;
+            crate::devices::none_hidden(&policy.devices, &policy.hidden)
+                .map_err(PolicyError::Device)?;
         }
         Ok(policy)
     }

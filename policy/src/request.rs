@@ -206,6 +206,12 @@ pub enum ValidationError {
         hidden: PathBuf,
         root: PathBuf,
     },
+    /// An allowed device that does not lie beneath `/dev`: resolution admits only device
+    /// files there, and a read and write grant anywhere else is a writable root without
+    /// its checks.
+    DeviceOutsideDev {
+        path: PathBuf,
+    },
     RelativeStatusPath {
         path: PathBuf,
     },
@@ -281,6 +287,11 @@ impl fmt::Display for ValidationError {
                 "request hides {}, which contains {} where the command may write",
                 hidden.display(),
                 root.display()
+            ),
+            ValidationError::DeviceOutsideDev { path } => write!(
+                f,
+                "request allows the device {}, which does not lie beneath /dev",
+                path.display()
             ),
             ValidationError::BadDomains { why } => {
                 write!(f, "request's network by name is not usable: {why}")
@@ -517,6 +528,7 @@ fn validate_policy(p: &Policy) -> Result<(), ValidationError> {
         .chain(&p.tmpdir)
         .chain(p.root_ids.iter().map(|r| &r.path))
         .chain(&p.hidden)
+        .chain(&p.devices)
     {
         if path.as_os_str().as_bytes().contains(&0) {
             return Err(ValidationError::NulInPolicyPath);
@@ -533,6 +545,10 @@ fn validate_policy(p: &Policy) -> Result<(), ValidationError> {
         if dotted {
             return Err(ValidationError::NonCanonicalPolicyPath { path: path.clone() });
         }
+    }
+    let dev = std::path::Path::new(crate::devices::DEVICE_TREE);
+    if let Some(path) = p.devices.iter().find(|d| !d.starts_with(dev) || *d == dev) {
+        return Err(ValidationError::DeviceOutsideDev { path: path.clone() });
     }
     if let Some(fd) = first_unkeepable_fd(&p.keep_fds) {
         return Err(ValidationError::BadKeepFd { fd });
@@ -845,6 +861,20 @@ mod tests {
                 },
             );
         }
+        for outside in ["/etc/passwd", "/dev", "/devices/x"] {
+            check(
+                &|r| r.policy.devices.push(outside.into()),
+                ValidationError::DeviceOutsideDev {
+                    path: outside.into(),
+                },
+            );
+        }
+        check(
+            &|r| r.policy.devices.push("/dev/../etc/shadow".into()),
+            ValidationError::NonCanonicalPolicyPath {
+                path: "/dev/../etc/shadow".into(),
+            },
+        );
         check(
             &|r| r.policy.hidden.push("/".into()),
             ValidationError::HiddenCoversRoot {

@@ -578,12 +578,14 @@ impl RootThenUser {
 /// test in `/dev`, with `/dev/null`'s numbers (harmless to open) and mode 0666, so that
 /// Unix lets everyone read it and the refusal can only be the policy's. Refused to root
 /// and to an ordinary user, with and without the stage, and named as a hidden path with
-/// `--no-default-hide`; the standard devices stay readable (the workload beside the
-/// attack). Control: with `--no-default-hide` the same command reads it.
+/// `--allow-device NODE`; the standard devices stay readable (the workload beside the
+/// attack). Control: with `--allow-device NODE` the same command reads and writes it,
+/// while a second such node stays refused (the grant is that device alone); with
+/// `--no-default-hide` it reads both.
 #[test]
-fn a_device_beyond_the_standard_ones_is_refused_named_and_no_default_hide_allows_it() {
+fn a_device_beyond_the_standard_ones_is_refused_named_and_allow_device_allows_it_alone() {
     const NAME: &str =
-        "a_device_beyond_the_standard_ones_is_refused_named_and_no_default_hide_allows_it";
+        "a_device_beyond_the_standard_ones_is_refused_named_and_allow_device_allows_it_alone";
     if !stockade_tests::is_root() {
         eprintln!("SKIPPED (needs root to make a device node): {NAME}");
         return;
@@ -594,19 +596,22 @@ fn a_device_beyond_the_standard_ones_is_refused_named_and_no_default_hide_allows
             let _ = std::fs::remove_file(&self.0);
         }
     }
-    let node = std::path::PathBuf::from(format!("/dev/stockade-attr-{}", std::process::id()));
-    let made = Command::new("mknod")
-        .args(["-m", "0666"])
-        .arg(&node)
-        .args(["c", "1", "3"])
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{}", text(&made.stderr));
-    let _remove = Remove(node.clone());
+    let make = |name: &str| {
+        let node = std::path::PathBuf::from(format!("/dev/stockade-{name}-{}", std::process::id()));
+        let made = Command::new("mknod")
+            .args(["-m", "0666"])
+            .arg(&node)
+            .args(["c", "1", "3"])
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{}", text(&made.stderr));
+        Remove(node)
+    };
+    let (node, other) = (make("attr"), make("attr-other"));
+    let (node, other) = (node.0.to_str().unwrap(), other.0.to_str().unwrap());
     let runs = RootThenUser::new(NAME);
     let script = format!(
-        "head -c1 /dev/urandom >/dev/null && head -c1 /dev/zero >/dev/null && echo standard && cat {} && echo opened",
-        node.display()
+        "head -c1 /dev/urandom >/dev/null && head -c1 /dev/zero >/dev/null && echo standard && cat {node} && echo opened && echo x > {node} && echo written && cat {other} && echo other"
     );
     let run = |as_user: bool, stage: bool, extra: &[&str]| {
         let mut args = vec!["--mode", "read-only"];
@@ -614,6 +619,7 @@ fn a_device_beyond_the_standard_ones_is_refused_named_and_no_default_hide_allows
         args.extend(["--", "sh", "-c", &script]);
         runs.run(as_user, stage, &args)
     };
+    let grant = format!("--allow-device {node}");
     for as_user in runs.each_user() {
         for stage in [false, true] {
             let who = format!("user {as_user}, stage {stage}");
@@ -622,12 +628,30 @@ fn a_device_beyond_the_standard_ones_is_refused_named_and_no_default_hide_allows
             assert_eq!(v["sandbox"]["denied"], true, "{who}: {v}");
             let r = the_record(&v);
             assert_eq!(r["kind"], "hidden-path", "{who}: {v}");
-            assert_eq!(r["path"], node.to_str().unwrap(), "{who}: {v}");
-            assert_eq!(r["grant"], "--no-default-hide", "{who}: {v}");
-            // Control: the grant the record names lets the same command read it.
-            let v = run(as_user, stage, &["--no-default-hide"]);
+            assert_eq!(r["path"], node, "{who}: {v}");
+            assert_eq!(r["grant"], grant.as_str(), "{who}: {v}");
+            // Control: the grant the record names lets the same command read and write
+            // it, and that device only: the other is refused and named the same way.
+            let v = run(as_user, stage, &["--allow-device", node]);
+            assert_eq!(
+                v["stdout"]["text"], "standard\nopened\nwritten\n",
+                "{who}: {v}"
+            );
+            let r = the_record(&v);
+            assert_eq!(r["path"], other, "{who}: {v}");
+            assert_eq!(r["grant"], format!("--allow-device {other}"), "{who}: {v}");
+            // The whole hidden set given back reads both (writing one is still refused
+            // without its grant: a device but /dev/null is never writable otherwise).
+            let v = run(
+                as_user,
+                stage,
+                &["--no-default-hide", "--allow-device", node],
+            );
             assert_eq!(v["exitCode"], 0, "{who}: {v}");
-            assert_eq!(v["stdout"]["text"], "standard\nopened\n", "{who}: {v}");
+            assert_eq!(
+                v["stdout"]["text"], "standard\nopened\nwritten\nother\n",
+                "{who}: {v}"
+            );
             assert_eq!(v["denials"], serde_json::json!([]), "{who}: {v}");
         }
     }
@@ -636,7 +660,8 @@ fn a_device_beyond_the_standard_ones_is_refused_named_and_no_default_hide_allows
 /// Another terminal of the invoking user (a pseudo-terminal it owns, open in this test
 /// as it would be in another window): without the stage its `/dev/pts/N` is the machine's
 /// and reading it would take the keys typed there, so it is refused and named with
-/// `--no-default-hide` (control: with it, the same open succeeds); under the stage
+/// `--allow-device /dev/pts/N` (control: with it, or `--no-default-hide`, the same open
+/// succeeds); under the stage
 /// `/dev/pts` is the command's own devpts instance, where the node does not exist, and a
 /// terminal of its own still works (`script`). As root and as an ordinary user (the
 /// terminal then given to that user, as its login would).
@@ -674,8 +699,11 @@ fn another_terminal_of_the_user_cannot_be_read() {
         let r = the_record(&v);
         assert_eq!(r["kind"], "hidden-path", "{who}: {v}");
         assert_eq!(r["path"], terminal.as_str(), "{who}: {v}");
-        assert_eq!(r["grant"], "--no-default-hide", "{who}: {v}");
-        // Control: the grant the record names opens it.
+        let grant = format!("--allow-device {terminal}");
+        assert_eq!(r["grant"], grant.as_str(), "{who}: {v}");
+        // Control: the grant the record names opens it, as all of them do.
+        let v = run(as_user, false, &["--allow-device", &terminal], &script);
+        assert_eq!(v["stdout"]["text"], "opened\n", "{who}: {v}");
         let v = run(as_user, false, &["--no-default-hide"], &script);
         assert_eq!(v["stdout"]["text"], "opened\n", "{who}: {v}");
         // Under the stage the machine's terminals are out of sight, its own work.

@@ -424,3 +424,56 @@ fn every_subcommand_refuses_unknown_flags_and_bad_values_and_runs_nothing() {
     }
     assert_eq!(fx.leftover_requests(), Vec::<std::path::PathBuf>::new());
 }
+
+/// `--allow-device` grants one device file beneath `/dev`, read and write: anything else
+/// (a file elsewhere, `/dev` itself or a directory in it, a link that leads out of
+/// `/dev`, a path that is not there) is refused with the path named, and nothing runs.
+/// Control: a standard device named (`/dev/zero`, which the policy lets it read anyway)
+/// is accepted and the command runs.
+#[test]
+fn allow_device_names_a_device_file_beneath_dev_or_nothing_runs() {
+    let fx = Fixture::new();
+    let touch = ["--", "touch", "ran"];
+    runs(
+        &fx,
+        &[&["run", "--allow-device", "/dev/zero"][..], &touch].concat(),
+    );
+    std::fs::write(fx.outside.join("file"), "x").unwrap();
+    let file = fx.outside.join("file");
+    let file = file.to_str().unwrap();
+    let link = fx.outside.join("link");
+    std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
+    for (path, why) in [
+        (
+            link.to_str().unwrap(),
+            "it is /etc/hostname, not beneath /dev",
+        ),
+        ("/etc/hostname", "not beneath /dev"),
+        (file, "not beneath /dev"),
+        ("/dev", "not beneath /dev"),
+        ("/dev/shm", "not a device file"),
+        ("/dev/stockade-no-such-device", "cannot be resolved"),
+    ] {
+        for verb in ["run", "confine"] {
+            let line = refused(&fx, &[&[verb, "--allow-device", path][..], &touch].concat());
+            assert!(line.contains("--allow-device"), "{path}: {line}");
+            assert!(line.contains(why), "{path}: {line}");
+        }
+    }
+    // Meaningless where nothing is confined.
+    let line = refused(
+        &fx,
+        &[
+            &[
+                "run",
+                "--mode",
+                "danger-full-access",
+                "--allow-device",
+                "/dev/zero",
+            ][..],
+            &touch,
+        ]
+        .concat(),
+    );
+    assert!(line.contains("--allow-device"), "{line}");
+}

@@ -165,6 +165,11 @@ pub struct PolicyArgs {
     /// A path no confined command may read, in every confined mode (repeatable).
     #[arg(long = "hide", value_name = "PATH")]
     pub hide: Vec<PathBuf>,
+    /// Let the command read and write the device file PATH beneath /dev (repeatable),
+    /// such as /dev/kvm or /dev/dri/renderD128: only the standard devices (/dev/null,
+    /// /dev/urandom, /dev/tty, ...) are readable otherwise, and only /dev/null writable.
+    #[arg(long = "allow-device", value_name = "PATH")]
+    pub allow_device: Vec<PathBuf>,
     /// Do not hide the default credential stores (~/.ssh, ~/.aws, ...), the system's
     /// secrets and the devices beyond the standard ones (/dev/null, /dev/urandom, ...);
     /// stockade's own control directories stay hidden.
@@ -239,6 +244,7 @@ impl PolicyArgs {
             keep_fds: self.keep_fd.clone(),
             allow_broad_root: self.allow_broad_root,
             hide: self.hide.clone(),
+            allow_devices: self.allow_device.clone(),
             default_hide: !self.no_default_hide,
             protect: self.protect.clone(),
             default_protect: !self.no_default_protect,
@@ -545,6 +551,7 @@ use --mode workspace-write or drop it"
                     ("--allow-unix-sockets", self.allow_unix_sockets),
                     ("--keep-fd", !self.keep_fd.is_empty()),
                     ("--hide", !self.hide.is_empty()),
+                    ("--allow-device", !self.allow_device.is_empty()),
                     ("--protect", !self.protect.is_empty()),
                     ("--tmp", self.tmp.is_some()),
                     ("--isolate-pids", self.isolate_pids),

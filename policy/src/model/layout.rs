@@ -48,6 +48,8 @@ pub(super) struct Layout {
     /// Whether every entry of `/dev` but the standard ones is hidden (carved out, never
     /// masked: see [`crate::devices`]).
     devices: bool,
+    /// Device files the policy lets the command read and write (`--allow-device`).
+    allowed_devices: Vec<PathBuf>,
     /// Hidden paths the stage covers with a mask (none without the stage, nor for a
     /// command that reads past file modes, which would find them empty).
     masked: Vec<PathBuf>,
@@ -97,6 +99,7 @@ impl Layout {
             roots,
             hidden,
             devices: mode.is_confined() && policy.hides_devices(),
+            allowed_devices: policy.allowed_devices().to_vec(),
             masked,
             covered,
             protected,
@@ -185,9 +188,12 @@ impl Layout {
         &self.workspace
     }
 
-    /// Whether the policy lets a command write at `p` (beneath a root, or `/dev/null`).
+    /// Whether the policy lets a command write at `p` (beneath a root, `/dev/null` or
+    /// an allowed device).
     pub(super) fn writable(&self, p: &Path) -> bool {
-        p == Path::new(DEV_NULL) || self.root_of(p).is_some()
+        p == Path::new(DEV_NULL)
+            || self.allowed_devices.iter().any(|d| d == p)
+            || self.root_of(p).is_some()
     }
 
     pub(super) fn hidden(&self, p: &Path) -> bool {
@@ -196,7 +202,9 @@ impl Layout {
 
     /// Whether `p` is a device the allow-list hides (or lies beneath one).
     fn device_hidden(&self, p: &Path) -> bool {
-        self.devices && crate::devices::beyond_standard(p).is_some()
+        self.devices
+            && crate::devices::beyond_standard(p).is_some()
+            && !self.allowed_devices.iter().any(|d| d == p)
     }
 
     /// Whether `p` is itself a path the stage covers with a mask.

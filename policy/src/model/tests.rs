@@ -264,3 +264,47 @@ fn under_the_stage_without_masks_hidden_paths_are_carved_out() {
     assert!(!carved.answer(key, &Op::Read).allowed());
     assert!(!masked.answer(key, &Op::Read).allowed());
 }
+
+#[test]
+fn an_allowed_device_is_read_written_and_ioctled_and_no_other_beside_it() {
+    let mut t = tree();
+    for d in ["/dev/kvm", "/dev/ttyS0", "/dev/null"] {
+        t.insert(d, Node::CharDevice);
+    }
+    for (mode, staged) in [
+        (Mode::ReadOnly, false),
+        (Mode::ReadOnly, true),
+        (Mode::WorkspaceWrite, false),
+        (Mode::WorkspaceWrite, true),
+    ] {
+        let setup = Setup {
+            landlock_abi: 7,
+            staged,
+            supervised: false,
+            supervised_writes: false,
+        };
+        let mut p = policy(mode);
+        p.default_hide = true;
+        let without = Model::new(&p, &t, setup);
+        p.devices = vec!["/dev/kvm".into()];
+        let with = Model::new(&p, &t, setup);
+        let kvm = Path::new("/dev/kvm");
+        for op in [Op::Read, Op::Write, Op::Ioctl] {
+            assert!(
+                !without.answer(kvm, &op).allowed(),
+                "{mode} {staged} {op:?}"
+            );
+            assert_eq!(
+                with.answer(kvm, &op),
+                Answer::Allowed,
+                "{mode} {staged} {op:?}"
+            );
+            let other = with.answer(Path::new("/dev/ttyS0"), &op);
+            assert!(!other.allowed(), "{mode} {staged} {op:?}");
+        }
+        assert_eq!(
+            with.answer(Path::new("/dev/null"), &Op::Write),
+            Answer::Allowed
+        );
+    }
+}
