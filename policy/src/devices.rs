@@ -93,7 +93,12 @@ impl fmt::Display for DeviceError {
 /// and a character or block device beneath `/dev`; sorted and unique. Anything else is an
 /// error naming it: read and write access to a file or a directory is what `--writable`
 /// grants, with its own checks.
-pub fn resolve(asked: &[PathBuf], cwd: &Path) -> Result<Vec<PathBuf>, DeviceError> {
+///
+/// Under the namespace stage (`staged`: unless `--no-stage`) `/dev/pts` is a devpts
+/// instance of the command's own, empty when it starts: a terminal of the machine named
+/// there is not what the command would find (and the runner could not open it), so it is
+/// refused here, pointing at `--no-stage`.
+pub fn resolve(asked: &[PathBuf], cwd: &Path, staged: bool) -> Result<Vec<PathBuf>, DeviceError> {
     use std::os::unix::fs::FileTypeExt;
     let mut devices = Vec::with_capacity(asked.len());
     for asked in asked {
@@ -119,6 +124,11 @@ pub fn resolve(asked: &[PathBuf], cwd: &Path) -> Result<Vec<PathBuf>, DeviceErro
             .file_type();
         if !(kind.is_char_device() || kind.is_block_device()) {
             return Err(not_a_device("it is not a device file".into()));
+        }
+        if staged && canonical.starts_with(crate::stage::PTS) {
+            return Err(not_a_device(
+                "a terminal of the machine, which the namespace stage keeps out of sight (its /dev/pts is the command's own); add --no-stage to grant it".into(),
+            ));
         }
         devices.push(canonical);
     }
@@ -185,6 +195,7 @@ mod tests {
         let got = resolve(
             &[dev("null"), dev("/dev/zero"), dev("/dev/null")],
             Path::new("/dev"),
+            true,
         );
         assert_eq!(got.unwrap(), [dev("/dev/null"), dev("/dev/zero")]);
         for (p, why) in [
@@ -192,7 +203,7 @@ mod tests {
             ("/dev", "it is /dev, not beneath /dev"),
             ("/dev/stockade-none", "cannot be resolved"),
         ] {
-            match resolve(&[dev(p)], Path::new("/")) {
+            match resolve(&[dev(p)], Path::new("/"), false) {
                 Err(DeviceError::NotADevice { path, why: w }) => {
                     assert_eq!(path, dev(p));
                     assert!(w.starts_with(why), "{p}: {w}");

@@ -803,7 +803,8 @@ impl PolicyRequest {
             hidden: Vec::new(),
             hidden_not_followed: Vec::new(),
             devices: if confined {
-                crate::devices::resolve(&self.allow_devices, cwd).map_err(PolicyError::Device)?
+                crate::devices::resolve(&self.allow_devices, cwd, !self.no_stage)
+                    .map_err(PolicyError::Device)?
             } else {
                 Vec::new()
             },

@@ -709,6 +709,16 @@ fn another_terminal_of_the_user_cannot_be_read() {
         // Under the stage the machine's terminals are out of sight, its own work.
         let v = run(as_user, true, &[], &script);
         assert_eq!(v["stdout"]["text"], "", "{who}: {v}");
+        // There the grant is refused before anything runs, pointing at --no-stage.
+        let fx = &runs.fixtures[1];
+        let out = fx
+            .stockade(["run", "--allow-device", &terminal, "--", "touch", "ran"])
+            .output()
+            .unwrap();
+        assert_code(&out, 125);
+        let line = launcher_failure_line(&out);
+        assert!(line.contains("--no-stage"), "{who}: {line}");
+        assert!(!fx.ws.join("ran").exists(), "{who}");
         let v = run(
             as_user,
             true,
