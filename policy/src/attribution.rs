@@ -196,6 +196,13 @@ pub trait UnixCheck {
     fn resolve(&self, path: &Path) -> PathBuf {
         path.to_path_buf()
     }
+
+    /// Whether the invoking user holds capability number `capability` (linux/capability.h)
+    /// outside the sandbox: then an operation only it allows was refused by stockade
+    /// ([`crate::privileged_ops`]). Not held by default.
+    fn holds(&self, _capability: u32) -> bool {
+        false
+    }
 }
 
 /// The denial records for one command's stderr, from its error lines (`policy-check`
@@ -209,19 +216,30 @@ pub fn from_stderr(scope: &Scope, stderr: &str, unix: &dyn UnixCheck) -> Vec<Den
     // stderr may be millions of line breaks.
     let mut before: Vec<&str> = Vec::with_capacity(CONTEXT_LINES + 1);
     for line in stderr.split('\n') {
-        let record = network_refusal(scope, line)
-            .or_else(|| file_refusal(scope, &before, line, unix))
-            .or_else(|| unresolved_host(scope, line));
+        // A line about an operation only a capability allows is judged as that alone.
+        let record = network_refusal(scope, line).or_else(|| {
+            crate::privileged_ops::judge(scope, line, unix).unwrap_or_else(|| {
+                file_refusal(scope, &before, line, unix).or_else(|| unresolved_host(scope, line))
+            })
+        });
         if !line.trim().is_empty() {
             before.push(line);
             if before.len() > CONTEXT_LINES {
                 before.remove(0);
             }
         }
+        // Each distinct refusal once; lines naming nothing (strace's several about one
+        // refused ptrace) by the rule that refused them.
+        let same = |o: &DenialRecord, r: &DenialRecord| {
+            o.kind == r.kind
+                && (o.target() == r.target()
+                    || (o.kind == Kind::Process
+                        && o.path.is_none()
+                        && r.path.is_none()
+                        && o.rule == r.rule))
+        };
         if let Some(r) = record
-            && !out
-                .iter()
-                .any(|o| o.kind == r.kind && o.target() == r.target())
+            && !out.iter().any(|o| same(o, &r))
         {
             out.push(r);
             if out.len() == MAX_RECORDS {

@@ -84,6 +84,7 @@ pub mod model;
 pub mod network_denials;
 pub mod package_caches;
 pub mod policy;
+pub mod privileged_ops;
 pub mod proxy_env;
 pub mod raw;
 pub mod receipt;

@@ -734,3 +734,54 @@ fn another_terminal_of_the_user_cannot_be_read() {
         );
     }
 }
+
+/// Raising a priority needs `CAP_SYS_NICE`: root holds it outside (control: `nice -n -5`
+/// runs there) and the sandbox takes it, so root's refusal is stockade's, named as a
+/// process record with its line; an ordinary user holds no capability and is refused by
+/// Unix with or without stockade (control: the same refusal outside), so the same line is
+/// no denial. With and without the stage.
+#[test]
+fn raising_a_priority_is_root_s_refusal_and_an_ordinary_user_s_own_failure() {
+    const NAME: &str = "raising_a_priority_is_root_s_refusal_and_an_ordinary_user_s_own_failure";
+    if !stockade_tests::is_root() {
+        eprintln!("SKIPPED (needs root, and an ordinary user beside): {NAME}");
+        return;
+    }
+    let outside = |as_user: bool| {
+        let mut cmd = Command::new("setpriv");
+        if as_user {
+            cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+        }
+        cmd.args(["nice", "-n", "-5", "nice"]).output().unwrap()
+    };
+    let root = outside(false);
+    assert!(root.status.success(), "{}", text(&root.stderr));
+    assert_eq!(text(&root.stdout), "-5\n");
+    let user = outside(true);
+    assert!(text(&user.stderr).contains("cannot set niceness: Permission denied"));
+    let runs = RootThenUser::new(NAME);
+    for as_user in runs.each_user() {
+        for stage in [false, true] {
+            let who = format!("user {as_user}, stage {stage}");
+            let v = runs.run(as_user, stage, &["--", "sh", "-c", "nice -n -5 false"]);
+            assert_eq!(v["exitCode"], 1, "{who}: {v}");
+            let said = v["stderr"]["text"].as_str().unwrap_or_default();
+            assert!(
+                said.contains("cannot set niceness: Permission denied"),
+                "{who}: {v}"
+            );
+            if as_user {
+                assert_not_denied(&v, &who);
+                continue;
+            }
+            assert_eq!(v["sandbox"]["denied"], true, "{who}: {v}");
+            let r = the_record(&v);
+            assert_eq!(r["kind"], "process", "{who}: {v}");
+            assert!(
+                r["rule"].as_str().unwrap().contains("CAP_SYS_NICE"),
+                "{who}: {v}"
+            );
+            assert!(r.get("grant").is_none(), "{who}: {v}");
+        }
+    }
+}

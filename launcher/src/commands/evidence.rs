@@ -37,6 +37,10 @@ impl UnixCheck for HostPermissions {
         false
     }
 
+    fn holds(&self, capability: u32) -> bool {
+        capability < 64 && crate::control::capabilities::effective() & (1 << capability) != 0
+    }
+
     fn resolve(&self, path: &Path) -> PathBuf {
         // The nearest existing ancestor canonical, the rest (not there yet) as named.
         let mut rest = Vec::new();
