@@ -73,6 +73,9 @@ pub struct Scope {
     /// TCP ports the command may connect to while the network is denied.
     #[serde(default)]
     pub tcp_connect: Vec<u16>,
+    /// Whether unix sockets may be made (`--allow-unix-sockets`).
+    #[serde(default)]
+    pub unix_sockets: bool,
     /// Whether the network is reached by name through the filtering proxy (its own
     /// record names what it refused).
     pub by_name: bool,
@@ -135,6 +138,7 @@ impl Scope {
             protect_explicit: policy.protect_explicit(),
             network: policy.network(),
             tcp_connect: policy.allow_tcp_connect().to_vec(),
+            unix_sockets: policy.allow_unix_sockets(),
             by_name: policy.domains().is_some(),
             staged,
             supervised,
@@ -217,11 +221,14 @@ pub fn from_stderr(scope: &Scope, stderr: &str, unix: &dyn UnixCheck) -> Vec<Den
     let mut before: Vec<&str> = Vec::with_capacity(CONTEXT_LINES + 1);
     for line in stderr.split('\n') {
         // A line about an operation only a capability allows is judged as that alone.
-        let record = network_refusal(scope, line).or_else(|| {
-            crate::privileged_ops::judge(scope, line, unix).unwrap_or_else(|| {
-                file_refusal(scope, &before, line, unix).or_else(|| unresolved_host(scope, line))
-            })
-        });
+        let record = unix_socket_refusal(scope, &before, line, unix)
+            .or_else(|| network_refusal(scope, line))
+            .or_else(|| {
+                crate::privileged_ops::judge(scope, line, unix).unwrap_or_else(|| {
+                    file_refusal(scope, &before, line, unix)
+                        .or_else(|| unresolved_host(scope, line))
+                })
+            });
         if !line.trim().is_empty() {
             before.push(line);
             if before.len() > CONTEXT_LINES {
@@ -602,6 +609,77 @@ fn socket(scope: &Scope) -> DenialRecord {
         line: None,
         evidence: Source::PolicyCheck,
     }
+}
+
+/// Words that say a line, or the lines before it, are about a unix socket.
+const UNIX_SOCKET_WORDS: [&str; 5] = [
+    "af_unix",
+    "dial unix ",
+    "unix://",
+    "unix socket",
+    "unix connect",
+];
+
+/// A unix socket the filter refused to make (`--allow-unix-sockets` not given): Go's
+/// `dial unix /var/run/docker.sock: socket: permission denied`, or a Python traceback
+/// whose source line makes an `AF_UNIX` socket. Unix never refuses making one, so it is
+/// the sandbox's refusal, unless the socket the line names is one the invoking user may
+/// not connect to anyway (its file's mode: the grant would not help).
+fn unix_socket_refusal(
+    scope: &Scope,
+    before: &[&str],
+    line: &str,
+    unix: &dyn UnixCheck,
+) -> Option<DenialRecord> {
+    let lower = line.to_lowercase();
+    if scope.unix_sockets || !scope.mode.is_confined() || !lower.contains("permission denied") {
+        return None;
+    }
+    let about = |l: &str| {
+        let l = l.to_lowercase();
+        UNIX_SOCKET_WORDS.iter().any(|w| l.contains(w))
+    };
+    // The lines before count only for a line that names nothing itself (Python's bare
+    // `PermissionError`): a path named is that path's refusal.
+    let pathless = named_path(line, "permission denied").is_none();
+    let said = about(line) || (pathless && before.iter().any(|l| about(l)));
+    if !said {
+        return None;
+    }
+    let path = socket_path(line);
+    if let Some(p) = &path
+        && !unix.allows(p, Access::Write)
+    {
+        return None;
+    }
+    Some(DenialRecord {
+        kind: Kind::Socket,
+        path: path.map(|p| p.display().to_string()),
+        host: None,
+        port: None,
+        rule: format!(
+            "{} mode: unix sockets are refused (a daemon's socket does what its client asks, outside the sandbox)",
+            scope.mode
+        ),
+        grant: Some("--allow-unix-sockets".into()),
+        alternative: None,
+        line: Some(line.trim().to_string()),
+        evidence: Source::PolicyCheck,
+    })
+}
+
+/// The socket a line names after `dial unix ` or `unix://`, when absolute.
+fn socket_path(line: &str) -> Option<PathBuf> {
+    let lower = line.to_lowercase();
+    ["dial unix ", "unix://"].iter().find_map(|marker| {
+        let at = lower.find(marker)? + marker.len();
+        let rest = line.get(at..)?;
+        let end = rest
+            .find(|c: char| c == ':' || c.is_whitespace() || c == '"')
+            .unwrap_or(rest.len());
+        let path = PathBuf::from(&rest[..end]);
+        path.is_absolute().then_some(path)
+    })
 }
 
 /// The standard devices as a rule names them.
@@ -1065,6 +1143,7 @@ mod tests {
             protect_explicit: false,
             network: Network::Deny,
             tcp_connect: vec![443],
+            unix_sockets: false,
             by_name: false,
             staged: true,
             supervised: false,
@@ -1502,6 +1581,41 @@ mod tests {
         s.supervised = true;
         let r = one(&s, "bash: .envrc: Permission denied", &root);
         assert_eq!(r, None);
+    }
+
+    #[test]
+    fn a_unix_socket_the_filter_refused_names_allow_unix_sockets() {
+        let s = scope(Mode::WorkspaceWrite);
+        let root = Table(vec![]);
+        let docker = "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock: Get \"http://%2Fvar%2Frun%2Fdocker.sock/v1.50/containers/json\": dial unix /var/run/docker.sock: socket: permission denied";
+        let r = one(&s, docker, &root).unwrap();
+        assert_eq!(
+            (r.kind, r.path.as_deref(), r.grant.as_deref()),
+            (
+                Kind::Socket,
+                Some("/var/run/docker.sock"),
+                Some("--allow-unix-sockets")
+            )
+        );
+        // A socket the user may not connect to anyway: the grant would not help.
+        let user = Table(vec![("/var/run/docker.sock", Access::Write)]);
+        assert_eq!(one(&s, docker, &user), None);
+        // Allowed, it is not the sandbox's.
+        let mut allowed = s.clone();
+        allowed.unix_sockets = true;
+        assert_eq!(one(&allowed, docker, &root), None);
+        // Python's bare error after a source line making one.
+        let traceback = "  File \"/ws/u.py\", line 2, in <module>\n    s = socket.socket(socket.AF_UNIX)\n  File \"/usr/lib/python3.11/socket.py\", line 232, in __init__\n    _socket.socket.__init__(self, family, type, proto, fileno)\nPermissionError: [Errno 13] Permission denied\n";
+        let v = from_stderr(&s, traceback, &root);
+        assert_eq!(v.len(), 1);
+        assert_eq!(
+            (v[0].kind, v[0].grant.as_deref()),
+            (Kind::Socket, Some("--allow-unix-sockets"))
+        );
+        // A line naming a path after one about a unix socket is that path's.
+        let both = "warning: no unix socket for the agent\ntouch: cannot touch '/opt/x': Permission denied\n";
+        let v = from_stderr(&s, both, &root);
+        assert_eq!((v.len(), v[0].kind), (1, Kind::FileWrite));
     }
 
     #[test]

@@ -205,6 +205,7 @@ mod tests {
             protect_explicit: false,
             network: Network::Deny,
             tcp_connect: Vec::new(),
+            unix_sockets: false,
             by_name: false,
             staged: false,
             supervised: false,

@@ -529,7 +529,8 @@ impl RootThenUser {
     fn new(name: &str) -> RootThenUser {
         // `Fixture::new` adds `--no-stage`.
         let fixtures = [Fixture::new(), Fixture::staged()];
-        let mut user = true;
+        // Only root can run as another user: an ordinary user runs as itself alone.
+        let mut user = stockade_tests::is_root();
         for fx in &fixtures {
             std::fs::create_dir(fx.root.join("home")).unwrap();
             if let Some(why) = unreachable_by(
@@ -782,6 +783,49 @@ fn raising_a_priority_is_root_s_refusal_and_an_ordinary_user_s_own_failure() {
                 "{who}: {v}"
             );
             assert!(r.get("grant").is_none(), "{who}: {v}");
+        }
+    }
+}
+
+/// A unix socket the filter refused to make (no `--allow-unix-sockets`): Python's bare
+/// `PermissionError` after the source line making an `AF_UNIX` socket is a `socket`
+/// record naming `--allow-unix-sockets`; control: with it the same script connects to a
+/// socket listening outside the roots. As root and as an ordinary user, with and without
+/// the stage.
+#[test]
+fn a_unix_socket_the_filter_refused_is_named_and_allow_unix_sockets_allows_it() {
+    const NAME: &str = "a_unix_socket_the_filter_refused_is_named_and_allow_unix_sockets_allows_it";
+    let runs = RootThenUser::new(NAME);
+    let mut listeners = Vec::new();
+    for fx in &runs.fixtures {
+        let socket = fx.outside.join("s.sock");
+        listeners.push(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+        std::fs::write(
+            fx.ws.join("u.py"),
+            format!(
+                "import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({:?})\nprint('connected')\n",
+                socket.display().to_string()
+            ),
+        )
+        .unwrap();
+    }
+    for as_user in runs.each_user() {
+        for stage in [false, true] {
+            let who = format!("user {as_user}, stage {stage}");
+            let v = runs.run(as_user, stage, &["--", "python3", "u.py"]);
+            assert_eq!(v["sandbox"]["denied"], true, "{who}: {v}");
+            let r = the_record(&v);
+            assert_eq!(r["kind"], "socket", "{who}: {v}");
+            assert_eq!(r["grant"], "--allow-unix-sockets", "{who}: {v}");
+            // Control: the grant the record names lets it connect.
+            let v = runs.run(
+                as_user,
+                stage,
+                &["--allow-unix-sockets", "--", "python3", "u.py"],
+            );
+            assert_eq!(v["exitCode"], 0, "{who}: {v}");
+            assert_eq!(v["stdout"]["text"], "connected\n", "{who}: {v}");
+            assert_eq!(v["denials"], serde_json::json!([]), "{who}: {v}");
         }
     }
 }
