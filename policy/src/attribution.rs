@@ -207,6 +207,12 @@ pub trait UnixCheck {
     fn holds(&self, _capability: u32) -> bool {
         false
     }
+
+    /// Whether the invoking user may trace its own children outside the sandbox (Yama's
+    /// `ptrace_scope` at most 1, or no Yama). Not by default.
+    fn may_trace_children(&self) -> bool {
+        false
+    }
 }
 
 /// The denial records for one command's stderr, from its error lines (`policy-check`
@@ -224,7 +230,7 @@ pub fn from_stderr(scope: &Scope, stderr: &str, unix: &dyn UnixCheck) -> Vec<Den
         let record = unix_socket_refusal(scope, &before, line, unix)
             .or_else(|| network_refusal(scope, line))
             .or_else(|| {
-                crate::privileged_ops::judge(scope, line, unix).unwrap_or_else(|| {
+                crate::privileged_ops::judge(scope, &before, line, unix).unwrap_or_else(|| {
                     file_refusal(scope, &before, line, unix)
                         .or_else(|| unresolved_host(scope, line))
                 })

@@ -13,6 +13,10 @@
 //! hard limit (past `fs.nr_open` root is refused too), real-time scheduling (a cgroup's
 //! real-time budget can refuse root).
 //!
+//! Tracing is the one of them Unix allows without a capability: any user may trace its
+//! own child (`strace CMD`, gdb's `run`) unless Yama's `ptrace_scope` is 2 or more, so a
+//! line saying the trace was of one is stockade's refusal for an ordinary user too.
+//!
 //! A line saying set-uid programs cannot gain privileges (sudo's `"no new privileges"
 //! flag is set`) is stockade's whoever runs it: the runner sets that flag.
 
@@ -75,13 +79,27 @@ const OPERATIONS: [Privileged; 5] = [
 /// The words of the refusals these operations get: `EACCES` or `EPERM`.
 const REFUSALS: [&str; 2] = ["permission denied", "operation not permitted"];
 
+/// Words that say the refused trace was of the command's own child (`strace CMD`, gdb's
+/// `run`), which Unix lets any user make unless Yama says otherwise
+/// ([`UnixCheck::may_trace_children`]).
+const OWN_CHILD: [&str; 2] = ["ptrace_traceme", "could not trace the inferior"];
+
+/// The capability tracing needs of whoever traces another's process.
+const SYS_PTRACE: u32 = 19;
+
 /// The words of sudo's refusal under `no_new_privs`.
 const NO_NEW_PRIVILEGES: &str = "\"no new privileges\" flag is set";
 
 /// How `line` is judged when it is about such an operation: `Some(Some(record))` when
 /// the refusal was stockade's, `Some(None)` when Unix would have refused it anyway (no
 /// record, and no other reading of the line), `None` when the line is about none.
-pub fn judge(scope: &Scope, line: &str, unix: &dyn UnixCheck) -> Option<Option<DenialRecord>> {
+/// `before`: the lines just before, for what a trace was of.
+pub fn judge(
+    scope: &Scope,
+    before: &[&str],
+    line: &str,
+    unix: &dyn UnixCheck,
+) -> Option<Option<DenialRecord>> {
     let lower = line.to_lowercase();
     if lower.contains(NO_NEW_PRIVILEGES) {
         return Some(Some(record(
@@ -96,7 +114,14 @@ pub fn judge(scope: &Scope, line: &str, unix: &dyn UnixCheck) -> Option<Option<D
     let op = OPERATIONS
         .iter()
         .find(|op| op.phrases.iter().any(|p| lower.contains(p)))?;
-    if !unix.holds(op.capability) {
+    let own_child = || {
+        std::iter::once(line)
+            .chain(before.iter().copied())
+            .any(|l| OWN_CHILD.iter().any(|w| l.to_lowercase().contains(w)))
+    };
+    let unix_allows = unix.holds(op.capability)
+        || (op.capability == SYS_PTRACE && own_child() && unix.may_trace_children());
+    if !unix_allows {
         return Some(None);
     }
     Some(Some(record(
@@ -134,6 +159,16 @@ mod tests {
     /// The invoking user: root holds every capability, an ordinary user none.
     struct Invoker {
         root: bool,
+    }
+    /// An ordinary user Yama lets trace its own children.
+    struct Tracer;
+    impl UnixCheck for Tracer {
+        fn allows(&self, _: &Path, _: crate::attribution::Access) -> bool {
+            true
+        }
+        fn may_trace_children(&self) -> bool {
+            true
+        }
     }
     impl UnixCheck for Invoker {
         fn allows(&self, _: &Path, _: crate::attribution::Access) -> bool {
@@ -180,7 +215,7 @@ mod tests {
             "dmesg: read kernel buffer failed: Operation not permitted",
             "ptrace: Operation not permitted.",
         ] {
-            let r = judge(&scope(), line, &root).unwrap().unwrap();
+            let r = judge(&scope(), &[], line, &root).unwrap().unwrap();
             assert_eq!(
                 (r.kind, r.grant.as_deref()),
                 (Kind::Process, None),
@@ -189,25 +224,41 @@ mod tests {
             assert_eq!(r.line.as_deref(), Some(line));
             // An ordinary user is refused by Unix: no record, and no other reading (the
             // `Permission denied` of nice would else be an unattributed refusal).
-            assert_eq!(judge(&scope(), line, &user), Some(None), "{line}");
+            assert_eq!(judge(&scope(), &[], line, &user), Some(None), "{line}");
             assert!(from_stderr(&scope(), line, &user).is_empty(), "{line}");
         }
         // Not about one of them, or not refused: not judged here.
         assert_eq!(
             judge(
                 &scope(),
+                &[],
                 "bash: ulimit: cannot modify limit: Operation not permitted",
                 &root
             ),
             None
         );
         assert_eq!(
-            judge(&scope(), "unshare failed: Invalid argument", &root),
+            judge(&scope(), &[], "unshare failed: Invalid argument", &root),
             None
         );
         // sudo under no_new_privs: stockade's whoever runs it.
         let sudo = "sudo: The \"no new privileges\" flag is set, which prevents sudo from running as root.";
-        assert!(judge(&scope(), sudo, &user).unwrap().is_some());
+        assert!(judge(&scope(), &[], sudo, &user).unwrap().is_some());
+    }
+
+    #[test]
+    fn tracing_its_own_child_is_refused_by_stockade_for_an_ordinary_user_too() {
+        let strace = "strace: test_ptrace_get_syscall_info: PTRACE_TRACEME: Operation not permitted\nstrace: PTRACE_SETOPTIONS: Operation not permitted\n";
+        let gdb = "warning: Could not trace the inferior process.\nwarning: ptrace: Operation not permitted\n";
+        for stderr in [strace, gdb] {
+            let v = from_stderr(&scope(), stderr, &Tracer);
+            assert_eq!(v.len(), 1, "{stderr}");
+            assert!(v[0].rule.contains("CAP_SYS_PTRACE"));
+            // Where Yama forbids it (or for another's process), Unix refuses it anyway.
+            assert!(from_stderr(&scope(), stderr, &Invoker { root: false }).is_empty());
+        }
+        let attach = "strace: attach: ptrace(PTRACE_SEIZE, 1): Operation not permitted";
+        assert!(from_stderr(&scope(), attach, &Tracer).is_empty());
     }
 
     #[test]

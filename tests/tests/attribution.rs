@@ -829,3 +829,44 @@ fn a_unix_socket_the_filter_refused_is_named_and_allow_unix_sockets_allows_it() 
         }
     }
 }
+
+/// Tracing one's own child (`strace CMD`, gdb's `run`) needs no capability: Unix lets any
+/// user make it (unless Yama forbids it; control: the same program succeeds outside), and
+/// the filter refuses it, so its line is a `process` record for root and for an ordinary
+/// user alike, with and without the stage. The program asks `PTRACE_TRACEME` as strace's
+/// child does and words its error as strace does.
+#[test]
+fn tracing_its_own_child_is_refused_and_named_for_root_and_an_ordinary_user() {
+    const NAME: &str = "tracing_its_own_child_is_refused_and_named_for_root_and_an_ordinary_user";
+    let traceme = "import ctypes, os, sys\nlibc = ctypes.CDLL(None, use_errno=True)\nif libc.ptrace(0, 0, None, None) != 0:\n    sys.stderr.write('trace: ptrace(PTRACE_TRACEME): %s\\n' % os.strerror(ctypes.get_errno()))\n    sys.exit(1)\nprint('traced')\n";
+    let yama = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").ok();
+    if yama.is_some_and(|s| s.trim().parse::<u32>().is_ok_and(|s| s > 1)) {
+        eprintln!("SKIPPED (Yama's ptrace_scope forbids tracing one's children here): {NAME}");
+        return;
+    }
+    let runs = RootThenUser::new(NAME);
+    for fx in &runs.fixtures {
+        std::fs::write(fx.ws.join("traceme.py"), traceme).unwrap();
+        // Control: outside the sandbox the same program may trace.
+        let out = Command::new("sh")
+            .args(["-c", "python3 traceme.py"])
+            .current_dir(&fx.ws)
+            .output()
+            .unwrap();
+        assert_eq!(text(&out.stdout), "traced\n", "{}", text(&out.stderr));
+    }
+    for as_user in runs.each_user() {
+        for stage in [false, true] {
+            let who = format!("user {as_user}, stage {stage}");
+            let v = runs.run(as_user, stage, &["--", "sh", "-c", "python3 traceme.py"]);
+            assert_eq!(v["exitCode"], 1, "{who}: {v}");
+            assert_eq!(v["sandbox"]["denied"], true, "{who}: {v}");
+            let r = the_record(&v);
+            assert_eq!(r["kind"], "process", "{who}: {v}");
+            assert!(
+                r["rule"].as_str().unwrap().contains("tracing"),
+                "{who}: {v}"
+            );
+        }
+    }
+}

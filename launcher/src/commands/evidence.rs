@@ -41,6 +41,15 @@ impl UnixCheck for HostPermissions {
         capability < 64 && crate::control::capabilities::effective() & (1 << capability) != 0
     }
 
+    fn may_trace_children(&self) -> bool {
+        // Yama: 0 any process of the user, 1 its descendants, 2 only with CAP_SYS_PTRACE,
+        // 3 none. Without Yama, Unix's own rule: the same user.
+        match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
+            Ok(scope) => scope.trim().parse::<u32>().is_ok_and(|s| s <= 1),
+            Err(_) => true,
+        }
+    }
+
     fn resolve(&self, path: &Path) -> PathBuf {
         // The nearest existing ancestor canonical, the rest (not there yet) as named.
         let mut rest = Vec::new();
