@@ -840,8 +840,9 @@ fn other_process(path: &Path) -> Option<u32> {
     (rest.components().count() > 1).then_some(pid)
 }
 
-/// `path` made absolute from `cwd`, `.` and `..` taken lexically.
-fn absolute(cwd: &Path, path: &Path) -> PathBuf {
+/// `path` made absolute from `cwd`, `.` and `..` taken lexically (as the shell's `cd`
+/// does by default).
+pub(crate) fn absolute(cwd: &Path, path: &Path) -> PathBuf {
     let joined = if path.is_absolute() {
         path.to_path_buf()
     } else {

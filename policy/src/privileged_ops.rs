@@ -153,7 +153,6 @@ mod tests {
     use super::*;
     use crate::attribution::from_stderr;
     use crate::mode::Mode;
-    use crate::policy::Network;
     use std::path::Path;
 
     /// The invoking user: root holds every capability, an ordinary user none.
@@ -180,28 +179,8 @@ mod tests {
     }
 
     fn scope() -> Scope {
-        Scope {
-            mode: Mode::WorkspaceWrite,
-            cwd: "/ws".into(),
-            script_dirs: Vec::new(),
-            workspace: "/ws".into(),
-            writable: vec!["/ws".into()],
-            writable_files: Vec::new(),
-            hidden: Vec::new(),
-            devices_hidden: true,
-            devices_allowed: Vec::new(),
-            homes: Vec::new(),
-            protected: Vec::new(),
-            protect_explicit: false,
-            network: Network::Deny,
-            tcp_connect: Vec::new(),
-            unix_sockets: false,
-            by_name: false,
-            staged: true,
-            supervised: false,
-            protect_held: false,
-            own_network: true,
-        }
+        let policy = crate::policy::Policy::for_tests(Mode::WorkspaceWrite, "/ws");
+        Scope::of(&policy, Path::new("/ws"), true, false)
     }
 
     #[test]

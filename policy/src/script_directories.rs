@@ -13,8 +13,9 @@
 //! attribution still asks the policy and Unix permissions of each, as for any path a
 //! line names, and keeps the policy-check evidence.
 
+use crate::attribution::absolute;
 use std::ffi::OsString;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// The most directories listed for one script.
 pub const MAX_DIRECTORIES: usize = 16;
@@ -240,25 +241,10 @@ impl Walk {
             PathBuf::from(text)
         };
         if path.is_absolute() {
-            return Some(lexical(&path));
+            return Some(absolute(Path::new("/"), &path));
         }
-        Some(lexical(&self.at.as_ref()?.join(path)))
+        Some(absolute(self.at.as_ref()?, &path))
     }
-}
-
-/// `path` with `.` and `..` taken lexically, as the shell's `cd` does by default.
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    out
 }
 
 #[cfg(test)]
