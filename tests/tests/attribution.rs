@@ -161,6 +161,18 @@ fn run_json_in(fx: &Fixture, home: &Path, args: &[&str], script: &str) -> serde_
     run_json(fx.stockade(all).env("HOME", home)).1
 }
 
+/// Control: `script` with `--writable OUTSIDE` succeeds, no record made.
+fn writable_outside_allows(fx: &Fixture, home: &Path, script: &str) {
+    let v = run_json_in(
+        fx,
+        home,
+        &["--writable", fx.outside.to_str().unwrap()],
+        script,
+    );
+    assert_eq!(v["exitCode"], 0, "{v}");
+    assert_eq!(v["denials"], serde_json::json!([]), "{v}");
+}
+
 #[test]
 fn a_write_outside_the_roots_is_named_with_writable_and_the_grant_allows_it() {
     for fx in [Fixture::new(), Fixture::staged()] {
@@ -192,14 +204,7 @@ fn a_write_outside_the_roots_is_named_with_writable_and_the_grant_allows_it() {
             "{err}"
         );
         // Control: the grant the record names allows it.
-        let v = run_json_in(
-            &fx,
-            &home,
-            &["--writable", fx.outside.to_str().unwrap()],
-            &script,
-        );
-        assert_eq!(v["exitCode"], 0, "{v}");
-        assert_eq!(v["denials"], serde_json::json!([]), "{v}");
+        writable_outside_allows(&fx, &home, &script);
         assert!(target.exists());
     }
 }
@@ -226,14 +231,7 @@ fn a_relative_write_after_the_script_s_cd_is_named_where_it_went_and_the_grant_a
         let forged = "mkdir -p sub && cd sub && echo \"touch: cannot touch 'rel': Permission denied\" >&2; exit 1";
         assert_not_denied(&run_json_in(&fx, &home, &[], forged), forged);
         // Control: the grant the record names allows it.
-        let v = run_json_in(
-            &fx,
-            &home,
-            &["--writable", fx.outside.to_str().unwrap()],
-            &script,
-        );
-        assert_eq!(v["exitCode"], 0, "{v}");
-        assert_eq!(v["denials"], serde_json::json!([]), "{v}");
+        writable_outside_allows(&fx, &home, &script);
         assert!(fx.outside.join("rel").exists());
         std::fs::remove_file(fx.outside.join("rel")).unwrap();
     }
