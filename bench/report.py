@@ -300,27 +300,27 @@ if "proxy_direct_mibs" in facts:
                 w(f"| {label} | {facts[f'proxy_{key}_mibs']} | "
                   f"{facts.get(f'proxy_{key}_share', '?')} |")
         w("")
-    work = proxy_work(facts)
-    if work:
+    cost = proxy_work(facts)
+    if cost:
         tunnel = float(facts["proxy_tunnel_mibs"]) if "proxy_tunnel_mibs" in facts else None
         reached = (f" Unpinned, the scheduler (which also moves the kernel's receive work "
                    f"between CPUs) got the namespace tunnel to {tunnel:.0f} MiB/s, "
-                   f"{tunnel / work['bound']:.0%} of that bound." if tunnel else "")
+                   f"{tunnel / cost['bound']:.0%} of that bound." if tunnel else "")
         w(f"What the work costs. Each two-CPU placement puts two of the three processes on "
           f"one CPU, which then runs at its limit, so the three rates give each process's "
-          f"CPU time per MiB: curl {work['curl']:.2f} ms, server {work['server']:.2f} ms, "
-          f"proxy {work['proxy']:.2f} ms (direct ran at {work['direct']:.0f} MiB/s pinned; "
-          f"curl's cost alone would allow {1000 / work['curl']:.0f}). Through the proxy the three together need {work['total']:.2f} ms per "
-          f"MiB, so two CPUs give at most {work['bound']:.0f} MiB/s even with the work split "
-          f"evenly between them: {work['bound'] / work['direct']:.0%} of pinned direct."
+          f"CPU time per MiB: curl {cost['curl']:.2f} ms, server {cost['server']:.2f} ms, "
+          f"proxy {cost['proxy']:.2f} ms (direct ran at {cost['direct']:.0f} MiB/s pinned; "
+          f"curl's cost alone would allow {1000 / cost['curl']:.0f}). Through the proxy the three together need {cost['total']:.2f} ms per "
+          f"MiB, so two CPUs give at most {cost['bound']:.0f} MiB/s even with the work split "
+          f"evenly between them: {cost['bound'] / cost['direct']:.0%} of pinned direct."
           f"{reached} " + (
-              f"For 80% the proxy would have to move a MiB in {work['needed']:.2f} ms or "
-              f"less, and it takes {work['proxy']:.2f} ms: its work is one more TCP hop on "
+              f"For 80% the proxy would have to move a MiB in {cost['needed']:.2f} ms or "
+              f"less, and it takes {cost['proxy']:.2f} ms: its work is one more TCP hop on "
               f"loopback (receiving from the server, sending to curl, and the receive "
               f"processing of curl's socket, which on loopback runs in the sender)."
-              if work['proxy'] > work['needed'] else
-              f"The proxy's own cost ({work['proxy']:.2f} ms per MiB) is within what 80% "
-              f"allows ({work['needed']:.2f} ms); what the share loses is the balance of "
+              if cost['proxy'] > cost['needed'] else
+              f"The proxy's own cost ({cost['proxy']:.2f} ms per MiB) is within what 80% "
+              f"allows ({cost['needed']:.2f} ms); what the share loses is the balance of "
               f"three processes on two CPUs: a CPU waits whenever two of them do "
               f"(for data, or for room in a socket).") +
           " By these costs a third CPU would make curl the bound again.")
@@ -413,6 +413,82 @@ if facts.get("par_base_entries"):
 w(f"| processes left behind | {facts['par_leftover_procs']} |")
 w("")
 
+# 1b. What hiding costs
+hide = pooled("hide")
+hide_slope = {}
+if hide:
+    w("## 1b. What hiding costs: one hidden directory beside 30 and beside 300 entries")
+    w("")
+    w("`--no-default-hide`, then `--hide DIR/.ssh` where DIR holds 30 or 300 entries (half "
+      "directories, half files), workspace-write, a fresh request before every run. The "
+      "runner alone (no stage) keeps the hidden directory out of its grants with a Landlock "
+      "rule for every entry beside it; the ConfinedArgv's stage hides it with one mount. "
+      "\"per entry\" is (300 - 30) / 270.")
+    w("")
+    w("| | nothing hidden | beside 30 | beside 300 | per entry beside |")
+    w("|---|---|---|---|---|")
+    for kind in ("runner", "ConfinedArgv"):
+        none, h30, h300 = (med(hide[f"{kind}, {row}"]) for row in ("none", "hide30", "hide300"))
+        hide_slope[kind] = (h300 - h30) / 270
+        w(f"| {kind} | {ms(none)} | {ms(h30)} ({signed_ms(h30 - none)}) | {ms(h300)} "
+          f"({signed_ms(h300 - none)}) | {hide_slope[kind] * 1e6:+.2f} us |")
+    w("")
+
+# 2d. confine through a kept server
+SERVED_AS = {"root": "root",
+             "user": "an ordinary user, no `$XDG_RUNTIME_DIR` (control base in the home)",
+             "user-tmpfs": "an ordinary user, `$XDG_RUNTIME_DIR` on tmpfs"}
+served = {}
+served_path = os.path.join(work, "served.txt")
+if os.path.exists(served_path):
+    for line in open(served_path):
+        who, wall, cpu = line.split()
+        served.setdefault(who, []).append((float(wall), float(cpu)))
+if served:
+    w("## 2d. `confine` as a provider asks it: one kept `stockade serve`")
+    w("")
+    w("1000 requests (workspace-write, `/bin/true`) to one `stockade serve`, its start "
+      "counted once; wall-clock and CPU time (user + system, `/usr/bin/time`) per request, "
+      "median of the rounds. The harness's provider asks it over a pipe from a worker "
+      "thread while the event loop waits (section 2e has what that wait is in Node).")
+    w("")
+    w("| as | wall-clock a request | CPU a request |")
+    w("|---|---|---|")
+    for who, xs in served.items():
+        w(f"| {SERVED_AS.get(who, who)} | {med([x[0] for x in xs]):.3f} ms | "
+          f"{med([x[1] for x in xs]):.3f} ms |")
+    w("")
+
+# 2e. Through the harness's executor
+executor = {}
+for who in ("root", "user"):
+    path = os.path.join(work, f"executor-{who}.md")
+    if facts.get(f"executor_{who}") == "1" and os.path.exists(path):
+        executor[who] = open(path).read().strip()
+if executor:
+    w("## 2e. Through the harness's own executor (`bench/executor`)")
+    w("")
+    w("`shell.run('echo i')` through `@deepseek-ai/dsh-bash-sandbox`, unmodified, per "
+      "command, wall-clock, the providers interleaved round by round, and how long each "
+      "synchronous `confine` held Node's event loop.")
+    for who, table in executor.items():
+        w("")
+        w(f"As {who}:")
+        w("")
+        w(table)
+    w("")
+
+
+def executor_row(table, provider):
+    """(per-command ms, ratio to landlock-run, event-loop hold ms) of one provider's row."""
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells and cells[0] == provider:
+            return (float(cells[1].split()[0]), float(cells[2].rstrip("x")),
+                    float(cells[3].split()[0]))
+    return None
+
+
 # Targets
 w("## Targets")
 w("")
@@ -461,6 +537,44 @@ if CONFINE in e2e:
     took = med(e2e[CONFINE])
     w(f"| `stockade confine` (a process per call, as the provider calls it): at most 0.5 ms | "
       f"{ms(took)} | {verdict(took <= 0.0005)} |")
+SERVED_ROW = "stockade, kept `stockade serve` (default)"
+for who, table in executor.items():
+    row = executor_row(table, SERVED_ROW)
+    if row:
+        w(f"| as {who}: through the harness's executor, at most 1.5x `landlock-run` a command | "
+          f"{row[1]:.2f}x ({row[0]:.2f} ms a command) | {verdict(row[1] <= 1.5)} |")
+        w(f"| as {who}: `confine` holds the event loop at most 0.5 ms | {row[2]:.2f} ms "
+          f"(median) | {verdict(row[2] <= 0.5)} |")
+for who, xs in served.items():
+    wall, cpu = med([x[0] for x in xs]), med([x[1] for x in xs])
+    w(f"| as {SERVED_AS.get(who, who)}: `confine` through a kept `stockade serve`, at most 0.5 ms | {wall:.3f} ms "
+      f"wall-clock, {cpu:.3f} ms CPU | {verdict(wall <= 0.5)} |")
+urows = pooled("user")
+if "C landlock-run (static)" in urows:
+    ubase = med(urows["bare exec"])
+    uc = med(urows["C landlock-run (static)"]) - ubase
+    for name, limit, label in ((FULL, 1.5, "runner overhead over bare exec"),
+                               (STAGED, 2, "ConfinedArgv (stage and runner) overhead over bare exec")):
+        if name in urows and uc > 0:
+            ours = med(urows[name]) - ubase
+            w(f"| as an ordinary user: {label}, workspace-write: at most {limit:g}x the static C "
+              f"runner's | {signed_ms(ours)} (C: {signed_ms(uc)}; {ours / uc:.2f}x) | "
+              f"{verdict(ours <= limit * uc)} |")
+for kind, key in (("runner", "runner"), ("ConfinedArgv", "staged")):
+    if kind not in hide_slope:
+        continue
+    slope = hide_slope[kind]
+    rules = (facts.get(f"hide_{key}_hide30"), facts.get(f"hide_{key}_hide300"))
+    if None not in rules:
+        # Judged on what the run does (Landlock rules, counted), which does not move with
+        # the load; the time per entry is shown beside it.
+        w(f"| hidden paths cost O(hidden paths), not O(entries beside them): {kind} | "
+          f"{rules[0]} Landlock rules beside 30 entries, {rules[1]} beside 300; "
+          f"{slope * 1e6:+.2f} us per entry beside | {verdict(rules[0] == rules[1])} |")
+    else:
+        w(f"| hidden paths cost O(hidden paths), not O(entries beside them): {kind} | "
+          f"{slope * 1e6:+.2f} us per entry beside the hidden directory (no strace: rules "
+          f"not counted) | {verdict(slope <= 1e-6)} |")
 if "proxy_direct_mibs" in facts:
     direct = float(facts["proxy_direct_mibs"])
     for key, label in [("tunnel", "CONNECT, network namespace"),
@@ -600,9 +714,14 @@ w("- What start-up costs on this machine, and why the 2x targets are out of reac
   "the launcher does. The stage no longer adds a fourth: `stockade run` runs it in the "
   "child it forks rather than executing `stockade __stage` (0.7 ms off the median, 5.9 "
   "to 5.2 ms against 3.9 ms for `bwrap --unshare-all` side by side, 400 runs); an "
-  "executor spawning a ConfinedArgv still executes it. Building against a C library "
-  "without this start-up (musl) would take about 0.5 ms off each of the two binaries; "
-  "that toolchain is not installed here and it was not tried.")
+  "executor spawning a ConfinedArgv still executes it. Built against musl (2026-12-05, "
+  "`--target x86_64-unknown-linux-musl`, static) the runner starts in 0.13 ms of CPU "
+  "instead of 0.33 ms (`perf stat -r 200` of a run that fails at once on a missing "
+  "request), yet a whole run (workspace-write, as root, no stage, 60 interleaved) took "
+  "2.51 against 2.53 ms of CPU: musl's allocator (36 `mmap` and 22 `munmap` a run "
+  "against glibc's 8 and 1, each new page faulted in and zeroed) and its string "
+  "functions give the start-up back. The launcher does not build for musl (nix lacks "
+  "`renameat2` there; four type differences of `libc`).")
 w("- The runner's hidden-path carve-out, the largest part of its growth since +0.96 ms: "
   "as root the default hidden paths include `/etc/shadow` and `/root/.ssh`, so every "
   "entry of `/etc` and `/root` and of the control base's ancestors got a rule of its "
