@@ -348,10 +348,63 @@ fn this_process() -> Option<String> {
 }
 
 /// The ids of the mounts on and below `/proc`, in a digest: any mount made or removed
-/// there changes it.
+/// there changes it. The mount table is read again only when the kernel says it changed
+/// since the last read ([`MountTable`]): a kept process (`stockade serve`) would
+/// otherwise have the kernel format every mount of the namespace for every request.
 fn proc_mounts() -> Option<String> {
+    static TABLE: std::sync::Mutex<Option<MountTable>> = std::sync::Mutex::new(None);
+    let mut table = TABLE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(kept) = table.as_ref().filter(|t| !t.changed()) {
+        return Some(kept.digest.clone());
+    }
+    let fresh = MountTable::read();
+    let digest = fresh.as_ref().map(|t| t.digest.clone());
+    *table = fresh;
+    digest
+}
+
+/// `/proc/self/mountinfo` kept open with the digest of its last reading. `poll` on it
+/// answers `POLLPRI` once the namespace's mount table has changed since the descriptor
+/// was opened or last polled (the kernel's own change notice for this file), so an
+/// unchanged answer means the digest still holds; a change between opening and reading
+/// shows as one more (harmless) re-read.
+struct MountTable {
+    file: std::fs::File,
+    digest: String,
+}
+
+impl MountTable {
+    fn read() -> Option<MountTable> {
+        use std::io::Read;
+        let mut file = std::fs::File::open("/proc/self/mountinfo").ok()?;
+        // `/proc` files give no size, so `read_to_string` would begin with a 32-byte read
+        // and double it read after read; one buffer of a few pages takes it in one or two.
+        let mut info = String::with_capacity(16 << 10);
+        file.read_to_string(&mut info).ok()?;
+        let digest = proc_mounts_digest(&info)?;
+        Some(MountTable { file, digest })
+    }
+
+    /// Whether the mount table changed since this reading (or cannot tell).
+    fn changed(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut fd = libc::pollfd {
+            fd: self.file.as_raw_fd(),
+            events: libc::POLLPRI,
+            revents: 0,
+        };
+        // SAFETY: polls one descriptor this struct owns, without waiting; `fd` is a
+        // valid pollfd that outlives the call.
+        let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+        ready != 0 || fd.revents & (libc::POLLPRI | libc::POLLERR | libc::POLLNVAL) != 0
+    }
+}
+
+/// The digest of the mounts on and below `/proc` in a mountinfo text.
+fn proc_mounts_digest(info: &str) -> Option<String> {
     use std::hash::{Hash, Hasher};
-    let info = read_proc("/proc/self/mountinfo").ok()?;
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     let mut count = 0;
     for line in info.lines() {
@@ -411,12 +464,80 @@ fn remember(base: &std::path::Path, stamp: &std::path::Path, key: &str) {
     }
 }
 
-/// A file of `/proc`, read whole. `/proc` files give no size, so `read_to_string` would
-/// begin with a 32-byte read and double it read after read; one buffer of a few pages
-/// takes them in a read or two.
-fn read_proc(path: &str) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut text = String::with_capacity(16 << 10);
-    std::fs::File::open(path)?.read_to_string(&mut text)?;
-    Ok(text)
+#[cfg(test)]
+mod tests {
+    use super::MountTable;
+
+    /// Set in the copy of this test binary that runs in a mount namespace of its own.
+    const CHILD: &str = "STOCKADE_MOUNT_TABLE_CHILD";
+
+    /// A kept reading holds until a mount is made in the namespace, and then it does not:
+    /// checked in a copy of this test run in a mount namespace of its own (`unshare`,
+    /// with a user namespace for an ordinary user), where it mounts a tmpfs.
+    #[test]
+    fn a_kept_mount_table_is_read_again_after_a_mount() {
+        if std::env::var_os(CHILD).is_some() {
+            return in_own_namespace();
+        }
+        // Nothing changed since the reading: the kept digest serves (this control
+        // shows `changed` does not simply always answer yes).
+        let table = MountTable::read().expect("/proc/self/mountinfo");
+        assert!(!table.changed(), "a fresh reading is reported changed");
+        // SAFETY: geteuid cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        let flags: &[&str] = if root { &["-m"] } else { &["-r", "-m"] };
+        let out = std::process::Command::new("unshare")
+            .args(flags)
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "stage::trial::tests::a_kept_mount_table_is_read_again_after_a_mount",
+            ])
+            .args(["--nocapture", "--test-threads", "1"])
+            .env(CHILD, "1")
+            .output()
+            .expect("unshare (util-linux)");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() && stderr.contains("unshare failed") {
+            // No mount namespace for this user here (a container, a distribution that
+            // restricts user namespaces): only the control above could run.
+            eprintln!("no mount namespace of its own here: {stderr}");
+            return;
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains("mount table: changed after the mount"),
+            "{stdout}"
+        );
+    }
+
+    fn in_own_namespace() {
+        let table = MountTable::read().expect("/proc/self/mountinfo");
+        assert!(!table.changed(), "a fresh reading is reported changed");
+        let dir = std::env::temp_dir().join(format!("stockade-mount-table-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let target = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
+        // SAFETY: mounts a tmpfs on a directory this test made, in the mount namespace
+        // of its own that `unshare` started it in; every pointer is a valid C string.
+        let r = unsafe {
+            libc::mount(
+                c"stockade-test".as_ptr(),
+                target.as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(r, 0, "mount: {}", std::io::Error::last_os_error());
+        let changed = table.changed();
+        // SAFETY: unmounts what this test mounted just above.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        let _ = std::fs::remove_dir(&dir);
+        assert!(
+            changed,
+            "the mount table changed and the kept reading says it did not"
+        );
+        println!("mount table: changed after the mount");
+    }
 }
