@@ -28,5 +28,11 @@ fi
 node="$scratch/node_modules/node/bin/node"
 "$node" --version | grep -q '^v22\.' || { echo "integrations/dsh/test.sh: npm's node@22 did not install" >&2; exit 1; }
 PATH="$scratch/node_modules/node/bin:$PATH" ./node_modules/.bin/tsc -p .
+# A deadline for the whole run: a synchronous confine that never returns blocks the
+# test's own event loop, and so its timers, for good.
 STOCKADE="$bin/stockade" STOCKADE_RUNNER="$bin/stockade-runner" NO_LANDLOCK="$bin/no-landlock" NETCLIENT="$bin/netclient" \
-  SCRATCH_BASE="$fixtures" "$node" test/e2e.mjs
+  SCRATCH_BASE="$fixtures" timeout --kill-after=10 600 "$node" test/e2e.mjs || {
+  status=$?
+  [ "$status" != 124 ] || echo "integrations/dsh/test.sh: the end-to-end test did not finish within 600 s (a confine that never returned?)" >&2
+  exit "$status"
+}

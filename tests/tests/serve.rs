@@ -7,6 +7,7 @@
 mod support;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use support::*;
 
@@ -128,19 +129,93 @@ fn each_answer_confines_as_confine_would_and_a_refusal_keeps_the_server_going() 
         assert_eq!(bad["exitCode"], 125, "{bad}");
         assert!(bad["error"].as_str().unwrap().contains(says), "{bad}");
     }
-    // Nothing was prepared for a refusal; the answered requests are all that is there.
-    assert_eq!(
-        fx.leftover_requests().len(),
-        3,
-        "{:?}",
-        fx.leftover_requests()
-    );
+    // Nothing was prepared for a refusal; the answered requests are all that is there,
+    // and the directory made ahead for the next one.
+    let (spares, answered): (Vec<_>, Vec<_>) = fx
+        .leftover_requests()
+        .into_iter()
+        .partition(|d| is_spare(d));
+    assert_eq!(answered.len(), 3, "{answered:?}");
+    assert!(spares.len() <= 1, "{spares:?}");
     let out = spawn_argv(confined(&ask(&mut server, "echo still")));
     assert_eq!(text(&out.stdout), "still\n");
 
     let end = server.finish();
     assert_code(&end, 0);
     assert!(end.stderr.is_empty(), "{}", text(&end.stderr));
+    assert!(!fx.leftover_requests().iter().any(|d| is_spare(d)));
+}
+
+/// A directory made ahead for the next request: its request file there, empty.
+fn is_spare(dir: &Path) -> bool {
+    std::fs::metadata(dir.join("request")).is_ok_and(|m| m.len() == 0)
+}
+
+/// The private directory an answer's ConfinedArgv uses.
+fn dir_of(answer: &Value) -> PathBuf {
+    let status = confined(answer)["statusPath"].as_str().unwrap();
+    Path::new(status).parent().unwrap().to_path_buf()
+}
+
+/// The spare the server makes after it answered (it writes the answer first).
+fn spare_after(fx: &Fixture, known: &[&PathBuf]) -> PathBuf {
+    for _ in 0..1000 {
+        let found = fx
+            .leftover_requests()
+            .into_iter()
+            .find(|d| !known.contains(&d) && is_spare(d));
+        if let Some(found) = found {
+            return found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("no directory was made ahead: {:?}", fx.leftover_requests());
+}
+
+#[test]
+fn the_next_requests_directory_is_made_ahead_and_taken_only_as_it_was_made() {
+    let fx = Fixture::new();
+    let mut server = Server::start(fx.stockade(["serve"]));
+    let script = |s: &str| ["--no-stage", "--", "sh", "-c", s].map(String::from);
+    let ask = |server: &mut Server, s: &str| {
+        let args = script(s);
+        server.ask(&fx.ws, &args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let first = ask(&mut server, "true");
+    let d1 = dir_of(&first);
+    let s1 = spare_after(&fx, &[&d1]);
+    // The next request takes it, and its argv confines: a write outside is refused, the
+    // same write inside (from the next spare) succeeds.
+    let outside = fx.outside.join("from-a-spare");
+    let second = ask(&mut server, &format!("echo x > {}", outside.display()));
+    assert_eq!(dir_of(&second), s1);
+    let out = spawn_argv(confined(&second));
+    assert!(
+        text(&out.stderr).contains("Permission denied"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!outside.exists(), "a spare's argv wrote outside its roots");
+    let s2 = spare_after(&fx, &[&d1, &s1]);
+    let third = ask(&mut server, "echo x > inside && cat inside");
+    assert_eq!(dir_of(&third), s2);
+    let out = spawn_argv(confined(&third));
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "x\n");
+    // One changed behind the server's back is not taken (removed; a fresh one is made).
+    let s3 = spare_after(&fx, &[&d1, &s1, &s2]);
+    std::fs::write(s3.join("request"), "planted").unwrap();
+    let fourth = ask(&mut server, "echo y > inside2 && cat inside2");
+    assert_ne!(dir_of(&fourth), s3);
+    assert!(!s3.exists(), "a changed spare was left");
+    let out = spawn_argv(confined(&fourth));
+    assert_code(&out, 0);
+    assert_eq!(text(&out.stdout), "y\n");
+    // At the end of stdin the spare goes: the answered requests' directories are left.
+    assert_code(&server.finish(), 0);
+    let left = fx.leftover_requests();
+    assert_eq!(left.len(), 4, "{left:?}");
+    assert!(!left.iter().any(|d| is_spare(d)), "{left:?}");
 }
 
 #[test]

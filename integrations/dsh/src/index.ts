@@ -6,12 +6,14 @@
  *
  * - `confine(argv, policy)` is synchronous, as the published `SandboxProvider` seam
  *   requires, with a deadline (`confineTimeoutMs`). Callers that can await use
- *   `confineAsync`, which also honours an `AbortSignal`. Both ask one `stockade serve`
- *   process the provider keeps (its stdin and stdout, pipes only the provider holds),
- *   from a worker thread: a process start per command was most of what confining cost,
- *   and the event loop waited for all of it. `confineServer: false` starts `stockade
- *   confine` per call instead. A server that died is started again and asked once more;
- *   one past the deadline is killed; either way the call fails closed, never unconfined.
+ *   `confineAsync`, which also honours an `AbortSignal`. Each asks a `stockade serve`
+ *   process the provider keeps (its stdin and stdout, FIFOs or pipes only the provider
+ *   holds; `server.ts`): a process start per command was most of what confining cost,
+ *   and the event loop waited for all of it. `confine` talks to its server from the main
+ *   thread itself, so the loop waits for the server's work only; `confineAsync` through
+ *   a worker thread. `confineServer: false` starts `stockade confine` per call instead.
+ *   A server that died is started again and asked once more; one past the deadline is
+ *   killed; either way the call fails closed, never unconfined.
  * - The executor sets cwd and environment when it spawns: the request says so
  *   (`--inherit-cwd --inherit-env`), and the runner applies stockade's environment rule
  *   to what it inherits.
@@ -35,15 +37,14 @@
  *   harness's policy carries no per-call id, so keys are the caller's to give.
  */
 import { execFile, execFileSync } from 'node:child_process'
-import { MessageChannel, receiveMessageOnPort, Worker } from 'node:worker_threads'
-import type { MessagePort } from 'node:worker_threads'
-import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { homedir } from 'node:os'
+import { lstatSync, mkdtempSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { Context } from '@deepseek-ai/cordis'
 import z from '@deepseek-ai/schemastery'
 import { SandboxProvider, SandboxUnavailableError } from '@deepseek-ai/dsh-sandbox'
 import type { ConfinedArgv, RunnerFailureRule, SandboxEnforcement, SandboxPolicy } from '@deepseek-ai/dsh-sandbox'
+import { DirectServer, privateBase, WorkerServer } from './server.js'
+import type { ServerAnswer } from './server.js'
 
 export interface Config {
   /** The `stockade` launcher (default: `stockade` on PATH). */
@@ -185,8 +186,10 @@ export class StockadeSandboxProvider extends SandboxProvider {
   /** Directories the bounds removed before `settle()`, by status path: why (oldest first). */
   private readonly removedEarly = new Map<string, string>()
   private timer: NodeJS.Timeout | undefined
-  /** The kept `stockade serve`, started by the first call (`confineServer`). */
-  private server: ConfineServer | undefined
+  /** The kept `stockade serve` of `confine`, started by the first call (`confineServer`). */
+  private server: DirectServer | WorkerServer | undefined
+  /** The kept `stockade serve` of `confineAsync`, started by its first call. */
+  private asyncServer: WorkerServer | undefined
 
   constructor(ctx: Context, config: Config = {}) {
     super(ctx)
@@ -235,8 +238,8 @@ export class StockadeSandboxProvider extends SandboxProvider {
     if (this.config.confineServer) {
       // Once more with a new server when the first one ended without an answer (killed,
       // or its file replaced by an upgrade): the request was never written then.
-      let answer = this.confineServerNow().ask(cwd, args, this.config.confineTimeoutMs)
-      if ('lost' in answer && answer.restart) answer = this.confineServerNow().ask(cwd, args, this.config.confineTimeoutMs)
+      let answer = this.syncServerNow().ask(cwd, args, this.config.confineTimeoutMs)
+      if ('lost' in answer && answer.restart) answer = this.syncServerNow().ask(cwd, args, this.config.confineTimeoutMs)
       return this.answered(answer, policy)
     }
     let stdout: string
@@ -265,8 +268,8 @@ export class StockadeSandboxProvider extends SandboxProvider {
     const args = this.confineArgs(argv, policy)
     const deadline = options.deadlineMs ?? this.config.confineTimeoutMs
     if (this.config.confineServer) {
-      let answer = await this.confineServerNow().askAsync(cwd, args, deadline, options.signal)
-      if ('lost' in answer && answer.restart) answer = await this.confineServerNow().askAsync(cwd, args, deadline, options.signal)
+      let answer = await this.asyncServerNow().askAsync(cwd, args, deadline, options.signal)
+      if ('lost' in answer && answer.restart) answer = await this.asyncServerNow().askAsync(cwd, args, deadline, options.signal)
       if (options.signal?.aborted) {
         // Prepared, but nobody will spawn it: its directory goes now.
         this.withdraw(answer)
@@ -290,14 +293,32 @@ export class StockadeSandboxProvider extends SandboxProvider {
     return this.accept(stdout, policy)
   }
 
-  /** The kept server, new when there is none or the environment it was started with changed. */
-  private confineServerNow(): ConfineServer {
+  /**
+   * The kept server of `confine`, new when there is none or the environment it was
+   * started with changed: one the main thread talks to itself, or where FIFOs cannot be
+   * made, one behind a worker thread.
+   */
+  private syncServerNow(): DirectServer | WorkerServer {
     const env = JSON.stringify(process.env)
     if (this.server?.usable(env) !== true) {
       this.server?.close()
-      this.server = new ConfineServer(this.config.stockade, env, (line) => this.withdraw({ line }))
+      this.server = DirectServer.start(this.config.stockade, env) ?? this.workerServer(env)
     }
     return this.server
+  }
+
+  /** The kept server of `confineAsync`, new as `syncServerNow`'s. */
+  private asyncServerNow(): WorkerServer {
+    const env = JSON.stringify(process.env)
+    if (this.asyncServer?.usable(env) !== true) {
+      this.asyncServer?.close()
+      this.asyncServer = this.workerServer(env)
+    }
+    return this.asyncServer
+  }
+
+  private workerServer(env: string): WorkerServer {
+    return new WorkerServer(this.config.stockade, env, (line) => this.withdraw({ line }))
   }
 
   /** A server's answer as the ConfinedArgv, or the fail-closed error. */
@@ -399,6 +420,8 @@ export class StockadeSandboxProvider extends SandboxProvider {
   dispose(): void {
     this.server?.close()
     this.server = undefined
+    this.asyncServer?.close()
+    this.asyncServer = undefined
     if (this.timer !== undefined) clearInterval(this.timer)
     this.timer = undefined
     for (const statusPath of [...this.pending.keys()]) this.removeEarly(statusPath, 'on dispose()')
@@ -564,185 +587,6 @@ function unavailable(policy: SandboxPolicy, error: unknown): SandboxUnavailableE
   return new SandboxUnavailableError(policy.mode, line ?? String(error))
 }
 
-/**
- * One answer of `stockade serve` (a JSON line), or why there is none; `restart`: the
- * server ended before the request could be answered, so asking a new one is safe.
- */
-type ServerAnswer = { line: string } | { lost: string; restart: boolean }
-
-/**
- * The worker thread that talks to `stockade serve`: it starts the server (again, after
- * one ended), writes each request as a line and hands each answer line back, in order:
- * on the shared port with the flag set for a synchronous caller, as a message for an
- * asynchronous one. A worker, because a synchronous `confine` blocks the main thread,
- * whose event loop could then not read the answer (it waits in `Atomics.wait`, with the
- * deadline, and takes the answer with `receiveMessageOnPort`).
- */
-const SERVER_WORKER = `
-const { workerData, parentPort } = require('node:worker_threads')
-const { spawn } = require('node:child_process')
-const { flag, syncPort, stockade, env } = workerData
-let child = null
-let buffer = ''
-let waiting = []
-const lose = (why) => {
-  // Its pid may be another process's soon: nothing is to be sent to it any more.
-  Atomics.store(flag, 1, 0)
-  const orphans = waiting
-  waiting = []
-  child = null
-  buffer = ''
-  for (const deliver of orphans) deliver({ lost: why, restart: true })
-}
-const start = () => {
-  const c = spawn(stockade, ['serve'], { stdio: ['pipe', 'pipe', 'pipe'], env: JSON.parse(env), cwd: '/' })
-  child = c
-  let stderr = ''
-  c.stderr.setEncoding('utf8')
-  c.stderr.on('data', (d) => { stderr = (stderr + d).slice(-4096) })
-  c.stdout.setEncoding('utf8')
-  c.stdout.on('data', (d) => {
-    buffer += d
-    for (let i = buffer.indexOf('\\n'); i >= 0; i = buffer.indexOf('\\n')) {
-      const line = buffer.slice(0, i)
-      buffer = buffer.slice(i + 1)
-      waiting.shift()?.({ line })
-    }
-  })
-  c.stdin.on('error', () => {})
-  c.on('error', (e) => { if (child === c) lose(String(e)) })
-  c.on('close', (code, signal) => {
-    if (child !== c) return
-    const said = stderr.split('\\n').find((l) => l.startsWith('stockade: '))
-    lose(said ?? 'stockade serve ended (' + (signal ?? code) + ')')
-  })
-  Atomics.store(flag, 1, c.pid ?? 0)
-}
-parentPort.on('message', ({ id, cwd, args, sync }) => {
-  if (child === null) start()
-  waiting.push((answer) => {
-    if (!sync) return parentPort.postMessage({ id, ...answer })
-    syncPort.postMessage({ id, ...answer })
-    Atomics.store(flag, 0, id)
-    Atomics.notify(flag, 0)
-  })
-  child.stdin.write(JSON.stringify({ cwd, args }) + '\\n')
-})
-`
-
-/**
- * The provider's kept `stockade serve`, behind its worker thread. Requests carry the
- * arguments after `confine` and the directory `stockade confine` would have run in; the
- * server's environment is the provider's as it was when the server started (`usable`
- * is false once it changed: a new server is started with the new one).
- */
-class ConfineServer {
-  private readonly worker: Worker
-  /** [0]: the id of the last synchronous answer posted; [1]: the server's pid. */
-  private readonly flag = new Int32Array(new SharedArrayBuffer(8))
-  private readonly syncPort: MessagePort
-  private readonly waiting = new Map<number, (answer: ServerAnswer) => void>()
-  private seq = 0
-  private closed = false
-
-  constructor(stockade: string, private readonly env: string, private readonly orphan: (line: string) => void) {
-    const { port1, port2 } = new MessageChannel()
-    this.syncPort = port1
-    this.worker = new Worker(SERVER_WORKER, {
-      eval: true,
-      workerData: { flag: this.flag, syncPort: port2, stockade, env },
-      transferList: [port2],
-    })
-    this.worker.unref()
-    this.worker.on('message', ({ id, ...answer }: { id: number } & ServerAnswer) => {
-      const deliver = this.waiting.get(id)
-      this.waiting.delete(id)
-      if (deliver !== undefined) deliver(answer)
-      else if ('line' in answer) this.orphan(answer.line)
-    })
-    this.worker.on('error', () => this.close())
-  }
-
-  usable(env: string): boolean {
-    return !this.closed && env === this.env
-  }
-
-  /** Asks and waits, blocking this thread for at most `timeoutMs`. */
-  ask(cwd: string | undefined, args: string[], timeoutMs: number): ServerAnswer {
-    const id = ++this.seq
-    this.worker.postMessage({ id, cwd: cwd ?? process.cwd(), args: args.slice(1), sync: true })
-    const deadline = Date.now() + timeoutMs
-    for (let seen = Atomics.load(this.flag, 0); seen !== id; seen = Atomics.load(this.flag, 0)) {
-      const left = deadline - Date.now()
-      if (left <= 0 || this.closed) return this.timedOut(timeoutMs)
-      Atomics.wait(this.flag, 0, seen, left)
-    }
-    for (let got = receiveMessageOnPort(this.syncPort); got !== undefined; got = receiveMessageOnPort(this.syncPort)) {
-      const { id: answered, ...answer } = got.message as { id: number } & ServerAnswer
-      if (answered === id) return answer
-    }
-    return { lost: 'the answer went missing', restart: false }
-  }
-
-  /** Asks without blocking; resolves by the deadline, or at once when `signal` aborts. */
-  askAsync(cwd: string | undefined, args: string[], timeoutMs: number, signal?: AbortSignal): Promise<ServerAnswer> {
-    const id = ++this.seq
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.waiting.delete(id)
-        resolve(this.timedOut(timeoutMs))
-      }, timeoutMs)
-      const aborted = () => {
-        // The answer still comes; its directory goes then (`orphan`).
-        this.waiting.delete(id)
-        clearTimeout(timer)
-        resolve({ lost: 'aborted', restart: false })
-      }
-      signal?.addEventListener('abort', aborted, { once: true })
-      this.waiting.set(id, (answer) => {
-        clearTimeout(timer)
-        signal?.removeEventListener('abort', aborted)
-        resolve(answer)
-      })
-      this.worker.postMessage({ id, cwd: cwd ?? process.cwd(), args: args.slice(1), sync: false })
-    })
-  }
-
-  /** A server past its deadline is killed: whatever it was doing, it answers nothing more. */
-  private timedOut(timeoutMs: number): ServerAnswer {
-    this.close()
-    return { lost: `no answer within ${timeoutMs} ms`, restart: false }
-  }
-
-  close(): void {
-    if (this.closed) return
-    this.closed = true
-    const pid = Atomics.load(this.flag, 1)
-    if (pid > 0) {
-      try {
-        process.kill(pid, 'SIGKILL')
-      } catch {
-        // Gone already.
-      }
-    }
-    void this.worker.terminate()
-    for (const deliver of this.waiting.values()) deliver({ lost: 'the provider closed its stockade serve', restart: false })
-    this.waiting.clear()
-  }
-}
-
 export type { RunnerFailureRule }
 export default StockadeSandboxProvider
 
-/**
- * Where `settle` keeps its scratch file: `$XDG_RUNTIME_DIR` (the user's private runtime
- * directory) when set, else `~/.local/state` (made 0700 if missing), the places stockade
- * keeps its own control files, which no default policy grants.
- */
-function privateBase(): string {
-  const runtime = process.env.XDG_RUNTIME_DIR
-  if (runtime !== undefined && runtime.startsWith('/')) return runtime
-  const state = join(homedir(), '.local', 'state')
-  mkdirSync(state, { recursive: true, mode: 0o700 })
-  return state
-}

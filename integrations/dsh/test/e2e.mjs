@@ -4,7 +4,7 @@
 // NO_LANDLOCK the test helper that starts a program with Landlock unavailable.
 import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync, chmodSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { Context } from '@deepseek-ai/cordis'
 import LocalSubprocessRuntime from '@deepseek-ai/dsh-subprocess-local'
@@ -28,6 +28,25 @@ process.env.XDG_RUNTIME_DIR = runtime
 const privateDirs = (under = runtime) => {
   const base = join(under, 'stockade')
   return existsSync(base) ? readdirSync(base).filter((n) => n.startsWith('req-')) : []
+}
+// The directory a kept `stockade serve` made ahead for its next request (its request
+// file made, empty); it goes when the server ends.
+const isSpare = (name, under = runtime) => {
+  try {
+    return statSync(join(under, 'stockade', name, 'request')).size === 0
+  } catch {
+    return false
+  }
+}
+const usedDirs = (under = runtime) => privateDirs(under).filter((n) => !isSpare(n, under))
+// Spares of servers a test killed, which nothing removes until the sweep.
+const orphans = []
+// Once a provider is disposed its servers end and remove their spares: nothing is left.
+const noDirsLeft = async (under = runtime, kept = []) => {
+  const left = () => privateDirs(under).filter((n) => !orphans.includes(n) && !kept.includes(n))
+  for (let i = 0; i < 300 && left().length > 0; i++) await pause(10)
+  const what = left().map((n) => `${n}: ${readdirSync(join(under, 'stockade', n)).map((f) => `${f} (${statSync(join(under, 'stockade', n, f)).size})`).join(' ')}`)
+  assert.deepEqual(what, [])
 }
 // The launch request a ConfinedArgv names: the argument after `--request`, wherever the
 // runner's arguments start (after the namespace stage's, when there is one).
@@ -185,12 +204,18 @@ await test('a timeout ends the whole process group', async () => {
 
 await test('a confine past its deadline is SANDBOX_UNAVAILABLE, synchronous or not', async () => {
   const slow = join(root, 'stockade-slow')
-  writeFileSync(slow, `#!/bin/sh\nsleep 30\nexec ${STOCKADE} "$@"\n`)
+  // A server that never answers, and has started a process that holds its stdout: the
+  // answer's FIFO ends only once that one is gone too (the deadline kills the server's
+  // whole process group; killed alone, the call would wait for the other for good).
+  writeFileSync(slow, `#!/bin/bash\n(exec -a stockade-slow-sleep sleep 100000) &\nexec sleep 100000\n`)
   chmodSync(slow, 0o700)
   const s = await harness({ stockade: slow, confineTimeoutMs: 300 })
-  await assert.rejects(s.run('echo never > ran-slow'), (e) => e.code === SANDBOX_UNAVAILABLE)
+  await assert.rejects(s.run('echo never > ran-slow'), (e) => e.code === SANDBOX_UNAVAILABLE && /no answer within 300 ms/.test(e.message))
   const policy = { mode: 'workspace-write', workspaceRoot: ws }
   await assert.rejects(s.provider.confineAsync(['true'], policy, { deadlineMs: 300 }), (e) => e.code === SANDBOX_UNAVAILABLE)
+  // Each server's whole process group was killed, what it started included.
+  for (let i = 0; i < 100 && hostPidsNamed('stockade-slow-sleep').length > 0; i++) await pause(10)
+  assert.deepEqual(hostPidsNamed('stockade-slow-sleep'), [])
   assert.ok(!existsSync(join(ws, 'ran-slow')))
   await s.ctx.fiber.dispose()
 })
@@ -328,7 +353,7 @@ await test('a command cannot change its own status record; a record changed behi
     assert.match(v.detail, /status record was tampered with/)
     assert.equal(v.enforcement, null)
     await t.ctx.fiber.dispose()
-    assert.deepEqual(privateDirs(own), [])
+    await noDirsLeft(own)
   } finally {
     process.env.XDG_RUNTIME_DIR = saved
   }
@@ -340,10 +365,13 @@ await test('100 settled commands leave no private directory', async () => {
     assert.equal(r.stdout.text, `${i}\n`)
     await settleRun(h, r)
   }
-  assert.deepEqual(privateDirs(), [])
+  assert.deepEqual(usedDirs(), [])
+  // What the server made ahead for the next command: one directory at most.
+  assert.ok(privateDirs().length <= 1, privateDirs().join(' '))
 })
 
 await test('what is kept for settle() is bounded: maxKept, keepForMs, dispose', async () => {
+  const shared = privateDirs().filter((n) => isSpare(n))
   const b = await harness({ maxKept: 3 })
   const runs = []
   for (let i = 0; i < 6; i++) runs.push({ r: await b.run(`echo ${i}`), c: b.handed.at(-1) })
@@ -353,7 +381,7 @@ await test('what is kept for settle() is bounded: maxKept, keepForMs, dispose', 
   await assert.rejects(b.provider.settle(runs[0].c, { exitCode: 0, stderr: '' }), /maxKept \(3\)/)
   assert.equal((await b.provider.settle(runs[5].c, { exitCode: 0, stderr: '' })).outcome, 'ok')
   await b.ctx.fiber.dispose()
-  assert.deepEqual(privateDirs(), [])
+  await noDirsLeft(runtime, shared)
   const k = await harness({ keepForMs: 200 })
   const r = await k.run('echo kept')
   const c = k.handed.at(-1)
@@ -361,7 +389,7 @@ await test('what is kept for settle() is bounded: maxKept, keepForMs, dispose', 
   assert.ok(!existsSync(dirname(c.statusPath)), 'kept past keepForMs')
   await assert.rejects(k.provider.settle(c, { exitCode: r.exitCode, stderr: r.stderr.text }), /keepForMs/)
   await k.ctx.fiber.dispose()
-  assert.deepEqual(privateDirs(), [])
+  await noDirsLeft(runtime, shared)
 })
 
 await test('keepEnv passes a variable the executor forwards on purpose; without it the rule withholds it', async () => {
@@ -467,6 +495,7 @@ const waitFor = async (what, ok) => {
 
 await test('confine is answered by one kept stockade serve; one killed or outdated is replaced, never bypassed', async () => {
   const before = new Set(serverPids())
+  const sparesBefore = privateDirs().filter((n) => isSpare(n))
   const s = await harness()
   const first = await s.run('echo served > served && cat served')
   assert.equal(first.exitCode, 0, first.stderr.text)
@@ -476,7 +505,9 @@ await test('confine is answered by one kept stockade serve; one killed or outdat
   const again = await s.run('echo twice')
   assert.equal(again.stdout.text, 'twice\n')
   assert.deepEqual(serverPids().filter((p) => !before.has(p)), mine, 'the same server answered again')
-  // Killed between commands: the next command is confined by a new server.
+  // Killed between commands: the next command is confined by a new server. What it
+  // made ahead for its next request is left (to the sweep, past `KEEP_FOR`).
+  orphans.push(...privateDirs().filter((n) => isSpare(n) && !sparesBefore.includes(n)))
   process.kill(Number(mine[0]), 'SIGKILL')
   await waitFor('the killed server is gone', () => !serverPids().includes(mine[0]))
   const after = await s.run(`echo x > ${join(outside, 'after-kill')}; echo ran`)
@@ -494,18 +525,24 @@ await test('confine is answered by one kept stockade serve; one killed or outdat
     const third = serverPids().filter((p) => !before.has(p))
     assert.equal(third.length, 1)
     assert.notEqual(third[0], second[0])
-    // Asynchronous callers share it.
+    // Asynchronous callers share a second one (behind a worker thread), kept as well.
     const policy = { mode: 'workspace-write', workspaceRoot: ws }
-    const c = await s.provider.confineAsync(['sh', '-c', 'echo async'], policy)
-    const p = spawnSync(c.argv[0], c.argv.slice(1), { cwd: ws, encoding: 'utf8' })
-    assert.equal(p.stdout, 'async\n', p.stderr)
-    await s.provider.settle(c, { exitCode: p.status, stderr: p.stderr })
-    assert.deepEqual(serverPids().filter((q) => !before.has(q)), third)
+    for (const word of ['async', 'again']) {
+      const c = await s.provider.confineAsync(['sh', '-c', `echo ${word}`], policy)
+      const p = spawnSync(c.argv[0], c.argv.slice(1), { cwd: ws, encoding: 'utf8' })
+      assert.equal(p.stdout, `${word}\n`, p.stderr)
+      await s.provider.settle(c, { exitCode: p.status, stderr: p.stderr })
+      const both = serverPids().filter((q) => !before.has(q))
+      assert.equal(both.length, 2, `the synchronous and the asynchronous server, found ${both}`)
+      assert.ok(both.includes(third[0]))
+    }
   } finally {
     delete process.env.STOCKADE_E2E_SERVER_MARK
   }
   await s.ctx.fiber.dispose()
-  await waitFor('dispose() ends the server', () => serverPids().every((p) => before.has(p)))
+  await waitFor('dispose() ends the servers', () => serverPids().every((p) => before.has(p)))
+  // All but the spare of the provider every test shares.
+  await noDirsLeft(runtime, sparesBefore)
   // Control: with confineServer false no server is started, and commands run the same.
   const n = await harness({ confineServer: false })
   const plain = await n.run('echo per-call')
@@ -514,7 +551,67 @@ await test('confine is answered by one kept stockade serve; one killed or outdat
   await n.ctx.fiber.dispose()
 })
 
-await h.ctx.fiber.dispose()
+await test("confine's own channel reaches no command; where FIFOs cannot be made a worker's server answers", async () => {
+  const link = (path) => {
+    try {
+      return readlinkSync(path)
+    } catch {
+      return ''
+    }
+  }
+  const mine = () => readdirSync('/proc/self/fd').map((fd) => link(`/proc/self/fd/${fd}`))
+  const before = new Set(serverPids())
+  const s = await harness()
+  const first = await s.run('echo up')
+  assert.equal(first.stdout.text, 'up\n', first.stderr.text)
+  // The server's stdin and stdout: the FIFOs whose other ends this process holds.
+  const [server] = serverPids().filter((p) => !before.has(p))
+  const fifos = [0, 1].map((fd) => link(`/proc/${server}/fd/${fd}`))
+  for (const fifo of fifos) {
+    assert.match(fifo, /\/stockade-serve-[^/]+\/(requests|answers) \(deleted\)$/)
+    assert.ok(mine().includes(fifo), `${fifo} is not the provider's`)
+  }
+  const policy = { mode: 'workspace-write', workspaceRoot: ws }
+  const list = ['sh', '-c', 'for f in /proc/self/fd/*; do readlink "$f"; done; exit 0']
+  const c = s.provider.confine(list, policy)
+  const seen = spawnSync(c.argv[0], c.argv.slice(1), { cwd: ws, encoding: 'utf8' })
+  assert.equal(seen.status, 0, seen.stderr)
+  for (const fifo of fifos) assert.ok(!seen.stdout.includes(fifo), `${fifo} reached the command: ${seen.stdout}`)
+  await s.provider.settle(c, { exitCode: seen.status, stderr: seen.stderr })
+  // Control: the same listing shows such a descriptor when one is handed over.
+  const fd = readdirSync('/proc/self/fd').find((n) => link(`/proc/self/fd/${n}`) === fifos[1])
+  const d = s.provider.confine(list, policy)
+  // (As its stdin: the runner closes every other descriptor a command is handed.)
+  const shown = spawnSync(d.argv[0], d.argv.slice(1), { cwd: ws, encoding: 'utf8', stdio: [Number(fd), 'pipe', 'pipe'] })
+  assert.ok(shown.stdout.includes(fifos[1]), shown.stdout + shown.stderr)
+  await s.provider.settle(d, { exitCode: shown.status, stderr: shown.stderr })
+  await s.ctx.fiber.dispose()
+
+  // Without mkfifo on PATH: a worker thread's server answers (its stdin a socket of
+  // the worker's), and commands run the same.
+  const bin = join(root, 'bin-without-mkfifo')
+  mkdirSync(bin)
+  for (const tool of ['bash', 'sh']) symlinkSync(`/bin/${tool}`, join(bin, tool))
+  const saved = process.env.PATH
+  process.env.PATH = bin
+  try {
+    const known = new Set(serverPids())
+    const w = await harness()
+    const r = await w.run('echo worker')
+    assert.equal(r.stdout.text, 'worker\n', r.stderr.text)
+    const [worker] = serverPids().filter((p) => !known.has(p))
+    assert.match(link(`/proc/${worker}/fd/0`), /^socket:/)
+    await w.ctx.fiber.dispose()
+  } finally {
+    process.env.PATH = saved
+  }
+})
+
+await test('once every provider is disposed, no private directory is left', async () => {
+  await h.ctx.fiber.dispose()
+  await noDirsLeft()
+})
+
 rmSync(root, { recursive: true, force: true })
 console.log(results.join('\n'))
 if (results.some((r) => r.startsWith('FAIL'))) process.exit(1)

@@ -10,6 +10,7 @@ use crate::control::error::ControlError;
 use crate::control::locate;
 use crate::control::placement;
 use crate::control::private_dir::{self, PrivateDir};
+use crate::control::spare;
 use crate::error::LauncherError;
 use crate::proxy;
 use crate::supervise::Start;
@@ -249,7 +250,7 @@ fn prepare(
     let runner = check_binaries(&resolved, loader_env, launcher_first, tmpdir, &invoker)?;
     let tag = new_failure_tag()?;
     let mut not_granted = not_granted(&resolved);
-    let dir = PrivateDir::create(&base)?;
+    let dir = spare::take_or_create(&base)?;
     let status_path = dir.status_path();
     let allows_loopback = resolved
         .domains()

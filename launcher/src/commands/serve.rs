@@ -9,7 +9,8 @@
 //! ARGS` started in the request's directory would answer it, with this process's
 //! environment (a provider whose environment changed starts a new one). Nothing from
 //! one request is kept for the next but what a `confine` process would find on disk
-//! too.
+//! too, and the private directory made ahead after each answer, while the caller runs
+//! the command (`control::spare`): the next request only writes its files.
 //!
 //! A request is one line of JSON, `{"cwd": DIR, "args": [ARG...]}` (the arguments after
 //! `stockade confine`); the answer one line, `{"confined": CONFINEDARGV}` or `{"error":
@@ -20,7 +21,7 @@
 
 use crate::commands::cli::{Cli, Command};
 use crate::commands::{confine, usage};
-use crate::control::locate;
+use crate::control::{locate, private_dir, spare};
 use crate::error::LauncherError;
 use clap::Parser;
 use serde::Deserialize;
@@ -43,6 +44,13 @@ struct Request {
 }
 
 pub fn run() -> Result<i32, LauncherError> {
+    let served = serve_requests();
+    // Whatever ended it: the directory made ahead for a next request is not needed.
+    spare::discard();
+    served
+}
+
+fn serve_requests() -> Result<i32, LauncherError> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let mut output = std::io::stdout().lock();
@@ -56,6 +64,10 @@ pub fn run() -> Result<i32, LauncherError> {
             ));
         }
         answer(&line, &mut output)?;
+        // While the caller runs the command: the next request's directory, made now.
+        if let Ok(base) = private_dir::base() {
+            spare::prepare(&base);
+        }
     }
 }
 

@@ -67,6 +67,8 @@ pub const SPILL_FILES: [&str; 2] = ["stdout", "stderr"];
 /// launcher died). A command still running after this long loses its status file and is
 /// classified by the exit-code rules.
 pub const STALE_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long a private directory made ahead (`control::spare`) may wait to be taken.
+pub const SPARE_KEPT_FOR: Duration = Duration::from_secs(30);
 /// How often the base is swept at most.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(10 * 60);
 /// The stamp file whose modification time records the last sweep.
@@ -453,6 +455,21 @@ pub fn create_private_file(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
+/// Opens the empty file made ahead at `path` for writing, when it still is exactly that:
+/// a regular file of ours, closed to others, with one link and nothing in it. Anything
+/// else fails as `create_private_file` fails on a file that is there already.
+fn open_made_ahead(path: &Path) -> std::io::Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if trusted(&meta, FileKind::Regular).is_err() || meta.nlink() != 1 || meta.len() != 0 {
+        return Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists));
+    }
+    Ok(file)
+}
+
 /// Reserves room for `len` bytes of `file` on its filesystem without changing its size
 /// (`FALLOC_FL_KEEP_SIZE`), so that appending up to that much later cannot fail for want
 /// of space. For the records written while the command runs (the stage's report, the
@@ -531,7 +548,7 @@ pub fn remove_private(dir: &Path) {
 
 /// Sweeps `base` when the last sweep is older than [`SWEEP_EVERY`] (or its stamp is
 /// missing or in the future): removes the private directories whose names say they are
-/// older than [`STALE_AFTER`].
+/// older than [`STALE_AFTER`], and the spares nobody took (`is_abandoned_spare`).
 pub fn sweep(base: &Path) {
     let stamp = base.join(SWEEP_STAMP);
     let now = SystemTime::now();
@@ -567,16 +584,36 @@ pub fn sweep(base: &Path) {
         return;
     };
     for entry in entries.flatten() {
-        if created_at(&entry.file_name()).is_some_and(|c| is_stale(c, now)) {
+        let Some(created) = created_at(&entry.file_name()) else {
+            continue;
+        };
+        if is_stale(created, now) || is_abandoned_spare(&entry.path(), created, now) {
             remove_private(&entry.path());
         }
     }
+}
+
+/// Whether `dir` is a spare (its request file made ahead, still empty) too old to be
+/// taken by anyone: its server was killed before it could remove it. A spare is taken
+/// only while younger than [`SPARE_KEPT_FOR`] and written at once; should a taker have
+/// stalled past this age, its write fails and its `confine` with it.
+fn is_abandoned_spare(dir: &Path, created: u64, now: SystemTime) -> bool {
+    let now = now
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    now.saturating_sub(created) > 2 * SPARE_KEPT_FOR.as_secs()
+        && std::fs::symlink_metadata(dir.join(REQUEST_FILE))
+            .is_ok_and(|m| m.file_type().is_file() && m.len() == 0)
 }
 
 /// A private directory holding one request and its status file.
 #[derive(Debug)]
 pub struct PrivateDir {
     path: PathBuf,
+    /// The request and scope files were made ahead, empty (a spare, see `spare`): they
+    /// are written in place instead of created.
+    made_ahead: bool,
 }
 
 impl PrivateDir {
@@ -587,6 +624,7 @@ impl PrivateDir {
         sweep(base);
         let made = PrivateDir {
             path: create_private_dir(base, PRIVATE_PREFIX)?,
+            made_ahead: false,
         };
         let named = made.create_file(STATUS_FILE, &[]).and_then(|status| {
             let ino = std::fs::symlink_metadata(&status)
@@ -609,12 +647,55 @@ impl PrivateDir {
             Ok(named)
         });
         match named {
-            Ok(path) => Ok(PrivateDir { path }),
+            Ok(path) => Ok(PrivateDir {
+                path,
+                made_ahead: false,
+            }),
             Err(e) => {
                 made.remove();
                 Err(e)
             }
         }
+    }
+
+    /// A fresh private directory with its request and scope files made too, empty: the
+    /// spare `stockade serve` keeps for its next request. Creating files is most of what
+    /// the directory costs where the control base is on a disk filesystem (ext4 looks
+    /// for an inode that was not freed recently, which takes longer the more were).
+    pub fn create_ahead(base: &Path) -> Result<PrivateDir, LauncherError> {
+        let mut dir = PrivateDir::create(base)?;
+        let made = [REQUEST_FILE, stockade_policy::attribution::SCOPE_FILE]
+            .iter()
+            .try_for_each(|name| dir.create_file(name, &[]).map(|_| ()));
+        match made {
+            Ok(()) => {
+                dir.made_ahead = true;
+                Ok(dir)
+            }
+            Err(e) => {
+                dir.remove();
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether this directory and its files are still as they were made: a directory of
+    /// ours closed to others, at its path, with its status file (the name's inode) and,
+    /// when made ahead, its request and scope files of ours, empty and linked once.
+    pub fn intact(&self) -> bool {
+        let dir_ok = std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|m| trusted(&m, FileKind::Directory).is_ok());
+        let status_ok = std::fs::symlink_metadata(self.status_path()).is_ok_and(|m| {
+            status_inode(self.path.file_name().unwrap_or_default()) == Some(m.ino())
+        });
+        let empty = |name: &str| {
+            std::fs::symlink_metadata(self.path.join(name)).is_ok_and(|m| {
+                trusted(&m, FileKind::Regular).is_ok() && m.nlink() == 1 && m.len() == 0
+            })
+        };
+        let files_ok = !self.made_ahead
+            || (empty(REQUEST_FILE) && empty(stockade_policy::attribution::SCOPE_FILE));
+        dir_ok && status_ok && files_ok
     }
 
     /// The directory itself (the journal records its name).
@@ -659,11 +740,18 @@ impl PrivateDir {
             .map(|_| ())
     }
 
-    /// Creates `name` as a new 0600 file holding `bytes`; fails if it exists.
+    /// Creates `name` as a new 0600 file holding `bytes`; fails if it exists (unless it
+    /// is the empty file made ahead for it, see `create_ahead`).
     fn create_file(&self, name: &str, bytes: &[u8]) -> Result<PathBuf, LauncherError> {
         let path = self.path.join(name);
+        let ahead = self.made_ahead
+            && [REQUEST_FILE, stockade_policy::attribution::SCOPE_FILE].contains(&name);
         let write = || -> std::io::Result<()> {
-            let mut file = create_private_file(&path)?;
+            let mut file = if ahead {
+                open_made_ahead(&path)?
+            } else {
+                create_private_file(&path)?
+            };
             file.write_all(bytes)?;
             file.flush()
         };
@@ -806,6 +894,82 @@ mod tests {
             "files were removed from a directory that is not ours"
         );
         assert!(nested.join("status").exists() && nested.join("request").is_dir());
+    }
+
+    #[test]
+    fn a_directory_made_ahead_is_written_in_place_once_and_one_changed_is_not_intact() {
+        let base = tempfile::tempdir().unwrap();
+        let ahead = PrivateDir::create_ahead(base.path()).unwrap();
+        for name in [
+            REQUEST_FILE,
+            stockade_policy::attribution::SCOPE_FILE,
+            STATUS_FILE,
+        ] {
+            assert_eq!(std::fs::metadata(ahead.path().join(name)).unwrap().len(), 0);
+        }
+        assert!(ahead.intact());
+        ahead.create_file(REQUEST_FILE, b"first").unwrap();
+        assert_eq!(
+            std::fs::read(ahead.path().join(REQUEST_FILE)).unwrap(),
+            b"first"
+        );
+        // Written once: a second write fails as a second create of a fresh one does.
+        assert!(ahead.create_file(REQUEST_FILE, b"again").is_err());
+        let fresh = PrivateDir::create(base.path()).unwrap();
+        fresh.create_file(REQUEST_FILE, b"first").unwrap();
+        assert!(fresh.create_file(REQUEST_FILE, b"again").is_err());
+        // Changed behind its maker's back: not intact (control: a new one is).
+        type Change = (&'static str, fn(&Path));
+        let changes: [Change; 4] = [
+            ("request written", |d| {
+                std::fs::write(d.join(REQUEST_FILE), "x").unwrap()
+            }),
+            ("request a link", |d| {
+                std::fs::remove_file(d.join(REQUEST_FILE)).unwrap();
+                std::os::unix::fs::symlink("/etc/passwd", d.join(REQUEST_FILE)).unwrap();
+            }),
+            ("scope linked twice", |d| {
+                let scope = d.join(stockade_policy::attribution::SCOPE_FILE);
+                std::fs::hard_link(&scope, d.join("other")).unwrap();
+            }),
+            ("status replaced", |d| {
+                std::fs::write(d.join("new"), "").unwrap();
+                std::fs::rename(d.join("new"), d.join(STATUS_FILE)).unwrap();
+            }),
+        ];
+        for (what, change) in changes {
+            let dir = PrivateDir::create_ahead(base.path()).unwrap();
+            assert!(dir.intact(), "{what}: intact before");
+            change(dir.path());
+            assert!(!dir.intact(), "{what}: still intact");
+        }
+    }
+
+    #[test]
+    fn the_sweep_removes_spares_nobody_took_and_keeps_young_ones_and_used_ones() {
+        let base = tempfile::tempdir().unwrap();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let make = |created: u64, random: &str, request: &str| {
+            let d = base.path().join(format!("req-{created}-{random}-7"));
+            std::fs::create_dir(&d).unwrap();
+            for (name, bytes) in [(REQUEST_FILE, request), (STATUS_FILE, "")] {
+                std::fs::write(d.join(name), bytes).unwrap();
+            }
+            d
+        };
+        let abandoned = make(now - 300, "abcDEF012345", "");
+        let young = make(now, "bcdDEF012345", "");
+        let used = make(now - 300, "cdeDEF012345", "a request");
+        sweep(base.path());
+        assert!(!abandoned.exists(), "a spare nobody can take was left");
+        assert!(
+            young.join(REQUEST_FILE).exists(),
+            "a spare that may be taken went"
+        );
+        assert!(used.join(REQUEST_FILE).exists(), "a used directory went");
     }
 
     #[test]
