@@ -14,6 +14,7 @@ import SandboxPolicyService from '@deepseek-ai/dsh-sandbox-policy'
 import SandboxBashExecutor from '@deepseek-ai/dsh-bash-sandbox'
 import LocalSandboxProvider from '@deepseek-ai/dsh-sandbox-local'
 import StockadeSandboxProvider from '../dist/index.js'
+import { DirectServer } from '../dist/server.js'
 
 const runs = Number(process.env.RUNS ?? 20)
 const rounds = Number(process.env.ROUNDS ?? 5)
@@ -63,6 +64,20 @@ const add = async (name, register, setup = () => {}) => {
 }
 const stockade = { stockade: process.env.STOCKADE }
 await add('stockade, kept `stockade serve` (default)', (ctx) => ctx.plugin(StockadeSandboxProvider, stockade))
+// The same server behind a worker thread, as `confine` asked it before it talked to its
+// server itself (and as it still does where FIFOs cannot be made): the first call starts
+// the server, so the provider keeps that one.
+const viaWorker = async (ctx) => {
+  await ctx.plugin(StockadeSandboxProvider, stockade)
+  const start = DirectServer.start
+  DirectServer.start = () => undefined
+  try {
+    ctx.get('sandbox').confine(['true'], { mode: 'workspace-write', workspaceRoot: ws })
+  } finally {
+    DirectServer.start = start
+  }
+}
+await add('stockade, kept `stockade serve` behind a worker thread', viaWorker)
 await add('stockade, `stockade confine` per call', (ctx) => ctx.plugin(StockadeSandboxProvider, { ...stockade, confineServer: false }))
 await add('harness, landlock-run', (ctx) => ctx.plugin(LocalSandboxProvider), (p) => { p.internals.chain = ['landlock'] })
 await add('harness, bubblewrap', (ctx) => ctx.plugin(LocalSandboxProvider), (p) => { p.internals.chain = ['bwrap'] })
