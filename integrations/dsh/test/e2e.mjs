@@ -585,6 +585,13 @@ await test("confine's own channel reaches no command; where FIFOs cannot be made
   const shown = spawnSync(d.argv[0], d.argv.slice(1), { cwd: ws, encoding: 'utf8', stdio: [Number(fd), 'pipe', 'pipe'] })
   assert.ok(shown.stdout.includes(fifos[1]), shown.stdout + shown.stderr)
   await s.provider.settle(d, { exitCode: shown.status, stderr: shown.stderr })
+  // A request larger than a FIFO holds (64 KiB) goes through in parts, as the server
+  // reads it.
+  const big = Array.from({ length: 6 }, (_, i) => String(i).repeat(100000))
+  const b = s.provider.confine(['sh', '-c', 'echo "$# ${#1}"', 'sh', ...big], policy)
+  const many = spawnSync(b.argv[0], b.argv.slice(1), { cwd: ws, encoding: 'utf8' })
+  assert.equal(many.stdout, '6 100000\n', many.stderr)
+  await s.provider.settle(b, { exitCode: many.status, stderr: many.stderr })
   await s.ctx.fiber.dispose()
 
   // Without mkfifo on PATH: a worker thread's server answers (its stdin a socket of
