@@ -206,6 +206,10 @@ export class WorkerServer {
   }
 }
 
+/** The state of a `DirectServer`'s watchdog cell, as `WATCHDOG` reads it. */
+const IDLE = 0
+const CLOSING = -1
+const TIMED_OUT = -2
 /**
  * The watchdog of a `DirectServer`, a thread of its own that does nothing but wait. Its
  * cell: [0] the ask in progress (0: none; -1: close; -2: the watchdog took the ask as
@@ -219,18 +223,14 @@ const { workerData } = require('node:worker_threads')
 const cell = workerData.cell
 for (;;) {
   const ask = Atomics.load(cell, 0)
-  if (ask === -1) break
+  if (ask === ${CLOSING}) break
   if (ask <= 0) { Atomics.wait(cell, 0, ask); continue }
   if (Atomics.wait(cell, 0, ask, Atomics.load(cell, 2)) !== 'timed-out') continue
-  if (Atomics.compareExchange(cell, 0, ask, -2) !== ask) continue
+  if (Atomics.compareExchange(cell, 0, ask, ${TIMED_OUT}) !== ask) continue
   try { process.kill(-Atomics.load(cell, 1), 'SIGKILL') } catch {}
 }
 `
 
-/** The state of a `DirectServer`'s watchdog cell, as `WATCHDOG` reads it. */
-const IDLE = 0
-const CLOSING = -1
-const TIMED_OUT = -2
 /** How long a `DirectServer` told to end may take before it is killed. */
 const END_GRACE_MS = 2000
 
@@ -255,7 +255,13 @@ export class DirectServer {
     try {
       const made = spawnSync('mkfifo', ['-m', '0600', '--', join(dir, 'requests'), join(dir, 'answers')], { stdio: 'ignore' })
       if (made.status !== 0) return undefined
-      return new DirectServer(stockade, env, openChannel(dir))
+      const channel = openChannel(dir)
+      try {
+        return new DirectServer(stockade, env, channel)
+      } catch {
+        for (const fd of Object.values(channel)) closeSync(fd)
+        return undefined
+      }
     } catch {
       return undefined
     } finally {
@@ -419,22 +425,29 @@ interface Channel {
  */
 function openChannel(dir: string): Channel {
   const { O_RDONLY, O_WRONLY, O_RDWR, O_NONBLOCK, O_NOFOLLOW, O_CREAT, O_EXCL } = constants
+  // Everything opened so far, closed again should a later step fail.
+  const opened: number[] = []
   const fifo = (name: string, flags: number): number => {
     const fd = openSync(join(dir, name), flags | O_NOFOLLOW)
-    if (!fstatSync(fd).isFIFO()) {
-      closeSync(fd)
-      throw new Error(`${join(dir, name)} is not the FIFO made for it`)
-    }
+    opened.push(fd)
+    if (!fstatSync(fd).isFIFO()) throw new Error(`${join(dir, name)} is not the FIFO made for it`)
     return fd
   }
-  const heldRequests = fifo('requests', O_RDWR)
-  const serverIn = fifo('requests', O_RDONLY)
-  const requests = fifo('requests', O_WRONLY | O_NONBLOCK)
-  closeSync(heldRequests)
-  const heldAnswers = fifo('answers', O_RDWR)
-  const answers = fifo('answers', O_RDONLY)
-  const serverOut = fifo('answers', O_WRONLY)
-  closeSync(heldAnswers)
-  const stderr = openSync(join(dir, 'stderr'), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
-  return { serverIn, serverOut, requests, answers, stderr }
+  try {
+    const heldRequests = fifo('requests', O_RDWR)
+    const serverIn = fifo('requests', O_RDONLY)
+    const requests = fifo('requests', O_WRONLY | O_NONBLOCK)
+    const heldAnswers = fifo('answers', O_RDWR)
+    const answers = fifo('answers', O_RDONLY)
+    const serverOut = fifo('answers', O_WRONLY)
+    for (const held of [heldRequests, heldAnswers]) {
+      closeSync(held)
+      opened.splice(opened.indexOf(held), 1)
+    }
+    const stderr = openSync(join(dir, 'stderr'), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
+    return { serverIn, serverOut, requests, answers, stderr }
+  } catch (error) {
+    for (const fd of opened) closeSync(fd)
+    throw error
+  }
 }

@@ -67,6 +67,9 @@ pub const SPILL_FILES: [&str; 2] = ["stdout", "stderr"];
 /// launcher died). A command still running after this long loses its status file and is
 /// classified by the exit-code rules.
 pub const STALE_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+/// The files a private directory made ahead (`control::spare`) holds empty, besides its
+/// status file, for its request to write in place.
+const MADE_AHEAD: [&str; 2] = [REQUEST_FILE, stockade_policy::attribution::SCOPE_FILE];
 /// How long a private directory made ahead (`control::spare`) may wait to be taken.
 pub const SPARE_KEPT_FOR: Duration = Duration::from_secs(30);
 /// How often the base is swept at most.
@@ -459,6 +462,7 @@ pub fn create_private_file(path: &Path) -> std::io::Result<File> {
 /// a regular file of ours, closed to others, with one link and nothing in it. Anything
 /// else fails as `create_private_file` fails on a file that is there already.
 fn open_made_ahead(path: &Path) -> std::io::Result<File> {
+    // Non-blocking: a FIFO planted at the name fails the open instead of stalling it.
     let file = OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
@@ -664,7 +668,7 @@ impl PrivateDir {
     /// for an inode that was not freed recently, which takes longer the more were).
     pub fn create_ahead(base: &Path) -> Result<PrivateDir, LauncherError> {
         let mut dir = PrivateDir::create(base)?;
-        let made = [REQUEST_FILE, stockade_policy::attribution::SCOPE_FILE]
+        let made = MADE_AHEAD
             .iter()
             .try_for_each(|name| dir.create_file(name, &[]).map(|_| ()));
         match made {
@@ -693,8 +697,7 @@ impl PrivateDir {
                 trusted(&m, FileKind::Regular).is_ok() && m.nlink() == 1 && m.len() == 0
             })
         };
-        let files_ok = !self.made_ahead
-            || (empty(REQUEST_FILE) && empty(stockade_policy::attribution::SCOPE_FILE));
+        let files_ok = !self.made_ahead || MADE_AHEAD.iter().all(|name| empty(name));
         dir_ok && status_ok && files_ok
     }
 
@@ -744,8 +747,7 @@ impl PrivateDir {
     /// is the empty file made ahead for it, see `create_ahead`).
     fn create_file(&self, name: &str, bytes: &[u8]) -> Result<PathBuf, LauncherError> {
         let path = self.path.join(name);
-        let ahead = self.made_ahead
-            && [REQUEST_FILE, stockade_policy::attribution::SCOPE_FILE].contains(&name);
+        let ahead = self.made_ahead && MADE_AHEAD.contains(&name);
         let write = || -> std::io::Result<()> {
             let mut file = if ahead {
                 open_made_ahead(&path)?

@@ -2,8 +2,9 @@
 //! (`stockade serve`), while its caller runs the previous command, so that the next
 //! request finds its directory and files made and only writes them.
 //!
-//! A spare is taken only for the control base it was made in, only while it is young
-//! (its name carries its creation time, from which the sweep reckons its age) and only
+//! A spare is taken only for the control base it was made in, only while it is younger
+//! than `SPARE_KEPT_FOR` (its name carries its creation time, from which the sweep
+//! reckons its command's age) and only
 //! while it is still as it was made (`PrivateDir::intact`); otherwise it is removed and
 //! the request makes a fresh directory. A process that never calls `prepare` (every
 //! `confine`, `run`) has none, and makes each directory as it needs it.
@@ -13,10 +14,6 @@ use crate::error::LauncherError;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
-
-/// A spare older than this is not taken: the sweep's clock for its command starts at
-/// its creation.
-const KEEP_FOR: std::time::Duration = SPARE_KEPT_FOR;
 
 struct Spare {
     base: PathBuf,
@@ -34,7 +31,7 @@ pub fn prepare(base: &Path) {
     };
     if slot
         .as_ref()
-        .is_some_and(|s| s.base == base && s.made.elapsed() < KEEP_FOR)
+        .is_some_and(|s| s.base == base && s.made.elapsed() < SPARE_KEPT_FOR)
     {
         return;
     }
@@ -63,7 +60,7 @@ pub fn take_or_create(base: &Path) -> Result<PrivateDir, LauncherError> {
 /// removed.
 fn take(base: &Path) -> Option<PrivateDir> {
     let spare = SPARE.lock().ok()?.take()?;
-    if spare.base == base && spare.made.elapsed() < KEEP_FOR && spare.dir.intact() {
+    if spare.base == base && spare.made.elapsed() < SPARE_KEPT_FOR && spare.dir.intact() {
         return Some(spare.dir);
     }
     spare.dir.remove();
