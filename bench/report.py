@@ -58,7 +58,8 @@ w("| machine | |")
 w("|---|---|")
 for key, label in [("date", "date"), ("kernel", "kernel"), ("cpu", "CPU"),
                    ("cpus", "CPUs"), ("load", "load average at the end"),
-                   ("rustc", "compiler"), ("commit", "stockade commit"),
+                   ("rustc", "compiler"), ("build_target", "target of the static builds (packaging/target-triple)"),
+                   ("commit", "stockade commit"),
                    ("bwrap_version", "bubblewrap")]:
     w(f"| {label} | {facts.get(key, '?')} |")
 runtime_fs = facts.get("runtime_fs", "?")
@@ -100,6 +101,14 @@ for name in groups["read-only"]:
             cells += [ms(m), signed_ms(m - base), f"{m / base:.2f}x", signed_ms(lo)]
     w(f"| {name} | " + " | ".join(cells) + " |")
 w("")
+GLIBC_RUNNER = "stockade-runner (static, glibc)"
+if GLIBC_RUNNER in groups["read-only"]:
+    w(f"\"(static)\" is the build packaging/build-dist.sh ships ({facts.get('build_target', '?')}); "
+      "\"(static, glibc)\" the same binaries built statically against glibc "
+      "(`STOCKADE_LIBC=glibc`), the same request: what the choice of C library buys. "
+      "glibc's start-up reads the CPU's features and cache sizes with `cpuid`, each a "
+      "trap to the hypervisor in a virtual machine; musl's reads none.")
+    w("")
 NO_SECCOMP = "stockade-runner without seccomp (bench-only build)"
 NO_CAPS = "stockade-runner without capability drop (bench-only build)"
 FULL = "stockade-runner (static)"
@@ -156,8 +165,8 @@ if facts.get("bwrap_ok") != "1":
     w("")
     w("bubblewrap could not start here, so its rows are missing.")
 w("")
-w("\"dynamic builds\": the same launcher and runner without `crt-static`, to show what static "
-  "linking buys. ")
+w("\"dynamic builds\": the same launcher and runner built for the host's glibc without "
+  "`crt-static` (cargo's default), to show what the static builds buy. ")
 w("bwrap commands: `bwrap --ro-bind / / --dev /dev --bind WS WS /bin/true`, and the same "
   "with `--unshare-all` first.")
 if runtime_fs != "tmpfs":
@@ -437,7 +446,8 @@ if hide:
 # 2d. confine through a kept server
 SERVED_AS = {"root": "root",
              "user": "an ordinary user, no `$XDG_RUNTIME_DIR` (control base in the home)",
-             "user-tmpfs": "an ordinary user, `$XDG_RUNTIME_DIR` on tmpfs"}
+             "user-tmpfs": "an ordinary user, `$XDG_RUNTIME_DIR` on tmpfs",
+             "root-glibc": "root, the same built against glibc (for comparison; not a target row)"}
 def read_served(name):
     """who -> [(ms, cpu ms)] from a file of `WHO MS CPU_MS` lines."""
     rows = {}
@@ -567,6 +577,8 @@ for who, table in executor.items():
         w(f"| as {who}: `confine` holds the event loop at most 0.5 ms | {row[2]:.2f} ms "
           f"(median) | {verdict(row[2] <= 0.5)} |")
 for who, xs in served_latency.items():
+    if who == "root-glibc":
+        continue
     waited, cpu = med([x[0] for x in xs]), med([x[1] for x in xs])
     w(f"| as {SERVED_AS.get(who, who)}: `confine` as the provider asks a kept `stockade serve`, "
       f"at most 0.5 ms | {waited:.3f} ms waited for an answer ({cpu:.3f} ms of the server's CPU "
@@ -720,6 +732,21 @@ if bwrap_ua and seccomp_cost:
                  "here" + ("; the 2x target is missed, and the seccomp layer's cost is "
                            "what bounds it." if without >= 2 > bwrap_ua / ours else "."))
 w(e2e_note)
+libc_note = (" The shipped builds are musl where the toolchain has its target "
+             "(packaging/target-triple), glibc otherwise")
+ww = groups["workspace-write"]
+if GLIBC_RUNNER in ww and "stockade run (workspace-write), static glibc builds" in e2e:
+    glibc_run = med(e2e["stockade run (workspace-write), static glibc builds"])
+    libc_note += (f"; in this run, workspace-write, musl against glibc: the runner "
+                  f"{ms(med(ww[FULL]))} against {ms(med(ww[GLIBC_RUNNER]))}, the ConfinedArgv "
+                  f"{ms(med(ww[STAGED]))} against "
+                  f"{ms(med(ww['ConfinedArgv: stage and runner (static, glibc)']))}, "
+                  f"`stockade run` {ms(med(e2e['stockade run (workspace-write)']))} against "
+                  f"{ms(glibc_run)} (section 1 and 2)")
+libc_note += (". On 2026-12-05, on a machine whose CPU trapped fewer `cpuid`s, a musl "
+              "runner had given its faster start-up back through musl's allocator (36 "
+              "`mmap` and 22 `munmap` a run against glibc's 8 and 1): 2.51 against 2.53 ms "
+              "of CPU a run.")
 w("- What start-up costs on this machine, and why the 2x targets are out of reach with "
   "this design here (measured by hand, 2026-12-01, hyperfine 500 runs each, side by "
   "side): an empty `main` linked statically against glibc 2.36 takes 0.7 ms, the same "
@@ -736,14 +763,7 @@ w("- What start-up costs on this machine, and why the 2x targets are out of reac
   "the launcher does. The stage no longer adds a fourth: `stockade run` runs it in the "
   "child it forks rather than executing `stockade __stage` (0.7 ms off the median, 5.9 "
   "to 5.2 ms against 3.9 ms for `bwrap --unshare-all` side by side, 400 runs); an "
-  "executor spawning a ConfinedArgv still executes it. Built against musl (2026-12-05, "
-  "`--target x86_64-unknown-linux-musl`, static) the runner starts in 0.13 ms of CPU "
-  "instead of 0.33 ms (`perf stat -r 200` of a run that fails at once on a missing "
-  "request), yet a whole run (workspace-write, as root, no stage, 60 interleaved) took "
-  "2.51 against 2.53 ms of CPU: musl's allocator (36 `mmap` and 22 `munmap` a run "
-  "against glibc's 8 and 1, each new page faulted in and zeroed) and its string "
-  "functions give the start-up back. The launcher does not build for musl (nix lacks "
-  "`renameat2` there; four type differences of `libc`).")
+  "executor spawning a ConfinedArgv still executes it." + libc_note)
 w("- The runner's hidden-path carve-out, the largest part of its growth since +0.96 ms: "
   "as root the default hidden paths include `/etc/shadow` and `/root/.ssh`, so every "
   "entry of `/etc` and `/root` and of the control base's ancestors got a rule of its "

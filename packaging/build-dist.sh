@@ -11,12 +11,14 @@
 #
 # usage: packaging/build-dist.sh [DESTDIR]     (default: target/dist)
 #
-# Both binaries are linked statically (`-C target-feature=+crt-static`, glibc
-# static-pie, still position independent): one of them starts before every confined
-# command and the other before that, and skipping the dynamic loader is most of what
-# makes the runner start as fast as a static C runner and saves the launcher about as
-# much again (bench/results.md has the numbers). Neither uses NSS or dlopen, so static
-# glibc is safe here. The workspace's release profile (Cargo.toml) supplies LTO,
+# Both binaries are linked statically (`-C target-feature=+crt-static`, static-pie,
+# still position independent): one of them starts before every confined command and the
+# other before that, and skipping the dynamic loader is most of what makes the runner
+# start as fast as a static C runner and saves the launcher about as much again
+# (bench/results.md has the numbers). They are built against musl where the toolchain
+# has that target, else glibc (packaging/target-triple says why, and how to choose);
+# the line "build-dist.sh: building for TARGET" on stderr says which. Neither uses NSS or
+# dlopen, so static glibc is safe here. The workspace's release profile (Cargo.toml) supplies LTO,
 # one codegen unit, panic=abort and stripping. Extra RUSTFLAGS from the environment are
 # kept (distro hardening flags, remap-path-prefix).
 #
@@ -42,15 +44,16 @@ if [ -d "$root/vendor" ]; then
         --config "source.vendored-sources.directory=\"$root/vendor\"")
 fi
 
-host=$(rustc -vV | sed -n 's/^host: //p')
+target=$("$root/packaging/target-triple")
+echo "build-dist.sh: building for $target" >&2
 # An explicit --target keeps crt-static away from build scripts and proc macros, which
 # must stay dynamic.
 RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-C target-feature=+crt-static" \
-    cargo build "${offline[@]}" --release --locked --target "$host" \
+    cargo build "${offline[@]}" --release --locked --target "$target" \
     -p stockade-launcher -p stockade-runner -p stockade-docgen
 
 # Cargo's output directory, wherever CARGO_TARGET_DIR puts it.
-out=${CARGO_TARGET_DIR:-$root/target}/$host/release
+out=${CARGO_TARGET_DIR:-$root/target}/$target/release
 install -D -m 0755 "$out/stockade" "$dest/usr/bin/stockade"
 install -D -m 0755 "$out/stockade-runner" \
     "$dest/usr/libexec/stockade/stockade-runner"

@@ -54,8 +54,9 @@ extern "C" fn main(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) 
     // SAFETY: setting a signal's disposition to "ignore" before anything else runs.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     // Read before anything can change the argument memory (the stage scrubs the runner's
-    // failure tag from it: std reads argv lazily from the same memory).
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // failure tag from it), and from `argv` itself: std's `args_os` is empty under musl.
+    // SAFETY: argc/argv are what the kernel handed `main`; nothing has changed them yet.
+    let args = unsafe { stockade_policy::c_main::arguments(argc, argv) };
     if args
         .get(1)
         .is_some_and(|a| a == stage::SUBCOMMAND || a == proxy::host::SUBCOMMAND)
@@ -118,7 +119,7 @@ fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
     // back before exec).
     // SAFETY: installs the ignore disposition for one signal; no handler runs.
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -136,7 +137,7 @@ fn launcher_main(args: Vec<std::ffi::OsString>) -> i32 {
                     let _ = writeln!(
                         std::io::stderr(),
                         "{}",
-                        commands::usage::usage_error_line(&e)
+                        commands::usage::usage_error_line(&e, &args)
                     );
                     exit_status(exit::RUNNER_FAILURE)
                 }

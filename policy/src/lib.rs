@@ -59,6 +59,7 @@ pub mod addresses;
 pub mod attribution;
 pub mod audit_attribution;
 pub mod binding;
+pub mod c_main;
 pub mod capability;
 pub mod classify;
 pub mod confined;

@@ -192,17 +192,36 @@ impl FileId {
                 "not a directory (or a symbolic link)",
             ));
         }
-        let birth = meta
-            .created()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| (d.as_secs() as i64, d.subsec_nanos()));
         Ok(FileId {
             dev: meta.dev(),
             ino: meta.ino(),
-            birth,
+            birth: birth_of(path),
         })
     }
+}
+
+/// The birth time of what `path` names (its last component not followed), when the
+/// filesystem reports one. Asked of `statx(2)` directly: Rust's std reads birth times
+/// only when built against glibc, and a musl build would otherwise bind every root by
+/// device and inode alone, without saying so.
+fn birth_of(path: &Path) -> Option<(i64, u32)> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statx is plain data; all-zero is a valid value to be overwritten.
+    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: the path is NUL-terminated and outlives the call; statx writes only into
+    // `buf`, which lives for the call.
+    let r = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_BTIME,
+            &mut buf,
+        )
+    };
+    (r == 0 && buf.stx_mask & libc::STATX_BTIME != 0)
+        .then_some((buf.stx_btime.tv_sec, buf.stx_btime.tv_nsec))
 }
 
 /// A writable root as resolved: its canonical path and the directory it named then.
@@ -379,6 +398,27 @@ fn push_components(todo: &mut Vec<OsString>, path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_is_bound_by_its_birth_time_where_the_filesystem_keeps_one() {
+        // The oracle is coreutils' `stat`, which asks statx itself: "%W" is the birth
+        // time in seconds, 0 where the filesystem keeps none.
+        let dir = std::env::temp_dir().join(format!("stockade-birth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = std::process::Command::new("stat")
+            .args(["-c", "%W"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let seconds: i64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        let id = FileId::of_dir(&dir).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        if seconds == 0 {
+            assert_eq!(id.birth, None);
+        } else {
+            assert_eq!(id.birth.map(|(sec, _)| sec), Some(seconds));
+        }
+    }
 
     #[test]
     fn passwd_home_is_the_sixth_field_of_the_uid_line() {

@@ -509,29 +509,11 @@ fn print(text: &str) -> Result<(), RunnerError> {
 #[unsafe(no_mangle)]
 extern "C" fn main(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) -> std::ffi::c_int {
     // SAFETY: argc/argv are what the kernel handed `main`, read before anything changes them.
-    let args = unsafe { arguments(argc, argv) };
+    let args = unsafe { stockade_policy::c_main::arguments(argc, argv) };
     // The tag is visible in `/proc` only between the runner's `execve` and this call.
     // SAFETY: argc/argv are what the kernel handed `main`; the runner has one thread.
     unsafe { failure_tag::scrub_from_argv(argc, argv) };
     runner_main(args)
-}
-
-/// The arguments as `main` received them. `std::env::args_os` is filled from them only
-/// by glibc (which hands argv to std's initialiser); with musl it is empty here.
-///
-/// # Safety
-/// `argv` holds `argc` valid NUL-terminated strings, as the kernel lays them out.
-#[cfg(not(test))]
-unsafe fn arguments(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) -> Vec<OsString> {
-    use std::os::unix::ffi::OsStrExt;
-    let count = usize::try_from(argc).unwrap_or(0);
-    (0..count)
-        .map(|i| {
-            // SAFETY: i < argc, and each of those entries is a valid C string.
-            let arg = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
-            std::ffi::OsStr::from_bytes(arg.to_bytes()).to_os_string()
-        })
-        .collect()
 }
 
 /// Unit-test builds bring the harness's own entry point; this keeps the code reachable.

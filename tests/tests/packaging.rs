@@ -467,3 +467,56 @@ fn the_purge_removes_only_control_directories_that_are_provably_stockades() {
     assert!(err.contains(&format!("leaving {}: not a directory", linked.display())));
     assert!(!err.contains("stockade-cache"), "{err}");
 }
+
+/// Runs packaging/target-triple with STOCKADE_LIBC set to `choice`.
+fn target_triple(choice: &str) -> std::process::Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/target-triple");
+    std::process::Command::new(script)
+        .env("STOCKADE_LIBC", choice)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_packages_c_library_is_chosen_explicitly_and_a_wrong_choice_is_named() {
+    let rustc = std::process::Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .unwrap();
+    let host = text(&rustc.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .unwrap();
+    let glibc = target_triple("glibc");
+    assert_code(&glibc, 0);
+    assert_eq!(text(&glibc.stdout).trim(), host);
+    // A misspelt choice builds nothing: it is named, with the ones there are.
+    let wrong = target_triple("gnu");
+    assert_code(&wrong, 2);
+    assert!(wrong.stdout.is_empty());
+    assert!(
+        text(&wrong.stderr).contains("must be auto, glibc or musl, not 'gnu'"),
+        "{}",
+        text(&wrong.stderr)
+    );
+    // musl is either the musl target, or a refusal naming how to install it: never the
+    // glibc target in its place.
+    let musl = target_triple("musl");
+    let musl_target = host.replace("-gnu", "-musl");
+    match musl.status.code() {
+        Some(0) => assert_eq!(text(&musl.stdout).trim(), musl_target),
+        _ => assert!(
+            text(&musl.stderr).contains(&format!("rustup target add {musl_target}")),
+            "{}",
+            text(&musl.stderr)
+        ),
+    }
+    let auto = target_triple("auto");
+    assert_code(&auto, 0);
+    let expected = if musl.status.success() {
+        &musl_target
+    } else {
+        &host
+    };
+    assert_eq!(text(&auto.stdout).trim(), expected);
+}

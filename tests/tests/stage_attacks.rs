@@ -778,11 +778,14 @@ fn an_argv_with_the_stage_stripped_is_refused_on_a_machine_whose_root_is_read_on
     assert_eq!(ready, "ready\n");
     let inside = |cmd: &Command| {
         let mut c = Command::new("nsenter");
+        // The workspace entered by path inside the namespace, not by nsenter's --wd,
+        // which keeps the directory of the mount outside: unreachable there, and musl's
+        // getcwd(3) then fails where glibc's walks up to a name.
         c.arg("-t")
             .arg(holder.0.id().to_string())
             .arg("-m")
-            .arg(format!("--wd={}", fx.ws.display()))
-            .arg("--")
+            .args(["--", "sh", "-c", "cd \"$0\" && exec \"$@\""])
+            .arg(&fx.ws)
             .arg(cmd.get_program())
             .args(cmd.get_args());
         for (k, v) in cmd.get_envs() {

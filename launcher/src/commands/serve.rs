@@ -25,6 +25,7 @@ use crate::control::{locate, private_dir, spare};
 use crate::error::LauncherError;
 use clap::Parser;
 use serde::Deserialize;
+use std::ffi::OsString;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use stockade_policy::exit;
@@ -131,13 +132,18 @@ fn prepare(line: &[u8]) -> Result<confine::Prepared, (String, i32)> {
     std::env::set_current_dir(&request.cwd)
         .map_err(|e| failed(format!("cannot enter {}: {e}", request.cwd.display())))?;
     let words = ["stockade", "confine"].map(String::from);
-    let cli = Cli::try_parse_from(words.into_iter().chain(request.args)).map_err(|e| {
+    let argv: Vec<OsString> = words
+        .into_iter()
+        .chain(request.args)
+        .map(OsString::from)
+        .collect();
+    let cli = Cli::try_parse_from(&argv).map_err(|e| {
         use clap::error::ErrorKind;
         match e.kind() {
             ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => failed(
                 "--help and --version are not confine requests (stockade confine --help)".into(),
             ),
-            _ => (usage::usage_error_line(&e), exit::RUNNER_FAILURE),
+            _ => (usage::usage_error_line(&e, &argv), exit::RUNNER_FAILURE),
         }
     })?;
     cli.check().map_err(failed)?;

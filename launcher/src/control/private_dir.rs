@@ -41,6 +41,7 @@
 //! classified, and spill directories of launchers that died.
 
 use crate::control::error::ControlError;
+use crate::control::no_replace::rename_no_replace;
 use crate::error::LauncherError;
 use std::ffi::OsStr;
 use std::fs::{DirBuilder, File, OpenOptions};
@@ -529,8 +530,11 @@ pub fn remove_private(dir: &Path) {
     };
     // Anything else inside (a name stockade never writes there, or a directory by one
     // of its names) means the directory is not one of ours after all: nothing in it is
-    // touched. A directory that cannot be listed is left too.
+    // touched. A directory that cannot be listed (no descriptor left to list it with,
+    // as when the status file could not be made for the same reason) is removed only if
+    // empty, which rmdir(2) alone ensures.
     let Ok(entries) = std::fs::read_dir(dir) else {
+        let _ = std::fs::remove_dir(dir);
         return;
     };
     for entry in entries {
@@ -639,15 +643,7 @@ impl PrivateDir {
             let named = PathBuf::from(name);
             // Never over anything already there (rename(2) would replace an empty
             // directory).
-            let at = nix::fcntl::AT_FDCWD;
-            nix::fcntl::renameat2(
-                at,
-                &made.path,
-                at,
-                &named,
-                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
-            )
-            .map_err(|e| unusable(&named, e.to_string()))?;
+            rename_no_replace(&made.path, &named).map_err(|e| unusable(&named, e.to_string()))?;
             Ok(named)
         });
         match named {

@@ -7,6 +7,7 @@
 //! replace or remove a record. An unconfined command (danger-full-access) runs as the
 //! same user with nothing hidden: its records are as trustworthy as the command.
 
+use crate::control::no_replace::rename_no_replace;
 use crate::control::private_dir::{self, REQUEST_FILE};
 use crate::error::LauncherError;
 use std::ffi::OsString;
@@ -150,14 +151,7 @@ impl Journal {
                 .open(&tmp)?;
             file.write_all(bytes)?;
             file.sync_all()?;
-            let at = nix::fcntl::AT_FDCWD;
-            nix::fcntl::renameat2(
-                at,
-                &tmp,
-                at,
-                path,
-                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
-            )?;
+            rename_no_replace(&tmp, path)?;
             File::open(&self.dir)?.sync_all()
         })();
         if written.is_err() {
@@ -222,14 +216,7 @@ impl Journal {
         if dir.join(WITHDRAWN_FILE).exists() {
             return DirFacts::Withdrawn;
         }
-        let at = nix::fcntl::AT_FDCWD;
-        let withdrawn = nix::fcntl::renameat2(
-            at,
-            &dir.join(REQUEST_FILE),
-            at,
-            &dir.join(WITHDRAWN_FILE),
-            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
-        );
+        let withdrawn = rename_no_replace(&dir.join(REQUEST_FILE), &dir.join(WITHDRAWN_FILE));
         if withdrawn.is_ok() {
             return DirFacts::Unconsumed;
         }

@@ -48,11 +48,11 @@ pub fn loopback_up() -> Result<(), Failed> {
         for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
             *dst = *src as libc::c_char;
         }
-        if libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) < 0 {
+        if libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req) < 0 {
             Err(os("cannot read loopback's flags in the network namespace"))
         } else {
             req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            if libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) < 0 {
+            if libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &req) < 0 {
                 Err(os("cannot bring loopback up in the network namespace"))
             } else {
                 Ok(())

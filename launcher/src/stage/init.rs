@@ -73,7 +73,10 @@ pub(crate) fn replay(status: libc::c_int) -> i32 {
             libc::sigemptyset(&mut set);
             libc::sigaddset(&mut set, sig);
             libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-            libc::raise(sig);
+            // Not raise(3): musl's sends to the thread id it cached at its own fork, and
+            // `run`'s stage is a child made by a raw clone3, so that id is the launcher's,
+            // which would die in its place. getpid(2) asks the kernel.
+            libc::kill(libc::getpid(), sig);
         }
         128 + sig
     } else {

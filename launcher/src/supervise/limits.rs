@@ -5,6 +5,7 @@
 
 use super::containment::Cgroup;
 use crate::error::LauncherError;
+use nix::sys::resource::Resource;
 use stockade_policy::limits::{By, Defaults, Limits, Planned};
 
 /// The limits as they hold for one run, and the resource limits still to set in the
@@ -12,7 +13,7 @@ use stockade_policy::limits::{By, Defaults, Limits, Planned};
 #[derive(Clone, Debug, Default)]
 pub struct Applied {
     pub planned: Planned,
-    rlimits: Vec<(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t)>,
+    rlimits: Vec<(Resource, libc::rlim_t, libc::rlim_t)>,
 }
 
 /// Writes the cgroup's controls for the limits it can hold (the asked ones, else the
@@ -57,11 +58,11 @@ pub fn apply(limits: &Limits, cgroup: Option<&Cgroup>) -> Result<Applied, Launch
         .filter_map(|h| {
             let v = h.value as libc::rlim_t;
             match h.by {
-                By::RlimitAs => Some((libc::RLIMIT_AS, v, v)),
-                By::RlimitNproc => Some((libc::RLIMIT_NPROC, v, v)),
+                By::RlimitAs => Some((Resource::RLIMIT_AS, v, v)),
+                By::RlimitNproc => Some((Resource::RLIMIT_NPROC, v, v)),
                 // SIGXCPU at the soft limit, SIGKILL a second later should it be caught.
-                By::RlimitCpu => Some((libc::RLIMIT_CPU, v, v.saturating_add(1))),
-                By::RlimitFsize => Some((libc::RLIMIT_FSIZE, v, v)),
+                By::RlimitCpu => Some((Resource::RLIMIT_CPU, v, v.saturating_add(1))),
+                By::RlimitFsize => Some((Resource::RLIMIT_FSIZE, v, v)),
                 By::CgroupMemory | By::CgroupPids => None,
             }
         })
@@ -88,14 +89,7 @@ impl Applied {
     /// `setrlimit`, async-signal-safe, on memory the parent allocated).
     pub fn set_in_child(&self) -> std::io::Result<()> {
         for &(resource, soft, hard) in &self.rlimits {
-            let limit = libc::rlimit {
-                rlim_cur: soft,
-                rlim_max: hard,
-            };
-            // SAFETY: setrlimit reads the limit from a local.
-            if unsafe { libc::setrlimit(resource, &limit) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            nix::sys::resource::setrlimit(resource, soft, hard)?;
         }
         Ok(())
     }

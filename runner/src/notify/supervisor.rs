@@ -356,7 +356,9 @@ fn exit_as(status: Option<WaitStatus>) -> ! {
             let mut set = SigSet::empty();
             set.add(sig);
             let _ = set.thread_unblock();
-            let _ = nix::sys::signal::raise(sig);
+            // To the process the kernel says this is, not a thread id the C library
+            // cached (musl's raise(3) would use one).
+            let _ = nix::sys::signal::kill(nix::unistd::getpid(), sig);
             std::process::exit(128 + sig as i32)
         }
         _ => std::process::exit(stockade_policy::exit::RUNNER_FAILURE),

@@ -552,7 +552,7 @@ fn setlease(path: &str) -> ! {
 fn remove_encryption_key(path: &str) -> ! {
     let fd = must(open_flags(path, libc::O_RDONLY));
     let mut arg = [0u8; 64];
-    report(unsafe { libc::ioctl(fd as i32, 0xc040_6618, arg.as_mut_ptr()) } as i64)
+    report(unsafe { libc::ioctl(fd as i32, 0xc040_6618_u32 as _, arg.as_mut_ptr()) } as i64)
 }
 
 /// Changes the owner to the caller's own uid and gid (allowed to any owner).
@@ -584,7 +584,7 @@ fn encrypt_dir(path: &str) -> ! {
     let fd = must(open_flags(path, libc::O_RDONLY | libc::O_DIRECTORY));
     let policy: [u8; 12] = [0, 1, 4, 0, 1, 1, 1, 1, 1, 1, 1, 1];
     // SAFETY: the ioctl reads 12 bytes from a local array that outlives it.
-    report(unsafe { libc::ioctl(fd as i32, 0x800c_6613, policy.as_ptr()) } as i64)
+    report(unsafe { libc::ioctl(fd as i32, 0x800c_6613_u32 as _, policy.as_ptr()) } as i64)
 }
 
 fn setxattr(path: &str, name: &str) -> ! {
@@ -650,8 +650,9 @@ fn ioprio(pid: i32) -> ! {
 
 fn scheduler(pid: i32) -> ! {
     let policy = must(unsafe { libc::syscall(libc::SYS_sched_getscheduler, pid) });
-    let param = libc::sched_param { sched_priority: 0 };
-    report(unsafe { libc::syscall(libc::SYS_sched_setscheduler, pid, policy, &param) })
+    // The kernel's sched_param is one int, the priority (musl's libc adds fields).
+    let priority: libc::c_int = 0;
+    report(unsafe { libc::syscall(libc::SYS_sched_setscheduler, pid, policy, &priority) })
 }
 
 // System V IPC and POSIX message queues.

@@ -60,8 +60,10 @@ fn main() {
             }
             if opens == nth {
                 // SAFETY: both paths are valid NUL-terminated strings for the call.
+                // (Through syscall(2): musl has no renameat2 wrapper.)
                 let rc = unsafe {
-                    libc::renameat2(
+                    libc::syscall(
+                        libc::SYS_renameat2,
                         libc::AT_FDCWD,
                         file.as_ptr(),
                         libc::AT_FDCWD,
