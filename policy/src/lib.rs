@@ -96,6 +96,7 @@ pub mod session;
 pub mod stage;
 pub mod stage_report;
 pub mod status;
+pub mod statx;
 pub mod supervision;
 pub mod trust;
 

@@ -201,27 +201,20 @@ impl FileId {
 }
 
 /// The birth time of what `path` names (its last component not followed), when the
-/// filesystem reports one. Asked of `statx(2)` directly: Rust's std reads birth times
-/// only when built against glibc, and a musl build would otherwise bind every root by
-/// device and inode alone, without saying so.
+/// filesystem reports one. Asked of `statx(2)` (crate::statx): Rust's std reads birth
+/// times only when built against glibc, and a musl build would otherwise bind every root
+/// by device and inode alone, without saying so.
 fn birth_of(path: &Path) -> Option<(i64, u32)> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statx is plain data; all-zero is a valid value to be overwritten.
-    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: the path is NUL-terminated and outlives the call; statx writes only into
-    // `buf`, which lives for the call.
-    let r = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_BTIME,
-            &mut buf,
-        )
-    };
-    (r == 0 && buf.stx_mask & libc::STATX_BTIME != 0)
-        .then_some((buf.stx_btime.tv_sec, buf.stx_btime.tv_nsec))
+    let buf = crate::statx::statx(
+        libc::AT_FDCWD,
+        &path,
+        libc::AT_SYMLINK_NOFOLLOW,
+        libc::STATX_BTIME,
+    )
+    .ok()?;
+    crate::statx::birth(&buf)
 }
 
 /// A writable root as resolved: its canonical path and the directory it named then.

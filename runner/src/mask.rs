@@ -138,22 +138,15 @@ fn is_mask(path: &Path, tree: &mut Tree) -> bool {
     }
     // SAFETY: a descriptor the kernel just returned to this process alone.
     let fd: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
-    let mut stx = std::mem::MaybeUninit::<libc::statx>::uninit();
-    // SAFETY: statx of the descriptor itself (empty path) into a buffer of its type.
-    let r = unsafe {
-        libc::statx(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_TYPE | libc::STATX_MODE | libc::STATX_NLINK | libc::STATX_SIZE,
-            stx.as_mut_ptr(),
-        )
-    };
-    if r != 0 {
+    // Of the descriptor itself (empty path).
+    let Ok(stx) = stockade_policy::statx::statx(
+        fd.as_raw_fd(),
+        c"",
+        libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+        libc::STATX_TYPE | libc::STATX_MODE | libc::STATX_NLINK | libc::STATX_SIZE,
+    ) else {
         return false;
-    }
-    // SAFETY: filled by the successful call above.
-    let stx = unsafe { stx.assume_init() };
+    };
     let mut fs = std::mem::MaybeUninit::<libc::statfs>::uninit();
     // SAFETY: fstatfs of an O_PATH descriptor into a buffer of its type.
     if unsafe { libc::fstatfs(fd.as_raw_fd(), fs.as_mut_ptr()) } != 0 {

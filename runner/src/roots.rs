@@ -130,21 +130,10 @@ pub fn open_root(grant: &Grant, expected: FileId) -> Result<OwnedFd, RunnerError
 /// The birth time of what `fd` refers to, when the filesystem reports one.
 pub(crate) fn birth_time(fd: &OwnedFd) -> Option<(i64, u32)> {
     use std::os::fd::AsRawFd;
-    // SAFETY: statx is plain data; all-zero is a valid value to be overwritten.
-    let mut buf: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: statx on an open descriptor with an empty path writes into `buf`, which
-    // lives for the call.
-    let r = unsafe {
-        libc::statx(
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_BTIME,
-            &mut buf,
-        )
-    };
-    (r == 0 && buf.stx_mask & libc::STATX_BTIME != 0)
-        .then_some((buf.stx_btime.tv_sec, buf.stx_btime.tv_nsec))
+    let buf =
+        stockade_policy::statx::statx(fd.as_raw_fd(), c"", libc::AT_EMPTY_PATH, libc::STATX_BTIME)
+            .ok()?;
+    stockade_policy::statx::birth(&buf)
 }
 
 #[cfg(test)]

@@ -806,7 +806,11 @@ fn describe(members: &[Member]) -> String {
 }
 
 /// How many times the range is looked at for live members when the direct child exits.
-const SETTLE_LOOKS: usize = 10;
+/// Each look ends the loop once it finds one or the range is empty, so only a process
+/// forking and exiting in a loop makes it look again; a fast one (a static binary's fork
+/// takes microseconds) is between generations in most looks on a loaded machine: ten were
+/// seen to miss it, and the run then reported nothing left behind.
+const SETTLE_LOOKS: usize = 200;
 
 /// Quick kill rounds at the kill time before falling back to one per tick.
 const KILL_ROUNDS: usize = 64;
