@@ -30,6 +30,15 @@ mod proxy;
 mod stage;
 mod supervise;
 
+/// The allocator of the musl builds: musl's own returns freed memory to the kernel at
+/// once, so that a `stockade serve` request mapped and unmapped memory some 80 times and
+/// faulted every page in again (1.12 against 0.63 ms a request beside the glibc build,
+/// bench/results.md). dlmalloc keeps what was freed for the next allocation, as glibc's
+/// malloc does; glibc builds keep glibc's.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
 use clap::Parser;
 use commands::cli::{Cli, Command};
 use commands::{classify, confine, explain, outcome, probe, run, serve};
