@@ -743,10 +743,14 @@ if GLIBC_RUNNER in ww and "stockade run (workspace-write), static glibc builds" 
                   f"{ms(med(ww['ConfinedArgv: stage and runner (static, glibc)']))}, "
                   f"`stockade run` {ms(med(e2e['stockade run (workspace-write)']))} against "
                   f"{ms(glibc_run)} (section 1 and 2)")
-libc_note += (". On 2026-12-05, on a machine whose CPU trapped fewer `cpuid`s, a musl "
-              "runner had given its faster start-up back through musl's allocator (36 "
-              "`mmap` and 22 `munmap` a run against glibc's 8 and 1): 2.51 against 2.53 ms "
-              "of CPU a run.")
+libc_note += (". The musl builds allocate with dlmalloc: musl's own allocator returns "
+              "freed memory to the kernel at once (a runner run made 36 `mmap` and 22 "
+              "`munmap` calls against glibc's 8 and 1, a served `confine` request some 80), "
+              "which on 2026-12-05 gave a musl runner's faster start-up back (2.51 against "
+              "2.53 ms of CPU a run) and on 2026-12-06 made a served request cost 1.12 "
+              "against 0.73 ms with glibc (0.83 ms with dlmalloc, by hand, 8 rounds "
+              "interleaved). What is left of that gap is musl's own: its `opendir` still "
+              "maps and unmaps a page for each directory listed.")
 w("- What start-up costs on this machine, and why the 2x targets are out of reach with "
   "this design here (measured by hand, 2026-12-01, hyperfine 500 runs each, side by "
   "side): an empty `main` linked statically against glibc 2.36 takes 0.7 ms, the same "
