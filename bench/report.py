@@ -749,8 +749,12 @@ libc_note += (". The musl builds allocate with dlmalloc: musl's own allocator re
               "which on 2026-12-05 gave a musl runner's faster start-up back (2.51 against "
               "2.53 ms of CPU a run) and on 2026-12-06 made a served request cost 1.12 "
               "against 0.73 ms with glibc (0.83 ms with dlmalloc, by hand, 8 rounds "
-              "interleaved). What is left of that gap is musl's own: its `opendir` still "
-              "maps and unmaps a page for each directory listed.")
+              "interleaved). Since the evening of 2026-12-06 that allocator's heap is "
+              "behind one flag instead of a `pthread_mutex` (12% of a served request), and "
+              "`memcpy`/`memmove` are the binaries' own (musl's starts every copy, even of "
+              "8 bytes, with `rep movsq`: 15% of a served request); with clap's parser built "
+              "once per server (both builds) that took a served request from 0.51 to "
+              "0.375 ms by hand, the glibc build's 0.40 (bench/cpu-cost.md).")
 w("- What start-up costs on this machine, and why the 2x targets are out of reach with "
   "this design here (measured by hand, 2026-12-01, hyperfine 500 runs each, side by "
   "side): an empty `main` linked statically against glibc 2.36 takes 0.7 ms, the same "

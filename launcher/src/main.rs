@@ -30,15 +30,12 @@ mod proxy;
 mod stage;
 mod supervise;
 
-/// The allocator of the musl builds: musl's own returns freed memory to the kernel at
-/// once, so that a `stockade serve` request mapped and unmapped memory some 80 times and
-/// faulted every page in again (one `bench/run` of 2026-12-06: 1.12 ms a request against
-/// 0.63 for the glibc build; with this allocator 0.81 against 0.64 in the next,
-/// bench/results.md). dlmalloc keeps what was freed for the next allocation, as glibc's
-/// malloc does; glibc builds keep glibc's.
+/// The allocator of the musl builds (why: `stockade_policy::allocator`); glibc builds
+/// keep glibc's.
 #[cfg(target_env = "musl")]
 #[global_allocator]
-static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+static ALLOCATOR: stockade_policy::allocator::Allocator =
+    stockade_policy::allocator::Allocator::new();
 
 use clap::Parser;
 use commands::cli::{Cli, Command};

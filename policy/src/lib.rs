@@ -48,6 +48,8 @@
 //!   [`proxy_env`]: the variables that point a command's clients at the proxy.
 //! - [`binding`]: the executable and working directory bound at confine time, the one
 //!   rule that resolves `argv[0]`, and how a change is named.
+//! - [`allocator`]: the musl builds' memory allocator (dlmalloc behind a one-flag lock);
+//!   [`memory_copy`]: their `memcpy` and `memmove`.
 //! - [`model`]: a reference model of what a resolved policy allows, per path and
 //!   operation (what the differential test checks the kernel against).
 //! - [`receipt`]: the record of a run (`stockade run --json`, `stockade classify`).
@@ -56,6 +58,7 @@
 //!   [`audit_attribution`]: the refusals those records name, merged with the lines'.
 
 pub mod addresses;
+pub mod allocator;
 pub mod attribution;
 pub mod audit_attribution;
 pub mod binding;
@@ -80,6 +83,7 @@ pub mod inherit;
 pub mod journal;
 pub mod landlock_audit;
 pub mod limits;
+pub mod memory_copy;
 pub mod mode;
 pub mod model;
 pub mod network_denials;

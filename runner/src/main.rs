@@ -60,13 +60,12 @@ use stockade_policy::exit;
 use stockade_policy::failure_tag;
 use stockade_policy::guarantees::{self, Asks, Enforcement, Feature, KernelFacts, ModeVerdict};
 
-/// The allocator of the musl builds: musl's own returns freed memory to the kernel at
-/// once (a run mapped 36 and unmapped 22 regions against glibc's 8 and 1, each new page
-/// faulted in again). dlmalloc keeps what was freed, as glibc's malloc does; glibc
-/// builds keep glibc's.
+/// The allocator of the musl builds (why: `stockade_policy::allocator`); glibc builds
+/// keep glibc's.
 #[cfg(target_env = "musl")]
 #[global_allocator]
-static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+static ALLOCATOR: stockade_policy::allocator::Allocator =
+    stockade_policy::allocator::Allocator::new();
 
 /// `--help`: what this program is, before how to call it. Users meet it in
 /// `/usr/libexec/stockade/` and wonder; the answer is that `stockade` starts it.

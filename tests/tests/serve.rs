@@ -139,6 +139,24 @@ fn each_answer_confines_as_confine_would_and_a_refusal_keeps_the_server_going() 
     assert!(spares.len() <= 1, "{spares:?}");
     let out = spawn_argv(confined(&ask(&mut server, "echo still")));
     assert_eq!(text(&out.stdout), "still\n");
+    // Each request's options are its own: a read-only one refuses the write the requests
+    // before it could make, and the next request, without options, may make it again.
+    let ro = server.ask(
+        &fx.ws,
+        &[
+            "--mode",
+            "read-only",
+            "--no-stage",
+            "--",
+            "sh",
+            "-c",
+            "echo x > ro",
+        ],
+    );
+    assert_ne!(spawn_argv(confined(&ro)).status.code(), Some(0));
+    assert!(!fx.ws.join("ro").exists(), "a read-only request wrote");
+    assert_code(&spawn_argv(confined(&ask(&mut server, "echo x > ro"))), 0);
+    assert!(fx.ws.join("ro").exists());
 
     let end = server.finish();
     assert_code(&end, 0);
