@@ -49,7 +49,8 @@
 //! - [`binding`]: the executable and working directory bound at confine time, the one
 //!   rule that resolves `argv[0]`, and how a change is named.
 //! - [`allocator`]: the musl builds' memory allocator (dlmalloc behind a one-flag lock);
-//!   [`memory_copy`]: their `memcpy` and `memmove`.
+//!   [`memory_copy`]: their `memcpy` and `memmove`; [`directory`]: directory listings
+//!   read with `getdents64` rather than the C library's `opendir`.
 //! - [`model`]: a reference model of what a resolved policy allows, per path and
 //!   operation (what the differential test checks the kernel against).
 //! - [`receipt`]: the record of a run (`stockade run --json`, `stockade classify`).
@@ -72,6 +73,7 @@ pub mod denial_record;
 pub mod descriptors;
 pub mod devices;
 pub mod digest;
+pub mod directory;
 pub mod domains;
 pub mod environment;
 pub mod exit;

@@ -1350,9 +1350,10 @@ impl Nodes {
 
 /// The names in the directory at `dir`, or `None` when it cannot be listed whole.
 fn names_in(dir: &Path) -> Option<std::collections::HashSet<std::ffi::OsString>> {
-    std::fs::read_dir(dir)
-        .and_then(|entries| entries.map(|e| e.map(|e| e.file_name())).collect())
-        .ok()
+    use std::os::fd::AsFd;
+    let opened = std::fs::File::open(dir).ok()?;
+    let entries = crate::directory::entries(opened.as_fd()).ok()?;
+    Some(entries.into_iter().map(|e| e.name).collect())
 }
 
 /// What `path` is, not following it: for [`hidden::walk`]. A path that cannot be

@@ -20,14 +20,13 @@
 //! beneath it reaches too, and an entry beside the path (opened `O_PATH` without
 //! `O_DIRECTORY`) does not trigger an automount.
 
-use nix::dir::{Dir, Type};
-use nix::fcntl::{OFlag, openat};
+use nix::fcntl::{AtFlags, OFlag, openat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstatat};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use stockade_policy::directory::{self, EntryType};
 use stockade_policy::hidden::{Entry, EntryKind};
 
 /// Directories reached so far, each `None` when it could not be reached as a directory
@@ -88,37 +87,31 @@ impl Tree {
     }
 
     /// The entries of the directory at `path`; `None` when it cannot be reached or read.
+    /// Read from the descriptor that reached it (`stockade_policy::directory`), which is
+    /// then also the one the entries are opened from.
     pub fn list(&mut self, path: &Path) -> Option<Vec<Entry>> {
-        let fd = self.dir(path)?.try_clone_to_owned().ok()?;
-        let mut dir = Dir::from_fd(fd).ok()?;
-        let mut out = Vec::new();
-        for entry in dir.iter() {
-            let entry = entry.ok()?;
-            let name = OsStr::from_bytes(entry.file_name().to_bytes());
-            if name == "." || name == ".." {
-                continue;
-            }
-            let kind = match entry.file_type() {
-                Some(Type::Directory) => EntryKind::Directory,
-                Some(Type::Symlink) => EntryKind::Symlink,
-                Some(Type::BlockDevice) => EntryKind::BlockDevice,
-                Some(_) => EntryKind::Other,
+        let dir = self.dir(path)?;
+        let listed = directory::entries(dir).ok()?;
+        let mut out = Vec::with_capacity(listed.len());
+        for entry in listed {
+            let kind = match entry.entry_type {
+                EntryType::Directory => EntryKind::Directory,
+                EntryType::Symlink => EntryKind::Symlink,
+                EntryType::BlockDevice => EntryKind::BlockDevice,
                 // The filesystem does not say: ask without following.
-                None => match self
-                    .dirs
-                    .get(path)
-                    .and_then(Option::as_ref)
-                    .map(|d| fstatat(d.as_fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW))
-                {
-                    Some(Ok(st)) if is_dir(&st) => EntryKind::Directory,
-                    Some(Ok(st)) if is_link(&st) => EntryKind::Symlink,
-                    Some(Ok(st)) if is_block_device(&st) => EntryKind::BlockDevice,
-                    Some(Ok(_)) => EntryKind::Other,
-                    _ => continue,
-                },
+                EntryType::Unknown => {
+                    match fstatat(dir, entry.name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+                        Ok(st) if is_dir(&st) => EntryKind::Directory,
+                        Ok(st) if is_link(&st) => EntryKind::Symlink,
+                        Ok(st) if is_block_device(&st) => EntryKind::BlockDevice,
+                        Ok(_) => EntryKind::Other,
+                        Err(_) => continue,
+                    }
+                }
+                _ => EntryKind::Other,
             };
             out.push(Entry {
-                name: name.to_os_string(),
+                name: entry.name,
                 kind,
             });
         }
