@@ -32,12 +32,16 @@ pub(super) fn reopen_read_only() {
 
 /// The descriptors without close-on-exec, as `/proc/self/fd` lists them.
 fn inherited() -> Vec<libc::c_int> {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+    use std::os::fd::AsFd;
+    let listed = std::fs::File::open("/proc/self/fd")
+        .and_then(|dir| stockade_policy::directory::entries(dir.as_fd()));
+    let Ok(entries) = listed else {
         return vec![0, 1, 2];
     };
-    let fds: Vec<libc::c_int> = dir
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+    // The listing's own descriptor is closed by now: F_GETFD below finds it unopened.
+    let fds: Vec<libc::c_int> = entries
+        .iter()
+        .filter_map(|e| e.name.to_str()?.parse().ok())
         .collect();
     let kept = |&fd: &libc::c_int| {
         // SAFETY: F_GETFD only reads a descriptor's flags (an unopened one is -1).
