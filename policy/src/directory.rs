@@ -202,7 +202,7 @@ mod tests {
         std::fs::create_dir(d.join("dir")).unwrap();
         std::fs::write(d.join("file"), b"f").unwrap();
         std::os::unix::fs::symlink("dir", d.join("link")).unwrap();
-        nix_free_mkfifo(&d.join("fifo"));
+        make_fifo(&d.join("fifo"));
         let dir = std::fs::File::open(&d).unwrap();
         for _ in 0..2 {
             let mut list = entries(dir.as_fd()).unwrap();
@@ -226,7 +226,7 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
-    fn nix_free_mkfifo(path: &std::path::Path) {
+    fn make_fifo(path: &std::path::Path) {
         let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
         // SAFETY: mkfifo reads the NUL-terminated path, which lives across the call.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
