@@ -13,7 +13,7 @@ use crate::stage::{self, PathKind, PidMode, Protected, ProtectedSet, TmpMode};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::str::FromStr;
 
 /// The port `--allow-dns` opens (TCP).
@@ -1215,15 +1215,11 @@ impl PolicyRequest {
             {
                 continue;
             }
-            // A base made only after resolution (by this very `confine`) is hidden all
-            // the same: it will hold other commands' requests while this one runs.
-            let canonical = match (base.canonicalize(), base.parent(), base.file_name()) {
-                (Ok(c), _, _) => c,
-                (Err(_), Some(parent), Some(name)) => match parent.canonicalize() {
-                    Ok(p) => p.join(name),
-                    Err(_) => continue,
-                },
-                _ => continue,
+            // A base made only after resolution (by this very `confine`, with the
+            // directories above it on a user's first run) is hidden all the same: it will
+            // hold other commands' requests while this one runs.
+            let Some(canonical) = resolved_to_be(base) else {
+                continue;
             };
             // `/` is no base (the launcher refuses it, naming why).
             let inside_writable = writable.iter().any(|r| canonical.starts_with(r));
@@ -1383,6 +1379,30 @@ pub(crate) fn first_unkeepable_fd(fds: &[i32]) -> Option<i32> {
 /// [`first_unkeepable_fd`].
 pub(crate) fn has_port_zero(ports: &[u16]) -> bool {
     ports.contains(&0)
+}
+
+/// Where the absolute `path` will be once the directories it names are made: its
+/// nearest existing ancestor resolved through links, then the missing rest as written
+/// (`..` there steps back over a directory still to be made, as it will once made).
+/// `None` for a relative path.
+fn resolved_to_be(path: &Path) -> Option<PathBuf> {
+    if !path.is_absolute() {
+        return None;
+    }
+    let (existing, rest) = path
+        .ancestors()
+        .find_map(|a| Some((a.canonicalize().ok()?, path.strip_prefix(a).ok()?)))?;
+    let mut out = existing;
+    for step in rest.components() {
+        match step {
+            Component::Normal(name) => out.push(name),
+            Component::ParentDir => {
+                out.pop();
+            }
+            _ => {}
+        }
+    }
+    Some(out)
 }
 
 enum DirError {
@@ -1863,6 +1883,24 @@ mod tests {
             none.resolve(&dir, None, &linked).unwrap().hidden,
             vec![dir.join("run/stockade")]
         );
+        // A user's first run makes `~/.local/state/stockade` with its parents after
+        // resolution: hidden where it will be, through a link in what exists, and past
+        // a `..` over a directory still to be made.
+        std::fs::create_dir(dir.join("fresh")).unwrap();
+        std::os::unix::fs::symlink(dir.join("fresh"), dir.join("fresh-link")).unwrap();
+        let to_be = dir.join("fresh/.local/state/stockade");
+        for base in [
+            dir.join("fresh/.local/state/stockade"),
+            dir.join("fresh-link/.local/state/stockade"),
+            dir.join("fresh/made/../.local/state/stockade"),
+        ] {
+            let first_run = Invoker {
+                control_bases: vec![base.clone()],
+                ..inv.clone()
+            };
+            let hidden = none.resolve(&dir, None, &first_run).unwrap().hidden;
+            assert_eq!(hidden, vec![to_be.clone()], "{}", base.display());
+        }
         // A base that holds the workspace or a writable root could not be hidden: refused,
         // naming both. (Here beneath /tmp, only read-only mode's workspace shows it: in
         // workspace-write /tmp is a root holding the base; tests/control_files.rs has a

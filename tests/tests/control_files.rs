@@ -240,6 +240,52 @@ fn the_home_fallback_refuses_a_linked_local_state() {
     assert_code(&spawn_argv(&v), 0);
 }
 
+#[test]
+fn a_user_s_first_command_cannot_read_the_control_base_made_for_it() {
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 || Path::new(&format!("/run/user/{uid}")).is_dir() {
+        eprintln!(
+            "SKIPPED (needs an ordinary user without /run/user/UID, whose base is the home fallback): a_user_s_first_command_cannot_read_the_control_base_made_for_it"
+        );
+        return;
+    }
+    let fx = Fixture::new();
+    // A home without `.local`: this `confine` makes `.local/state/stockade`.
+    let home = fx.root.join("first-home");
+    std::fs::create_dir(&home).unwrap();
+    let state = home.join(".local/state");
+    let (peek, beside) = (state.join("stockade/peek"), state.join("beside"));
+    let env = [("XDG_RUNTIME_DIR", None), ("HOME", Some(home.as_path()))];
+    let script = r#"cat "$1"; cat "$2""#;
+    let args = [
+        "--mode",
+        "read-only",
+        "--",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        peek.to_str().unwrap(),
+        beside.to_str().unwrap(),
+    ];
+    let out = confine_with(&fx, &env, &args);
+    assert_code(&out, 0);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(status_path(&v).starts_with(state.join("stockade")));
+    // Another command's request as it would lie in the base, and a file beside the base
+    // (the control: the same read, where nothing is hidden).
+    std::fs::write(&peek, b"another command's request").unwrap();
+    std::fs::write(&beside, b"beside").unwrap();
+    let run = spawn_argv(&v);
+    assert_eq!(text(&run.stdout), "beside", "{}", text(&run.stderr));
+    let err = text(&run.stderr);
+    assert!(
+        err.contains(peek.to_str().unwrap()) && err.contains("Permission denied"),
+        "{err}"
+    );
+}
+
 fn classify_out_env(fx: &Fixture, v: &Value, env: &[(&str, Option<&Path>)]) -> Value {
     let file = fx.root.join(format!("c-{}.json", unique_tag("e")));
     std::fs::write(&file, v.to_string()).unwrap();

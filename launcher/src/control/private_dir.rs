@@ -43,7 +43,7 @@
 use crate::control::error::ControlError;
 use crate::control::no_replace::rename_no_replace;
 use crate::error::LauncherError;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -108,32 +108,42 @@ pub fn trusted(meta: &std::fs::Metadata, expected: FileKind) -> Result<(), Untru
     )
 }
 
-/// The candidate the environment selects (see the module comment), before any check.
+/// The variables the control base is read from: the process's environment, or a
+/// stand-in in tests.
+type Vars<'a> = &'a dyn Fn(&str) -> Option<OsString>;
+
+fn process_vars(name: &str) -> Option<OsString> {
+    std::env::var_os(name)
+}
+
 /// Every place a control base of this user may be, whichever the environment of the
 /// `confine` that made it: all are hidden from every confined command (see
 /// `stockade_policy::hidden`), since another command may have run with another
 /// `XDG_RUNTIME_DIR` or `STOCKADE_CONTROL_DIR`.
 pub fn base_candidates() -> Vec<PathBuf> {
-    let uid = nix::unistd::geteuid();
+    candidates(nix::unistd::geteuid().as_raw(), &process_vars)
+}
+
+/// [`base_candidates`] for `uid` with the variables `var` gives. Only places that can
+/// hold requests while a command runs: those that exist, those a launcher makes in one
+/// step (their parent exists), and the one this environment selects, which is made with
+/// its parents on a user's first run (`~/.local/state`). `/run/stockade-UID` is a
+/// default for root alone: another user's is one only where it was made. A place that
+/// can hold nothing costs every command a carve-out of its parent and hides nothing.
+fn candidates(uid: u32, var: Vars) -> Vec<PathBuf> {
+    let absolute = |name: &str| var(name).map(PathBuf::from).filter(|p| p.is_absolute());
+    let exists = |p: &Path| p.symlink_metadata().is_ok();
     let mut out = Vec::new();
-    for name in [CONTROL_DIR_ENV, "XDG_RUNTIME_DIR"] {
-        if let Some(dir) = std::env::var_os(name).map(PathBuf::from)
-            && dir.is_absolute()
-        {
-            out.push(if name == CONTROL_DIR_ENV {
-                dir
-            } else {
-                dir.join("stockade")
-            });
-        }
-    }
+    out.extend(absolute(CONTROL_DIR_ENV));
+    out.extend(absolute("XDG_RUNTIME_DIR").map(|dir| dir.join("stockade")));
     out.push(PathBuf::from(format!("/run/user/{uid}/stockade")));
-    out.push(PathBuf::from(format!("/run/stockade-{uid}")));
-    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from)
-        && home.is_absolute()
-    {
-        out.push(home.join(".local/state/stockade"));
+    let run_own = PathBuf::from(format!("/run/stockade-{uid}"));
+    if uid == 0 || exists(&run_own) {
+        out.push(run_own);
     }
+    out.extend(absolute("HOME").map(|home| home.join(HOME_BASE)));
+    let selected = selection(uid, var).ok().map(|s| s.base());
+    out.retain(|c| exists(c) || c.parent().is_some_and(exists) || selected.as_ref() == Some(c));
     // Never a place beneath a shared temporary directory: no base may lie there (see
     // `ensure_base`), and whatever is found there was made by someone else (another
     // user, or a confined command through its writable `/tmp`). Hiding it would let them
@@ -182,13 +192,31 @@ pub fn other_users_bases(passwd: &str) -> Vec<PathBuf> {
     out
 }
 
-fn selected_base() -> Result<PathBuf, LauncherError> {
-    let absolute = |name: &str| {
-        std::env::var_os(name)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    if let Some(dir) = std::env::var_os(CONTROL_DIR_ENV) {
+/// The home fallback's base, beneath `HOME`.
+const HOME_BASE: &str = ".local/state/stockade";
+
+/// Where the environment puts the control base (see the module comment), before any
+/// check and before anything is made.
+enum Selection {
+    /// A directory named outright: by a variable, `/run/user/UID/stockade` or
+    /// `/run/stockade-0`.
+    Named(PathBuf),
+    /// The home fallback beneath this `HOME`.
+    Home(PathBuf),
+}
+
+impl Selection {
+    fn base(&self) -> PathBuf {
+        match self {
+            Selection::Named(dir) => dir.clone(),
+            Selection::Home(home) => home.join(HOME_BASE),
+        }
+    }
+}
+
+fn selection(uid: u32, var: Vars) -> Result<Selection, LauncherError> {
+    let absolute = |name: &str| var(name).map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(dir) = var(CONTROL_DIR_ENV) {
         let dir = PathBuf::from(dir);
         if !dir.is_absolute() {
             return Err(unusable(
@@ -196,21 +224,20 @@ fn selected_base() -> Result<PathBuf, LauncherError> {
                 format!("{CONTROL_DIR_ENV} must be an absolute path"),
             ));
         }
-        return Ok(dir);
+        return Ok(Selection::Named(dir));
     }
     if let Some(dir) = absolute("XDG_RUNTIME_DIR") {
-        return Ok(dir.join("stockade"));
+        return Ok(Selection::Named(dir.join("stockade")));
     }
-    let uid = nix::unistd::geteuid();
     let run_user = PathBuf::from(format!("/run/user/{uid}"));
     if run_user.is_dir() {
-        return Ok(run_user.join("stockade"));
+        return Ok(Selection::Named(run_user.join("stockade")));
     }
-    if uid.is_root() && Path::new("/run").is_dir() {
-        return Ok(PathBuf::from(format!("/run/stockade-{uid}")));
+    if uid == 0 && Path::new("/run").is_dir() {
+        return Ok(Selection::Named(PathBuf::from("/run/stockade-0")));
     }
     if let Some(home) = absolute("HOME") {
-        return home_state(&home).map(|state| state.join("stockade"));
+        return Ok(Selection::Home(home));
     }
     Err(unusable(
         Path::new("/"),
@@ -218,6 +245,14 @@ fn selected_base() -> Result<PathBuf, LauncherError> {
             "no control directory: none of {CONTROL_DIR_ENV}, XDG_RUNTIME_DIR, /run/user/{uid} or HOME is available; set {CONTROL_DIR_ENV} to a private directory"
         ),
     ))
+}
+
+/// The selected base, with the home fallback's `.local/state` made if missing.
+fn selected_base() -> Result<PathBuf, LauncherError> {
+    match selection(nix::unistd::geteuid().as_raw(), &process_vars)? {
+        Selection::Named(dir) => Ok(dir),
+        Selection::Home(home) => home_state(&home).map(|state| state.join("stockade")),
+    }
 }
 
 /// `HOME/.local/state`, made if missing (0700, as XDG's tools make it), when neither
@@ -809,6 +844,37 @@ mod tests {
                 "{name}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn the_candidates_are_the_places_that_can_hold_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        // A uid without /run/user/UID or /run/stockade-UID.
+        let uid = 3_999_999;
+        assert!(!Path::new(&format!("/run/user/{uid}")).exists());
+        let vars = |name: &str| (name == "HOME").then(|| home.clone().into_os_string());
+        // A user's first run: nothing of `.local` exists yet, and the base this
+        // environment selects is listed all the same (it is made before the command
+        // runs); `/run/stockade-UID` is not, a default for root alone.
+        assert_eq!(candidates(uid, &vars), vec![home.join(HOME_BASE)]);
+        let root = candidates(0, &vars);
+        assert!(root.contains(&PathBuf::from("/run/stockade-0")), "{root:?}");
+        // With `XDG_RUNTIME_DIR` naming the base, the home fallback is listed once a
+        // launcher can make it in one step (`.local/state` exists), not before.
+        let runtime = dir.path().join("runtime");
+        std::fs::create_dir(&runtime).unwrap();
+        let xdg = |name: &str| match name {
+            "XDG_RUNTIME_DIR" => Some(runtime.clone().into_os_string()),
+            _ => vars(name),
+        };
+        assert_eq!(candidates(uid, &xdg), vec![runtime.join("stockade")]);
+        std::fs::create_dir_all(home.join(".local/state")).unwrap();
+        assert_eq!(
+            candidates(uid, &xdg),
+            vec![runtime.join("stockade"), home.join(HOME_BASE)]
+        );
     }
 
     #[test]
