@@ -12,8 +12,10 @@
  *   and the event loop waited for all of it. `confine` talks to its server from the main
  *   thread itself, so the loop waits for the server's work only; `confineAsync` through
  *   a worker thread. `confineServer: false` starts `stockade confine` per call instead.
- *   A server that died is started again and asked once more; one past the deadline is
- *   killed; either way the call fails closed, never unconfined.
+ *   A call that finds no server (the first, or one after the server died) is answered
+ *   by a `stockade confine` process, and a server is started for the next calls, its
+ *   FIFOs in the control base that answer names; a server past the deadline is killed;
+ *   either way the call fails closed, never unconfined.
  * - The executor sets cwd and environment when it spawns: the request says so
  *   (`--inherit-cwd --inherit-env`), and the runner applies stockade's environment rule
  *   to what it inherits.
@@ -236,12 +238,21 @@ export class StockadeSandboxProvider extends SandboxProvider {
     const cwd = this.confineCwd(policy)
     const args = this.confineArgs(argv, policy)
     if (this.config.confineServer) {
-      // Once more with a new server when the first one ended without an answer (killed,
-      // or its file replaced by an upgrade): the request was never written then.
-      let answer = this.syncServerNow().ask(cwd, args, this.config.confineTimeoutMs)
-      if ('lost' in answer && answer.restart) answer = this.syncServerNow().ask(cwd, args, this.config.confineTimeoutMs)
-      return this.answered(answer, policy)
+      const answer = this.syncServer()?.ask(cwd, args, this.config.confineTimeoutMs)
+      // Asked by a process of its own when there is no server, or the one there ended
+      // without an answer (killed, or its file replaced by an upgrade: the request was
+      // never written then). That answer names the control base, where the next
+      // server's channel is made.
+      if (answer !== undefined && !('lost' in answer && answer.restart)) return this.answered(answer, policy)
+      const confined = this.confineByProcess(args, cwd, policy)
+      this.startSyncServer(confined)
+      return confined
     }
+    return this.confineByProcess(args, cwd, policy)
+  }
+
+  /** `stockade confine` as a process of its own, waited for. */
+  private confineByProcess(args: string[], cwd: string | undefined, policy: StockadePolicy): StockadeConfinedArgv {
     let stdout: string
     try {
       stdout = execFileSync(this.config.stockade, args, {
@@ -252,6 +263,10 @@ export class StockadeSandboxProvider extends SandboxProvider {
         cwd,
       })
     } catch (error) {
+      // Killed at the deadline: said as a server past it is.
+      if ((error as NodeJS.ErrnoException).code === 'ETIMEDOUT') {
+        throw new SandboxUnavailableError(policy.mode, `stockade confine: no answer within ${this.config.confineTimeoutMs} ms`)
+      }
       throw unavailable(policy, error)
     }
     return this.accept(stdout, policy)
@@ -294,17 +309,28 @@ export class StockadeSandboxProvider extends SandboxProvider {
   }
 
   /**
-   * The kept server of `confine`, new when there is none or the environment it was
-   * started with changed: one the main thread talks to itself, or where FIFOs cannot be
-   * made, one behind a worker thread.
+   * The kept server of `confine`, unless there is none or the environment it was started
+   * with changed (it is closed then).
    */
-  private syncServerNow(): DirectServer | WorkerServer {
+  private syncServer(): DirectServer | WorkerServer | undefined {
+    if (this.server?.usable(JSON.stringify(process.env)) === true) return this.server
+    this.server?.close()
+    this.server = undefined
+    return undefined
+  }
+
+  /**
+   * Starts the kept server of `confine`: one the main thread talks to itself, over FIFOs
+   * made in the control base that `confined`'s private directory lies in (stockade hides
+   * it from every confined command, so none can open them while they have names); or,
+   * where FIFOs cannot be made or `confined` has no private directory, one behind a
+   * worker thread.
+   */
+  private startSyncServer(confined: StockadeConfinedArgv): void {
     const env = JSON.stringify(process.env)
-    if (this.server?.usable(env) !== true) {
-      this.server?.close()
-      this.server = DirectServer.start(this.config.stockade, env) ?? this.workerServer(env)
-    }
-    return this.server
+    const base = controlBase(confined)
+    const direct = base === undefined ? undefined : DirectServer.start(this.config.stockade, env, base)
+    this.server = direct ?? this.workerServer(env)
   }
 
   /** The kept server of `confineAsync`, new as `syncServerNow`'s. */
@@ -396,7 +422,9 @@ export class StockadeSandboxProvider extends SandboxProvider {
     // The stderr classify reads lives outside every writable root (never under /tmp,
     // which workspace-write grants): a command's leftover process could otherwise
     // rewrite another command's capture, or swap it for a FIFO, before classify reads it.
-    const scratch = mkdtempSync(join(privateBase(), 'stockade-settle-'))
+    // And in the control base, which stockade hides from every confined command: other
+    // commands of this user must not read this one's output.
+    const scratch = mkdtempSync(join(controlBase(confined) ?? privateBase(), 'stockade-settle-'))
     try {
       const stderrFile = join(scratch, 'stderr')
       writeFileSync(stderrFile, facts.stderr, { mode: 0o600 })
@@ -554,6 +582,14 @@ function checkedKey(key: string): string {
     throw new TypeError(`stockade journal key ${JSON.stringify(key)}: 1 to 64 ASCII letters, digits, - and _ only`)
   }
   return key
+}
+
+/**
+ * The control base `confined`'s private directory lies in (its status file's
+ * grandparent), which stockade hides from every confined command; none without one.
+ */
+function controlBase(confined: StockadeConfinedArgv): string | undefined {
+  return confined.statusPath === undefined ? undefined : dirname(dirname(confined.statusPath))
 }
 
 /** Whether `path` is a directory (following links, as a spawn's cwd does). */

@@ -22,9 +22,10 @@ import { homedir } from 'node:os'
 import { join } from 'node:path'
 
 /**
- * Where `settle` keeps its scratch file: `$XDG_RUNTIME_DIR` (the user's private runtime
- * directory) when set, else `~/.local/state` (made 0700 if missing), the places stockade
- * keeps its own control files, which no default policy grants.
+ * Where `settle` keeps its scratch file for a command without a private directory (an
+ * unconfined one; the others' go to their control base): `$XDG_RUNTIME_DIR` (the user's
+ * private runtime directory) when set, else `~/.local/state` (made 0700 if missing),
+ * which no default policy grants.
  */
 export function privateBase(): string {
   const runtime = process.env.XDG_RUNTIME_DIR
@@ -236,7 +237,9 @@ const END_GRACE_MS = 2000
 
 /**
  * A kept `stockade serve` the main thread talks to itself, over two FIFOs made in a
- * fresh private directory (removed again once open: only the descriptors remain). Its
+ * fresh directory in stockade's control base, which no confined command can read, so
+ * none can open them while they have names (removed again once open: only the
+ * descriptors remain). Its
  * stderr goes to an unlinked file, read for the server's last words when it ends.
  */
 export class DirectServer {
@@ -249,9 +252,13 @@ export class DirectServer {
   private seq = 0
   private closed = false
 
-  /** The server, or `undefined` where FIFOs cannot be made here (`WorkerServer` then). */
-  static start(stockade: string, env: string): DirectServer | undefined {
-    const dir = mkdtempSync(join(privateBase(), 'stockade-serve-'))
+  /**
+   * The server, its FIFOs made in `base` (a directory no confined command can read:
+   * stockade's control base), or `undefined` where FIFOs cannot be made there
+   * (`WorkerServer` then).
+   */
+  static start(stockade: string, env: string, base: string): DirectServer | undefined {
+    const dir = mkdtempSync(join(base, 'stockade-serve-'))
     try {
       const made = spawnSync('mkfifo', ['-m', '0600', '--', join(dir, 'requests'), join(dir, 'answers')], { stdio: 'ignore' })
       if (made.status !== 0) return undefined

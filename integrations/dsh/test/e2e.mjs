@@ -207,9 +207,13 @@ await test('a confine past its deadline is SANDBOX_UNAVAILABLE, synchronous or n
   // A server that never answers, and has started a process that holds its stdout: the
   // answer's FIFO ends only once that one is gone too (the deadline kills the server's
   // whole process group; killed alone, the call would wait for the other for good).
-  writeFileSync(slow, `#!/bin/bash\n(exec -a stockade-slow-sleep sleep 100000) &\nexec sleep 100000\n`)
+  // `confine` itself answers: the first call, which finds no server, is answered by a
+  // process of its own (the control), and starts the server the next call waits for.
+  writeFileSync(slow, `#!/bin/bash\nif [ "$1" = serve ]; then (exec -a stockade-slow-sleep sleep 100000) & exec sleep 100000; fi\nexec '${STOCKADE}' "$@"\n`)
   chmodSync(slow, 0o700)
   const s = await harness({ stockade: slow, confineTimeoutMs: 300 })
+  const first = await s.run('echo first')
+  assert.equal(first.stdout.text, 'first\n', first.stderr.text)
   await assert.rejects(s.run('echo never > ran-slow'), (e) => e.code === SANDBOX_UNAVAILABLE && /no answer within 300 ms/.test(e.message))
   const policy = { mode: 'workspace-write', workspaceRoot: ws }
   await assert.rejects(s.provider.confineAsync(['true'], policy, { deadlineMs: 300 }), (e) => e.code === SANDBOX_UNAVAILABLE)
@@ -218,6 +222,15 @@ await test('a confine past its deadline is SANDBOX_UNAVAILABLE, synchronous or n
   assert.deepEqual(hostPidsNamed('stockade-slow-sleep'), [])
   assert.ok(!existsSync(join(ws, 'ran-slow')))
   await s.ctx.fiber.dispose()
+  // A `confine` process past the deadline, as the first call starts one, is killed too.
+  const stuck = join(root, 'stockade-stuck')
+  writeFileSync(stuck, `#!/bin/bash\nexec -a stockade-stuck-confine sleep 100000\n`)
+  chmodSync(stuck, 0o700)
+  const t = await harness({ stockade: stuck, confineTimeoutMs: 300 })
+  await assert.rejects(t.run('echo never > ran-stuck'), (e) => e.code === SANDBOX_UNAVAILABLE && /no answer within 300 ms/.test(e.message))
+  assert.deepEqual(hostPidsNamed('stockade-stuck-confine'), [])
+  assert.ok(!existsSync(join(ws, 'ran-stuck')))
+  await t.ctx.fiber.dispose()
 })
 
 await test('an aborted confineAsync rejects; a completed one is removed on dispose', async () => {
@@ -604,14 +617,60 @@ await test("confine's own channel reaches no command; where FIFOs cannot be made
   try {
     const known = new Set(serverPids())
     const w = await harness()
-    const r = await w.run('echo worker')
-    assert.equal(r.stdout.text, 'worker\n', r.stderr.text)
+    // The first call by a process of its own; the second by the server started then.
+    for (const word of ['first', 'worker']) {
+      const r = await w.run(`echo ${word}`)
+      assert.equal(r.stdout.text, `${word}\n`, r.stderr.text)
+    }
     const [worker] = serverPids().filter((p) => !known.has(p))
     assert.match(link(`/proc/${worker}/fd/0`), /^socket:/)
     await w.ctx.fiber.dispose()
   } finally {
     process.env.PATH = saved
   }
+})
+
+await test("the server's channel and settle's capture lie in the control base, out of every command's reach", async () => {
+  // A stockade that notes classify's arguments, then is the real one.
+  const log = join(root, 'classify-args')
+  const bin = join(root, 'bin-noting-classify')
+  mkdirSync(bin)
+  const noting = join(bin, 'stockade')
+  writeFileSync(noting, `#!/bin/sh\nif [ "$1" = classify ]; then printf '%s\\n' "$@" > '${log}'; fi\nexec '${STOCKADE}' "$@"\n`, { mode: 0o755 })
+  const before = new Set(serverPids())
+  const s = await harness({ stockade: noting })
+  const policy = { mode: 'workspace-write', workspaceRoot: ws }
+  const run = async (argv) => {
+    const c = s.provider.confine(argv, policy)
+    const p = spawnSync(c.argv[0], c.argv.slice(1), { cwd: ws, encoding: 'utf8' })
+    await s.provider.settle(c, { exitCode: p.status, stderr: p.stderr })
+    return { c, p }
+  }
+  // The first call, by a process of its own, names the base; the server started then
+  // reads its requests from a FIFO made there.
+  const { c: first } = await run(['true'])
+  const base = dirname(dirname(first.statusPath))
+  const [server] = serverPids().filter((p) => !before.has(p))
+  assert.ok(server, 'a server was started after the first call')
+  const fifo = readlinkSync(`/proc/${server}/fd/0`)
+  assert.ok(fifo.startsWith(`${base}/stockade-serve-`), `${fifo} is not in ${base}`)
+  const noted = readFileSync(log, 'utf8').split('\n')
+  const capture = noted[noted.indexOf('--stderr') + 1]
+  assert.ok(capture.startsWith(`${base}/stockade-settle-`), `${capture} is not in ${base}`)
+  // What lies there is out of every command's reach; a file beside the base is read
+  // (the control).
+  const made = mkdtempSync(join(base, 'stockade-serve-'))
+  writeFileSync(join(made, 'requests'), 'a request\n')
+  const beside = join(dirname(base), 'beside')
+  writeFileSync(beside, 'beside\n')
+  try {
+    const { p } = await run(['sh', '-c', 'cat "$1"; cat "$2"', 'sh', join(made, 'requests'), beside])
+    assert.equal(p.stdout, 'beside\n', p.stderr)
+  } finally {
+    rmSync(made, { recursive: true, force: true })
+    rmSync(beside, { force: true })
+  }
+  await s.ctx.fiber.dispose()
 })
 
 await test('once every provider is disposed, no private directory is left', async () => {

@@ -126,10 +126,12 @@ pub fn base_candidates() -> Vec<PathBuf> {
 
 /// [`base_candidates`] for `uid` with the variables `var` gives. Only places that can
 /// hold requests while a command runs: those that exist, those a launcher makes in one
-/// step (their parent exists), and the one this environment selects, which is made with
-/// its parents on a user's first run (`~/.local/state`). `/run/stockade-UID` is a
-/// default for root alone: another user's is one only where it was made. A place that
-/// can hold nothing costs every command a carve-out of its parent and hides nothing.
+/// step (their parent exists), and those made with their parents on first use (the
+/// base this environment selects, and an ordinary user's home fallback, which every
+/// environment without `XDG_RUNTIME_DIR` and `/run/user/UID` selects: cron, ssh without
+/// logind). `/run/stockade-UID` is a default for root alone: another user's is one only
+/// where it was made. A place that can hold nothing costs every command a carve-out of
+/// its parent and hides nothing.
 fn candidates(uid: u32, var: Vars) -> Vec<PathBuf> {
     let absolute = |name: &str| var(name).map(PathBuf::from).filter(|p| p.is_absolute());
     let exists = |p: &Path| p.symlink_metadata().is_ok();
@@ -141,9 +143,17 @@ fn candidates(uid: u32, var: Vars) -> Vec<PathBuf> {
     if uid == 0 || exists(&run_own) {
         out.push(run_own);
     }
-    out.extend(absolute("HOME").map(|home| home.join(HOME_BASE)));
-    let selected = selection(uid, var).ok().map(|s| s.base());
-    out.retain(|c| exists(c) || c.parent().is_some_and(exists) || selected.as_ref() == Some(c));
+    let home_base = absolute("HOME").map(|home| home.join(HOME_BASE));
+    out.extend(home_base.clone());
+    let mut first_use: Vec<PathBuf> = selection(uid, var)
+        .ok()
+        .map(|s| s.base())
+        .into_iter()
+        .collect();
+    if uid != 0 {
+        first_use.extend(home_base);
+    }
+    out.retain(|c| exists(c) || c.parent().is_some_and(exists) || first_use.contains(c));
     // Never a place beneath a shared temporary directory: no base may lie there (see
     // `ensure_base`), and whatever is found there was made by someone else (another
     // user, or a confined command through its writable `/tmp`). Hiding it would let them
@@ -861,20 +871,25 @@ mod tests {
         assert_eq!(candidates(uid, &vars), vec![home.join(HOME_BASE)]);
         let root = candidates(0, &vars);
         assert!(root.contains(&PathBuf::from("/run/stockade-0")), "{root:?}");
-        // With `XDG_RUNTIME_DIR` naming the base, the home fallback is listed once a
-        // launcher can make it in one step (`.local/state` exists), not before.
+        // Root's home fallback is not its default (`/run/stockade-0` is): listed only
+        // where it exists or a launcher makes it in one step.
+        assert!(!root.contains(&home.join(HOME_BASE)), "{root:?}");
+        // With `XDG_RUNTIME_DIR` naming the base, a user's home fallback is listed all
+        // the same: a `confine` from cron or ssh, without that variable, makes it with
+        // its parents while this command runs.
         let runtime = dir.path().join("runtime");
         std::fs::create_dir(&runtime).unwrap();
         let xdg = |name: &str| match name {
             "XDG_RUNTIME_DIR" => Some(runtime.clone().into_os_string()),
             _ => vars(name),
         };
-        assert_eq!(candidates(uid, &xdg), vec![runtime.join("stockade")]);
-        std::fs::create_dir_all(home.join(".local/state")).unwrap();
         assert_eq!(
             candidates(uid, &xdg),
             vec![runtime.join("stockade"), home.join(HOME_BASE)]
         );
+        std::fs::create_dir_all(home.join(".local/state")).unwrap();
+        let made = candidates(0, &xdg);
+        assert!(made.contains(&home.join(HOME_BASE)), "{made:?}");
     }
 
     #[test]
