@@ -203,14 +203,23 @@ fn without_xdg_runtime_dir_the_control_base_is_never_under_a_temp_dir() {
     assert!(!private_dir(&v).exists());
 }
 
-#[test]
-fn the_home_fallback_refuses_a_linked_local_state() {
+/// Whether this user's control base is the home fallback (an ordinary user without
+/// `/run/user/UID`); when not, says that test `name` is skipped, and why.
+fn home_fallback_is_the_base(name: &str) -> bool {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
-    if uid == 0 || Path::new(&format!("/run/user/{uid}")).is_dir() {
+    let fallback = uid != 0 && !Path::new(&format!("/run/user/{uid}")).is_dir();
+    if !fallback {
         eprintln!(
-            "SKIPPED (needs an ordinary user without /run/user/UID, whose base is the home fallback): the_home_fallback_refuses_a_linked_local_state"
+            "SKIPPED (needs an ordinary user without /run/user/UID, whose base is the home fallback): {name}"
         );
+    }
+    fallback
+}
+
+#[test]
+fn the_home_fallback_refuses_a_linked_local_state() {
+    if !home_fallback_is_the_base("the_home_fallback_refuses_a_linked_local_state") {
         return;
     }
     let fx = Fixture::new();
@@ -242,12 +251,8 @@ fn the_home_fallback_refuses_a_linked_local_state() {
 
 #[test]
 fn a_user_s_first_command_cannot_read_the_control_base_made_for_it() {
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    if uid == 0 || Path::new(&format!("/run/user/{uid}")).is_dir() {
-        eprintln!(
-            "SKIPPED (needs an ordinary user without /run/user/UID, whose base is the home fallback): a_user_s_first_command_cannot_read_the_control_base_made_for_it"
-        );
+    if !home_fallback_is_the_base("a_user_s_first_command_cannot_read_the_control_base_made_for_it")
+    {
         return;
     }
     let fx = Fixture::new();
