@@ -255,40 +255,49 @@ fn a_user_s_first_command_cannot_read_the_control_base_made_for_it() {
     {
         return;
     }
-    let fx = Fixture::new();
-    // A home without `.local`: this `confine` makes `.local/state/stockade`.
-    let home = fx.root.join("first-home");
-    std::fs::create_dir(&home).unwrap();
-    let state = home.join(".local/state");
-    let (peek, beside) = (state.join("stockade/peek"), state.join("beside"));
-    let env = [("XDG_RUNTIME_DIR", None), ("HOME", Some(home.as_path()))];
-    let script = r#"cat "$1"; cat "$2""#;
-    let args = [
-        "--mode",
-        "read-only",
-        "--",
-        "sh",
-        "-c",
-        script,
-        "sh",
-        peek.to_str().unwrap(),
-        beside.to_str().unwrap(),
-    ];
-    let out = confine_with(&fx, &env, &args);
-    assert_code(&out, 0);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(status_path(&v).starts_with(state.join("stockade")));
-    // Another command's request as it would lie in the base, and a file beside the base
-    // (the control: the same read, where nothing is hidden).
-    std::fs::write(&peek, b"another command's request").unwrap();
-    std::fs::write(&beside, b"beside").unwrap();
-    let run = spawn_argv(&v);
-    assert_eq!(text(&run.stdout), "beside", "{}", text(&run.stderr));
-    let err = text(&run.stderr);
-    assert!(
-        err.contains(peek.to_str().unwrap()) && err.contains("Permission denied"),
-        "{err}"
-    );
+    // Through Landlock alone, and through the namespace stage.
+    for fx in [Fixture::new(), Fixture::staged()] {
+        let layer = if fx.stage { "stage" } else { "no-stage" };
+        // A home without `.local`: this `confine` makes `.local/state/stockade`.
+        let home = fx.root.join(format!("first-home-{layer}"));
+        std::fs::create_dir(&home).unwrap();
+        let state = home.join(".local/state");
+        let (peek, beside) = (state.join("stockade/peek"), state.join("beside"));
+        let env = [("XDG_RUNTIME_DIR", None), ("HOME", Some(home.as_path()))];
+        let script = r#"cat "$1"; cat "$2""#;
+        let (peek_arg, beside_arg) = (peek.to_str().unwrap(), beside.to_str().unwrap());
+        let args = [
+            "--mode",
+            "read-only",
+            "--",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            peek_arg,
+            beside_arg,
+        ];
+        let out = confine_with(&fx, &env, &args);
+        assert_code(&out, 0);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(status_path(&v).starts_with(state.join("stockade")));
+        // Another command's request as it would lie in the base, and a file beside the
+        // base (the control: the same read, where nothing is hidden).
+        std::fs::write(&peek, b"another command's request").unwrap();
+        std::fs::write(&beside, b"beside").unwrap();
+        let run = spawn_argv(&v);
+        assert_eq!(
+            text(&run.stdout),
+            "beside",
+            "{layer}: {}",
+            text(&run.stderr)
+        );
+        let err = text(&run.stderr);
+        assert!(
+            err.contains(peek.to_str().unwrap()) && err.contains("Permission denied"),
+            "{layer}: {err}"
+        );
+    }
 }
 
 fn classify_out_env(fx: &Fixture, v: &Value, env: &[(&str, Option<&Path>)]) -> Value {
