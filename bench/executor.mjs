@@ -65,8 +65,9 @@ const add = async (name, register, setup = () => {}) => {
 const stockade = { stockade: process.env.STOCKADE }
 await add('stockade, kept `stockade serve` (default)', (ctx) => ctx.plugin(StockadeSandboxProvider, stockade))
 // The same server behind a worker thread, as `confine` asked it before it talked to its
-// server itself (and as it still does where FIFOs cannot be made): the first call starts
-// the server, so the provider keeps that one.
+// server itself (and as it still does where FIFOs cannot be made): the first call, which
+// a `stockade confine` process answers, makes the provider's server, a worker thread's
+// while `DirectServer.start` makes none, and the provider keeps that one.
 const viaWorker = async (ctx) => {
   await ctx.plugin(StockadeSandboxProvider, stockade)
   const start = DirectServer.start
