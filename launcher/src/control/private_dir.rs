@@ -116,6 +116,11 @@ fn process_vars(name: &str) -> Option<OsString> {
     std::env::var_os(name)
 }
 
+/// The variable `name` as a path, when it is set and absolute.
+fn absolute(name: &str, var: Vars) -> Option<PathBuf> {
+    var(name).map(PathBuf::from).filter(|p| p.is_absolute())
+}
+
 /// Every place a control base of this user may be, whichever the environment of the
 /// `confine` that made it: all are hidden from every confined command (see
 /// `stockade_policy::hidden`), since another command may have run with another
@@ -133,17 +138,16 @@ pub fn base_candidates() -> Vec<PathBuf> {
 /// where it was made. A place that can hold nothing costs every command a carve-out of
 /// its parent and hides nothing.
 fn candidates(uid: u32, var: Vars) -> Vec<PathBuf> {
-    let absolute = |name: &str| var(name).map(PathBuf::from).filter(|p| p.is_absolute());
     let exists = |p: &Path| p.symlink_metadata().is_ok();
     let mut out = Vec::new();
-    out.extend(absolute(CONTROL_DIR_ENV));
-    out.extend(absolute("XDG_RUNTIME_DIR").map(|dir| dir.join("stockade")));
+    out.extend(absolute(CONTROL_DIR_ENV, var));
+    out.extend(absolute("XDG_RUNTIME_DIR", var).map(|dir| dir.join("stockade")));
     out.push(PathBuf::from(format!("/run/user/{uid}/stockade")));
     let run_own = PathBuf::from(format!("/run/stockade-{uid}"));
     if uid == 0 || exists(&run_own) {
         out.push(run_own);
     }
-    let home_base = absolute("HOME").map(|home| home.join(HOME_BASE));
+    let home_base = absolute("HOME", var).map(|home| home.join(HOME_BASE));
     out.extend(home_base.clone());
     let mut first_use: Vec<PathBuf> = selection(uid, var)
         .ok()
@@ -225,7 +229,6 @@ impl Selection {
 }
 
 fn selection(uid: u32, var: Vars) -> Result<Selection, LauncherError> {
-    let absolute = |name: &str| var(name).map(PathBuf::from).filter(|p| p.is_absolute());
     if let Some(dir) = var(CONTROL_DIR_ENV) {
         let dir = PathBuf::from(dir);
         if !dir.is_absolute() {
@@ -236,7 +239,7 @@ fn selection(uid: u32, var: Vars) -> Result<Selection, LauncherError> {
         }
         return Ok(Selection::Named(dir));
     }
-    if let Some(dir) = absolute("XDG_RUNTIME_DIR") {
+    if let Some(dir) = absolute("XDG_RUNTIME_DIR", var) {
         return Ok(Selection::Named(dir.join("stockade")));
     }
     let run_user = PathBuf::from(format!("/run/user/{uid}"));
@@ -246,7 +249,7 @@ fn selection(uid: u32, var: Vars) -> Result<Selection, LauncherError> {
     if uid == 0 && Path::new("/run").is_dir() {
         return Ok(Selection::Named(PathBuf::from("/run/stockade-0")));
     }
-    if let Some(home) = absolute("HOME") {
+    if let Some(home) = absolute("HOME", var) {
         return Ok(Selection::Home(home));
     }
     Err(unusable(
@@ -328,9 +331,7 @@ fn shared_temp_dirs() -> Vec<PathBuf> {
                 .unwrap_or_else(|_| PathBuf::from(p))
         })
         .collect();
-    if let Some(tmpdir) = std::env::var_os("TMPDIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
+    if let Some(tmpdir) = absolute("TMPDIR", &process_vars)
         && let Ok(granted) = stockade_policy::roots::check_implicit_tmpdir(
             &tmpdir,
             &crate::control::placement::identity(),
