@@ -329,6 +329,8 @@ export class StockadeSandboxProvider extends SandboxProvider {
   private startSyncServer(confined: StockadeConfinedArgv): void {
     const env = JSON.stringify(process.env)
     const base = controlBase(confined)
+    // One that lost its process (a worker's keeps its thread) goes first.
+    this.server?.close()
     const direct = base === undefined ? undefined : DirectServer.start(this.config.stockade, env, base)
     this.server = direct ?? this.workerServer(env)
   }
